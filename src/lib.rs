@@ -1,0 +1,10 @@
+//! kernel-mcp: an MCP server giving AI agents named, persistent sessions on real Jupyter kernels.
+//!
+//! Layers, top to bottom (see `DESIGN.md`):
+//! - [`mcp`]: tool parameters → session calls; records → `CallToolResult`.
+//! - [`session`]: one actor per session: queue, runs, history, generation, registry.
+//! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
+//! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
+
+pub mod kernel;
+pub mod wire;
