@@ -8,3 +8,6 @@
 
 pub mod kernel;
 pub mod wire;
+pub mod config;
+pub mod session;
+pub mod mcp;

@@ -1,1 +1,113 @@
-fn main() {}
+//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio) and `kernels`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use kernel_mcp::config::Limits;
+use kernel_mcp::kernel::discovery::KernelSearch;
+use kernel_mcp::session::Registry;
+
+/// MCP server giving AI agents named, persistent sessions on real Jupyter kernels.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Extra directory of kernelspecs (`<dir>/<name>/kernel.json`), searched first. Repeatable.
+    #[arg(long, global = true)]
+    kernelspec_dir: Vec<PathBuf>,
+    /// Python environment (venv or prefix) used to find kernelspecs and resolve `python` in them.
+    /// Default: $VIRTUAL_ENV, else $CONDA_PREFIX, else ./.venv if present.
+    #[arg(long, global = true, env = "KERNEL_MCP_PYTHON_ENV")]
+    python_env: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP (default: over stdio).
+    Serve {
+        /// `stdio` (HTTP comes later).
+        #[arg(long, env = "MCP_TRANSPORT", default_value = "stdio")]
+        transport: String,
+    },
+    /// List the kernelspecs kernel-mcp can launch, and where it looked.
+    Kernels,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KERNEL_MCP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kernel_mcp=info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let env_prefix = cli.python_env.clone().or_else(default_env_prefix);
+    let search = KernelSearch::new(&cli.kernelspec_dir, env_prefix.as_deref(), project_kernelspecs().as_deref());
+    match cli.command.unwrap_or(Command::Serve { transport: "stdio".into() }) {
+        Command::Kernels => {
+            for spec in search.list() {
+                println!(
+                    "{:<16} {:<10} {:<32} {}",
+                    spec.name,
+                    spec.language,
+                    spec.display_name,
+                    spec.resource_dir.display()
+                );
+            }
+            println!("searched: {}", search.dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
+            ExitCode::SUCCESS
+        }
+        Command::Serve { transport } => {
+            if transport != "stdio" {
+                eprintln!("kernel-mcp: transport '{transport}' is not supported yet; use stdio");
+                return ExitCode::from(2);
+            }
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("kernel-mcp: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let registry = Arc::new(Registry::new(search, env_prefix, Limits::default()));
+            let result = runtime.block_on(kernel_mcp::mcp::serve::serve_stdio(registry));
+            // Reader threads blocked on stdin must not keep the process alive.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+/// $VIRTUAL_ENV, else $CONDA_PREFIX, else `./.venv` when it exists.
+fn default_env_prefix() -> Option<PathBuf> {
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            return Some(PathBuf::from(v));
+        }
+    }
+    let local = std::env::current_dir().ok()?.join(".venv");
+    local.join("bin").join("python").exists().then_some(local)
+}
+
+/// The project's own `kernelspecs/`: next to the sources in a dev build, or
+/// `<exe>/../share/kernel-mcp/kernelspecs` when installed.
+fn project_kernelspecs() -> Option<PathBuf> {
+    let dev = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernelspecs");
+    if dev.is_dir() {
+        return Some(dev);
+    }
+    let exe = std::env::current_exe().ok()?;
+    let installed = exe.parent()?.parent()?.join("share/kernel-mcp/kernelspecs");
+    installed.is_dir().then_some(installed)
+}

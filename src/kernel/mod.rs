@@ -1,6 +1,337 @@
-//! One kernel process and its five sockets: discovery, launch, readiness, liveness, shutdown.
-//! No queueing policy lives here; that is `session/`.
+//! One kernel process and its sockets: kernelspec discovery, launch, readiness, interrupt and
+//! the shutdown ladder. No queueing policy lives here; that is `session/`.
+//!
+//! [`Kernel::start`] writes the connection file, spawns the kernel, connects the sockets and
+//! waits until the kernel is ready: a `kernel_info_reply` **and** an iopub message parented to a
+//! `kernel_info_request` (or an `iopub_welcome`), retrying the request about once a second
+//! (jupyter_client `wait_for_ready`). Every wait races the child's exit and a deadline.
 
 pub mod argv;
+pub mod channels;
+pub mod connection;
 pub mod discovery;
+pub mod process;
 pub mod spec;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+pub use channels::{Channel, Channels, KernelEvent};
+pub use connection::ConnectionInfo;
+pub use process::{ExitInfo, KernelProcess};
+pub use spec::{InterruptMode, KernelSpec};
+
+use crate::wire::Message;
+
+/// Launches whose kernel exits during start with a port clash are retried this many times.
+const PORT_CLASH_RETRIES: usize = 3;
+
+/// Everything needed to start a kernel besides its spec.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    /// Working directory of the kernel process.
+    pub cwd: PathBuf,
+    /// Extra environment variables (after the kernelspec's own `env`).
+    pub env: BTreeMap<String, String>,
+    /// The selected Python environment (resolves `python` in argv).
+    pub env_prefix: Option<PathBuf>,
+    /// Give up waiting for readiness after this long.
+    pub startup_timeout: Duration,
+}
+
+/// Why a kernel could not be started. The messages say what happened and carry the kernel's output.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot launch kernel '{kernel}': {detail}")]
+    Launch { kernel: String, detail: String },
+    #[error("kernel '{kernel}' exited during start-up ({exit}). Its output ended with:\n{output_tail}")]
+    Exited {
+        kernel: String,
+        exit: ExitInfo,
+        output_tail: String,
+    },
+    #[error("kernel '{kernel}' did not become ready within {timeout_s} s. Its output ended with:\n{output_tail}")]
+    Timeout {
+        kernel: String,
+        timeout_s: u64,
+        output_tail: String,
+    },
+}
+
+/// Which rung of the shutdown ladder stopped the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShutdownRung {
+    /// It exited after `shutdown_request`.
+    Graceful,
+    /// It needed SIGTERM.
+    Terminated,
+    /// It needed SIGKILL.
+    Killed,
+}
+
+/// A live kernel: its process, its sockets and the event stream of both.
+pub struct Kernel {
+    pub spec: KernelSpec,
+    /// `kernel_info_reply` content (implementation, language_info, protocol_version, banner…).
+    pub info: Value,
+    process: KernelProcess,
+    channels: Channels,
+    events: mpsc::UnboundedReceiver<KernelEvent>,
+    connection_file: PathBuf,
+}
+
+impl Kernel {
+    /// Launch `spec` and wait until it is ready (see the module docs).
+    /// Errors: [`StartError`] with the exit status and output tail when the kernel dies during start.
+    pub async fn start(spec: &KernelSpec, opts: &LaunchOptions) -> Result<Kernel, StartError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::start_once(spec, opts).await {
+                Err(StartError::Exited {
+                    ref output_tail, ..
+                }) if attempt <= PORT_CLASH_RETRIES
+                    && output_tail.contains("Address already in use") =>
+                {
+                    tracing::info!(kernel = %spec.name, "port clash at start-up; retrying with new ports");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(spec: &KernelSpec, opts: &LaunchOptions) -> Result<Kernel, StartError> {
+        let launch_err = |detail: String| StartError::Launch {
+            kernel: spec.name.clone(),
+            detail,
+        };
+        let info = ConnectionInfo::allocate(&spec.name).map_err(|e| launch_err(e.to_string()))?;
+        let dir = connection::runtime_dir().map_err(|e| launch_err(e.to_string()))?;
+        let connection_file = dir.join(format!("kernel-mcp-{}.json", uuid::Uuid::new_v4()));
+        info.write(&connection_file)
+            .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
+        let guard = FileGuard(Some(connection_file.clone()));
+
+        let argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
+            .map_err(launch_err)?;
+        let lookup = |k: &str| std::env::var(k).ok();
+        let mut env: BTreeMap<String, String> = argv::expand_env(spec, &lookup).into_iter().collect();
+        env.extend(opts.env.clone());
+        let process = KernelProcess::spawn(&argv, &env, &opts.cwd)
+            .map_err(|e| launch_err(format!("{}: {e}", argv.join(" "))))?;
+        tracing::info!(kernel = %spec.name, pid = process.pid(), "kernel process started");
+
+        let deadline = Instant::now() + opts.startup_timeout;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut exit = process.exit_watch();
+        let exited = |process: &KernelProcess| StartError::Exited {
+            kernel: spec.name.clone(),
+            exit: process.exit_info().unwrap_or(ExitInfo {
+                code: None,
+                signal: None,
+            }),
+            output_tail: process.output_tail(),
+        };
+        let timed_out = |process: &KernelProcess| StartError::Timeout {
+            kernel: spec.name.clone(),
+            timeout_s: opts.startup_timeout.as_secs(),
+            output_tail: process.output_tail(),
+        };
+
+        let channels = tokio::select! {
+            r = Channels::connect(&info, tx) => r.map_err(|e| launch_err(format!("connecting to the kernel: {e}")))?,
+            _ = until_exit(&mut exit) => {
+                // Let the pipe readers catch the last words.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return Err(exited(&process));
+            }
+            _ = tokio::time::sleep_until(deadline) => return Err(timed_out(&process)),
+        };
+        let mut kernel = Kernel {
+            spec: spec.clone(),
+            info: Value::Null,
+            process,
+            channels,
+            events: rx,
+            connection_file: guard.keep(),
+        };
+        tokio::select! {
+            r = kernel.wait_ready() => {
+                kernel.info = r;
+                Ok(kernel)
+            }
+            _ = until_exit(&mut exit) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(exited(&kernel.process))
+            }
+            _ = tokio::time::sleep_until(deadline) => Err(timed_out(&kernel.process)),
+        }
+    }
+
+    /// Loop `kernel_info_request` until a reply and proof of our iopub subscription arrive.
+    /// Returns the reply content. Unbounded: the caller races it with exit and a deadline.
+    async fn wait_ready(&mut self) -> Value {
+        let mut sent: HashSet<String> = HashSet::new();
+        let mut reply: Option<Value> = None;
+        let mut iopub_ok = false;
+        loop {
+            if reply.is_none() {
+                let msg = self.channels.request("kernel_info_request", json!({}));
+                sent.insert(msg.msg_id().to_string());
+                if let Err(e) = self.channels.send(Channel::Shell, &msg).await {
+                    tracing::debug!("kernel_info_request not sent: {e}");
+                }
+            }
+            let round = Instant::now() + Duration::from_secs(1);
+            loop {
+                let ev = tokio::select! {
+                    ev = self.events.recv() => ev,
+                    _ = tokio::time::sleep_until(round) => break,
+                };
+                let Some(KernelEvent::Message(channel, msg)) = ev else {
+                    if ev.is_none() {
+                        // All readers gone: only the exit or the deadline can end this.
+                        std::future::pending::<()>().await;
+                    }
+                    continue;
+                };
+                let ours = msg.parent_msg_id().is_some_and(|p| sent.contains(p));
+                match channel {
+                    Channel::Shell if ours && msg.msg_type() == "kernel_info_reply" => {
+                        reply.get_or_insert(msg.content);
+                    }
+                    Channel::Iopub if ours || msg.msg_type() == "iopub_welcome" => iopub_ok = true,
+                    _ => {}
+                }
+                if let (Some(r), true) = (&reply, iopub_ok) {
+                    return r.clone();
+                }
+            }
+            // A reply without iopub proof: ask again so a fresh busy/idle pair is published.
+            if reply.is_some() && !iopub_ok {
+                reply = None;
+            }
+        }
+    }
+
+    /// The kernel's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// The kernel's exit, once it has exited.
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        self.process.exit_info()
+    }
+
+    /// A receiver that becomes `Some` when the kernel process exits.
+    pub fn exit_watch(&self) -> tokio::sync::watch::Receiver<Option<ExitInfo>> {
+        self.process.exit_watch()
+    }
+
+    /// The last few KiB of the kernel's own stdout/stderr.
+    pub fn output_tail(&self) -> String {
+        self.process.output_tail()
+    }
+
+    /// A new request message in this kernel's client session.
+    pub fn request(&self, msg_type: &str, content: Value) -> Message {
+        self.channels.request(msg_type, content)
+    }
+
+    /// A reply to a kernel message (e.g. `input_reply` to an `input_request`).
+    pub fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message {
+        Message::reply_to(&parent.header, msg_type, content, &self.channels.session)
+    }
+
+    /// Send `msg` on `channel`.
+    pub async fn send(&mut self, channel: Channel, msg: &Message) -> Result<(), String> {
+        self.channels.send(channel, msg).await
+    }
+
+    /// The next message from any socket. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<KernelEvent> {
+        self.events.recv().await
+    }
+
+    /// A message already received, without waiting.
+    pub fn try_recv(&mut self) -> Option<KernelEvent> {
+        self.events.try_recv().ok()
+    }
+
+    /// Interrupt per the kernelspec's `interrupt_mode`: SIGINT to the process group, or
+    /// `interrupt_request` on control. Best effort; the caller watches the run's reply.
+    pub async fn interrupt(&mut self) {
+        match self.spec.interrupt_mode {
+            InterruptMode::Signal => self.process.signal(Signal::SIGINT),
+            InterruptMode::Message => {
+                let msg = self.request("interrupt_request", json!({}));
+                if let Err(e) = self.send(Channel::Control, &msg).await {
+                    tracing::warn!("interrupt_request not sent: {e}");
+                }
+            }
+        }
+    }
+
+    /// The shutdown ladder: `shutdown_request` on control → `grace` → SIGTERM to the group →
+    /// `grace` → SIGKILL to the group and every remaining descendant. Returns the rung reached.
+    pub async fn shutdown(mut self, grace: Duration) -> ShutdownRung {
+        let rung = if self.exit_info().is_some() {
+            ShutdownRung::Graceful
+        } else {
+            let msg = self.request("shutdown_request", json!({"restart": false}));
+            let _ = self.send(Channel::Control, &msg).await;
+            if self.process.wait_exit(grace).await.is_some() {
+                ShutdownRung::Graceful
+            } else {
+                self.process.signal(Signal::SIGTERM);
+                if self.process.wait_exit(grace).await.is_some() {
+                    ShutdownRung::Terminated
+                } else {
+                    ShutdownRung::Killed
+                }
+            }
+        };
+        // Subprocesses the kernel started (same group or not) go too.
+        self.process.kill_all();
+        let _ = self.process.wait_exit(Duration::from_secs(2)).await;
+        tracing::info!(kernel = %self.spec.name, pid = self.pid(), ?rung, "kernel shut down");
+        rung
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        // The process kills its group on drop; the connection file goes here.
+        let _ = std::fs::remove_file(&self.connection_file);
+    }
+}
+
+/// Resolves when the process has exited (the watch guard is not held across awaits).
+async fn until_exit(rx: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) {
+    let _ = rx.wait_for(|e| e.is_some()).await.map(|_| ());
+}
+
+/// Removes the connection file unless [`FileGuard::keep`] hands it on.
+struct FileGuard(Option<PathBuf>);
+
+impl FileGuard {
+    fn keep(mut self) -> PathBuf {
+        self.0.take().unwrap_or_default()
+    }
+}
+
+impl Drop for FileGuard {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Limits and defaults (DESIGN §5). The CLI can override them; `server_info` reports them.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Server-wide limits. Sizes in bytes, times as noted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Limits {
+    /// Largest `code` accepted by one call (bytes); larger → `LIMIT_EXCEEDED`.
+    pub max_code_bytes: usize,
+    /// How long `execute` waits before answering `running` (seconds).
+    pub default_wait_s: f64,
+    /// Text per stream shown in one response (bytes; head + tail).
+    pub stream_bytes: usize,
+    /// Output kept per run (bytes).
+    pub stored_bytes_per_run: usize,
+    /// Largest image returned inline (decoded bytes).
+    pub max_image_bytes: usize,
+    /// Runs waiting per session beyond the running one.
+    pub queue_length: usize,
+    /// Default kernel start-up timeout (seconds).
+    pub startup_timeout_s: u64,
+    /// Grace after an interrupt before a timed-out run's kernel is restarted (seconds).
+    pub interrupt_grace_s: u64,
+    /// Each of the two waits of the shutdown ladder (seconds).
+    pub shutdown_grace_s: f64,
+    /// Wait for iopub `idle` after `execute_reply` (seconds).
+    pub iopub_grace_s: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_code_bytes: 1024 * 1024,
+            default_wait_s: 50.0,
+            stream_bytes: 20_000,
+            stored_bytes_per_run: crate::session::run::MAX_STORED_BYTES,
+            max_image_bytes: 1024 * 1024,
+            queue_length: 64,
+            startup_timeout_s: 60,
+            interrupt_grace_s: 5,
+            shutdown_grace_s: 2.5,
+            iopub_grace_s: 4,
+        }
+    }
+}
+
+impl Limits {
+    pub fn interrupt_grace(&self) -> Duration {
+        Duration::from_secs(self.interrupt_grace_s)
+    }
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.shutdown_grace_s)
+    }
+    pub fn iopub_grace(&self) -> Duration {
+        Duration::from_secs(self.iopub_grace_s)
+    }
+}

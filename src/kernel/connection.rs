@@ -1,0 +1,130 @@
+//! The connection file: ports, key and transport a kernel binds, written before the kernel starts.
+//!
+//! Spec: <https://jupyter-client.readthedocs.io/en/latest/kernels.html#connection-files>
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Contents of a connection file (TCP on 127.0.0.1 only).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ConnectionInfo {
+    pub transport: String,
+    pub ip: String,
+    pub shell_port: u16,
+    pub iopub_port: u16,
+    pub stdin_port: u16,
+    pub control_port: u16,
+    pub hb_port: u16,
+    /// HMAC key: 64 hex characters (32 random bytes), used as UTF-8 bytes.
+    pub key: String,
+    pub signature_scheme: String,
+    pub kernel_name: String,
+}
+
+impl ConnectionInfo {
+    /// Five free loopback ports (each found by binding port 0 and releasing it) and a fresh key.
+    /// Another process can still take a port before the kernel binds it; the launcher retries
+    /// with new ports when the kernel exits early.
+    pub fn allocate(kernel_name: &str) -> std::io::Result<ConnectionInfo> {
+        // Hold all five listeners at once so the five ports are distinct.
+        let listeners = (0..5)
+            .map(|_| TcpListener::bind("127.0.0.1:0"))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let ports = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let key = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        Ok(ConnectionInfo {
+            transport: "tcp".into(),
+            ip: "127.0.0.1".into(),
+            shell_port: ports[0],
+            iopub_port: ports[1],
+            stdin_port: ports[2],
+            control_port: ports[3],
+            hb_port: ports[4],
+            key,
+            signature_scheme: "hmac-sha256".into(),
+            kernel_name: kernel_name.into(),
+        })
+    }
+
+    /// `tcp://127.0.0.1:<port>`.
+    pub fn endpoint(&self, port: u16) -> String {
+        format!("{}://{}:{}", self.transport, self.ip, port)
+    }
+
+    /// Write the file with mode 0600, failing if it already exists.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        file.write_all(&serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?)?;
+        file.sync_all()
+    }
+}
+
+/// Directory for our connection files, created 0700: `$JUPYTER_RUNTIME_DIR`, else
+/// `$XDG_RUNTIME_DIR/kernel-mcp`, else `<tmp>/kernel-mcp-<uid>`.
+pub fn runtime_dir() -> std::io::Result<PathBuf> {
+    let dir = if let Some(d) = std::env::var_os("JUPYTER_RUNTIME_DIR") {
+        PathBuf::from(d)
+    } else if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
+        PathBuf::from(d).join("kernel-mcp")
+    } else {
+        std::env::temp_dir().join(format!("kernel-mcp-{}", nix::unistd::getuid()))
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn allocated_ports_are_distinct_and_key_is_64_hex() {
+        let info = ConnectionInfo::allocate("python3").unwrap();
+        let mut ports = vec![
+            info.shell_port,
+            info.iopub_port,
+            info.stdin_port,
+            info.control_port,
+            info.hb_port,
+        ];
+        ports.sort();
+        ports.dedup();
+        assert_eq!(ports.len(), 5);
+        assert_eq!(info.key.len(), 64);
+        assert!(info.key.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn connection_file_is_written_0600_with_the_fields_kernels_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kernel-x.json");
+        let info = ConnectionInfo::allocate("python3").unwrap();
+        info.write(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(v["signature_scheme"], "hmac-sha256");
+        assert_eq!(v["ip"], "127.0.0.1");
+        assert_eq!(v["shell_port"], info.shell_port);
+        assert!(info.write(&path).is_err(), "an existing file is never overwritten");
+    }
+}

@@ -1,0 +1,249 @@
+//! The kernel's OS process: spawn in its own process group, capture its output, watch its exit,
+//! signal the group, and sweep descendants.
+//!
+//! The kernel never inherits our stdout (in stdio mode that is the MCP stream): its stdout and
+//! stderr are piped into a bounded ring buffer and `tracing` at debug level. stdin is null.
+//! `JPY_PARENT_PID` is set (ipykernel exits when we go) and, on Linux, `PR_SET_PDEATHSIG` makes
+//! the kernel get SIGKILL when the thread that spawned it exits, so no kernel outlives a
+//! SIGKILLed server.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::watch;
+
+/// Bytes of the kernel's stdout+stderr kept for error reports.
+const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
+
+/// How a kernel process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// Exit code when it exited normally.
+    pub code: Option<i32>,
+    /// Signal number when it was killed by a signal.
+    pub signal: Option<i32>,
+}
+
+impl fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exit status {code}"),
+            (None, Some(sig)) => match Signal::try_from(sig) {
+                Ok(s) => write!(f, "killed by signal {sig} ({})", s.as_str()),
+                Err(_) => write!(f, "killed by signal {sig}"),
+            },
+            (None, None) => write!(f, "exited (status unknown)"),
+        }
+    }
+}
+
+/// A running (or exited) kernel process. Dropping it SIGKILLs the process group.
+pub struct KernelProcess {
+    pid: i32,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    output_tail: Arc<Mutex<VecDeque<u8>>>,
+    reaped: bool,
+}
+
+impl KernelProcess {
+    /// Spawn `argv` with `env` added to our environment, in `cwd`, as the leader of a new session
+    /// and process group. Errors: the program cannot be executed.
+    pub fn spawn(
+        argv: &[String],
+        env: &BTreeMap<String, String>,
+        cwd: &Path,
+    ) -> std::io::Result<KernelProcess> {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| std::io::Error::other("kernelspec argv is empty"))?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .envs(env)
+            .env("JPY_PARENT_PID", std::process::id().to_string())
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        let parent = nix::unistd::getpid();
+        // SAFETY: only async-signal-safe calls (setsid, prctl, getppid, _exit) run between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                #[cfg(target_os = "linux")]
+                {
+                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                    // The parent may have died between fork and prctl.
+                    if nix::unistd::getppid() != parent {
+                        nix::libc::_exit(1);
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        let output_tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(drain_output(out, "stdout", pid, output_tail.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(drain_output(err, "stderr", pid, output_tail.clone()));
+        }
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(async move {
+            let info = match child.wait().await {
+                Ok(status) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    ExitInfo {
+                        code: status.code(),
+                        signal: status.signal(),
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(pid, "waiting for kernel failed: {e}");
+                    ExitInfo {
+                        code: None,
+                        signal: None,
+                    }
+                }
+            };
+            tracing::debug!(pid, "kernel process ended: {info}");
+            let _ = tx.send(Some(info));
+        });
+        Ok(KernelProcess {
+            pid,
+            exit: rx,
+            output_tail,
+            reaped: false,
+        })
+    }
+
+    /// The kernel's process id (also its process group id).
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// `Some` once the process has exited.
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        *self.exit.borrow()
+    }
+
+    /// A receiver that changes to `Some` when the process exits.
+    pub fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+        self.exit.clone()
+    }
+
+    /// Wait up to `timeout` for the process to exit.
+    pub async fn wait_exit(&self, timeout: Duration) -> Option<ExitInfo> {
+        let mut rx = self.exit.clone();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(|e| e.is_some()))
+            .await
+            .map(|r| r.map(|v| *v));
+        match waited {
+            Ok(Ok(v)) => v,
+            _ => self.exit_info(),
+        }
+    }
+
+    /// The last few KiB the kernel wrote to its stdout/stderr (lossy UTF-8).
+    pub fn output_tail(&self) -> String {
+        let buf = self.output_tail.lock().unwrap_or_else(|e| e.into_inner());
+        let (a, b) = buf.as_slices();
+        let mut bytes = a.to_vec();
+        bytes.extend_from_slice(b);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Send `signal` to the process group, falling back to the process.
+    pub fn signal(&self, signal: Signal) {
+        if self.pid <= 0 || self.exit_info().is_some() && signal != Signal::SIGKILL {
+            return;
+        }
+        if killpg(Pid::from_raw(self.pid), signal).is_err() {
+            let _ = kill(Pid::from_raw(self.pid), signal);
+        }
+    }
+
+    /// SIGKILL the process group and every descendant found in /proc (processes that left the
+    /// group with `setsid`), then mark the process as cleaned up.
+    pub fn kill_all(&mut self) {
+        if self.pid <= 0 || self.reaped {
+            return;
+        }
+        let descendants = descendants(self.pid);
+        let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        for pid in descendants {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        self.reaped = true;
+    }
+}
+
+impl Drop for KernelProcess {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// Read a child pipe to its end into the shared tail buffer and tracing.
+async fn drain_output(
+    mut pipe: impl AsyncRead + Unpin,
+    name: &'static str,
+    pid: i32,
+    tail: Arc<Mutex<VecDeque<u8>>>,
+) {
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                tracing::debug!(pid, "kernel {name}: {}", String::from_utf8_lossy(&buf[..n]).trim_end());
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.extend(&buf[..n]);
+                let excess = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
+                t.drain(..excess);
+            }
+        }
+    }
+}
+
+/// All live descendants of `root`, from the ppid links in /proc (Linux; empty elsewhere).
+pub fn descendants(root: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut parent_of = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Format: pid (comm) state ppid ...; comm may contain spaces and parentheses.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse::<i32>().ok()) {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}

@@ -1,0 +1,109 @@
+//! Tool parameters as the model types them (serde + JSON Schema). Doc comments become the
+//! schema descriptions. Validation beyond types happens in the tools.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateSessionParams {
+    /// Name for the session (1-64 of letters, digits, '.', '_', '-'). Omitted: one is generated.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Kernelspec name (see list_kernels), e.g. "python3", "ir", "bash". Omitted: the default kernel.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Python interpreter or venv directory to launch ipykernel from (instead of a kernelspec).
+    #[serde(default)]
+    pub python: Option<String>,
+    /// Working directory of the kernel. Omitted: the server's working directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Extra environment variables for the kernel.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Seconds to wait for the kernel to become ready (default 60).
+    #[serde(default)]
+    pub startup_timeout_s: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SessionIdParams {
+    /// The session's id.
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetSessionParams {
+    /// The session's id.
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RestartSessionParams {
+    /// The session's id.
+    pub session_id: String,
+    /// Also forget the session's history (default false).
+    #[serde(default)]
+    pub clear_history: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecuteParams {
+    /// Session to run in. Omitted: the "default" session (created on first use).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The code to run (at most 1 MiB).
+    pub code: String,
+    /// Run-time limit in seconds (0 or omitted = none). On expiry the kernel is interrupted,
+    /// and restarted if it does not stop within 5 s.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Seconds to wait before returning status "running" with the output so far (default 50).
+    /// The run goes on; get_execution(run_id) waits again.
+    #[serde(default)]
+    pub wait_s: Option<f64>,
+    /// Answers for input() prompts, used in order.
+    #[serde(default)]
+    pub stdin: Option<Vec<String>>,
+    /// Fail with STATE_CHANGED instead of running if the session's generation differs
+    /// (its kernel was replaced and earlier state is gone).
+    #[serde(default)]
+    pub expected_generation: Option<u64>,
+    /// Record in the kernel's history (default true).
+    #[serde(default)]
+    pub store_history: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetExecutionParams {
+    /// The run's id, from an execute result.
+    pub run_id: String,
+    /// Seconds to wait for the run to finish (default 0).
+    #[serde(default)]
+    pub wait_s: Option<f64>,
+    /// Page one stream instead: "stdout" or "stderr".
+    #[serde(default)]
+    pub stream: Option<String>,
+    /// Byte offset into the stream's text (default 0).
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Bytes to return (default 20000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SendInputParams {
+    /// The run waiting for input.
+    pub run_id: String,
+    /// The line to answer with (no trailing newline needed).
+    pub value: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunIdParams {
+    /// The run's id.
+    pub run_id: String,
+}

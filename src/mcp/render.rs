@@ -1,0 +1,152 @@
+//! Records → `CallToolResult`: `structuredContent` carries the contract's JSON, a short text
+//! block carries the same for models that read text, and images become `image` blocks.
+
+use std::fmt::Write;
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::session::types::{ExecutionResult, RunStatus, SessionInfo};
+use crate::session::{ErrorCode, SessionError};
+
+/// A successful result: `text` first, then `extra` blocks; `structured` as structuredContent.
+pub fn success(text: String, structured: &impl Serialize, extra: Vec<ContentBlock>) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(text)];
+    content.extend(extra);
+    let mut r = CallToolResult::success(content);
+    r.structured_content = Some(to_value(structured));
+    r
+}
+
+/// A tool error the model can act on: `isError`, `{error_code, message, details}`.
+pub fn error(e: &SessionError) -> CallToolResult {
+    let code = serde_json::to_value(e.code).unwrap_or(Value::Null);
+    let code_str = code.as_str().unwrap_or("INTERNAL_ERROR").to_string();
+    let mut r = CallToolResult::error(vec![ContentBlock::text(format!("{code_str}: {}", e.message))]);
+    r.structured_content = Some(json!({
+        "error_code": code,
+        "message": e.message,
+        "details": e.details,
+    }));
+    r
+}
+
+/// Shorthand for an `INVALID_ARGUMENT` tool error.
+pub fn invalid(message: impl Into<String>) -> CallToolResult {
+    error(&SessionError::new(ErrorCode::InvalidArgument, message))
+}
+
+fn to_value(v: &impl Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or_else(|e| json!({"error": e.to_string()}))
+}
+
+/// An execution result; `isError` when the code raised (or the run failed).
+pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult {
+    let mut images = Vec::new();
+    let mut notices = r.notices.clone();
+    for o in &r.outputs {
+        if let Some(img) = &o.image {
+            if img.bytes <= max_image_bytes {
+                images.push(ContentBlock::image(img.data.clone(), img.mime.clone()));
+            } else {
+                notices.push(format!(
+                    "An image of {} bytes ({}) is larger than the {} byte limit for a response and was left out; save it to a file from the code instead (e.g. fig.savefig('plot.png')).",
+                    img.bytes, img.mime, max_image_bytes
+                ));
+            }
+        }
+    }
+    let mut structured = to_value(r);
+    structured["notices"] = json!(notices);
+    let mut out = success(execution_text(r, &notices), &structured, images);
+    let failed = matches!(
+        r.status,
+        RunStatus::Error | RunStatus::KernelDied | RunStatus::Timeout | RunStatus::Aborted
+    );
+    out.is_error = Some(failed);
+    out
+}
+
+/// The text rendering of a run: a status line, then streams, result, error and notices.
+pub fn execution_text(r: &ExecutionResult, notices: &[String]) -> String {
+    let mut t = String::new();
+    let _ = write!(t, "[{}] run {} in session '{}'", r.status.as_str(), r.run_id, r.session_id);
+    if let Some(n) = r.execution_count {
+        let _ = write!(t, ", execution_count {n}");
+    }
+    let _ = write!(t, ", generation {}", r.generation);
+    if r.state_reset {
+        t.push_str(", STATE RESET");
+    }
+    let _ = writeln!(t, " ({} ms)", r.elapsed_ms);
+    if !r.stdout.is_empty() {
+        let _ = writeln!(t, "--- stdout ---\n{}", r.stdout.trim_end_matches('\n'));
+    }
+    if !r.stderr.is_empty() {
+        let _ = writeln!(t, "--- stderr ---\n{}", r.stderr.trim_end_matches('\n'));
+    }
+    for o in &r.outputs {
+        if o.kind == "execute_result" {
+            continue;
+        }
+        match (&o.image, &o.text) {
+            (Some(img), _) => {
+                let _ = writeln!(t, "--- display: {} ({} bytes) ---", img.mime, img.bytes);
+            }
+            (None, Some(text)) => {
+                let _ = writeln!(t, "--- display ---\n{text}");
+            }
+            _ => {}
+        }
+    }
+    if let Some(res) = &r.result {
+        let _ = writeln!(t, "--- result ---\n{res}");
+    }
+    if let Some(e) = &r.error {
+        let _ = writeln!(t, "--- error: {}: {} ---", e.ename, e.evalue);
+        for line in &e.traceback {
+            let _ = writeln!(t, "{}", line.trim_end());
+        }
+    }
+    if let Some(p) = &r.prompt {
+        let _ = writeln!(
+            t,
+            "--- waiting for input{}: {:?} --- answer with send_input(run_id=\"{}\", value=...)",
+            if p.password { " (password)" } else { "" },
+            p.text,
+            r.run_id
+        );
+    }
+    if matches!(r.status, RunStatus::Running | RunStatus::Queued) {
+        let _ = writeln!(
+            t,
+            "Still {}; call get_execution(run_id=\"{}\", wait_s=...) for the rest.",
+            r.status.as_str(),
+            r.run_id
+        );
+    }
+    for n in notices {
+        let _ = writeln!(t, "note: {n}");
+    }
+    t.trim_end().to_string()
+}
+
+/// One line per session field that matters.
+pub fn session_text(s: &SessionInfo) -> String {
+    format!(
+        "session '{}': kernel {} ({}), status {}, generation {}, pid {}, history {}, queue {}{}",
+        s.session_id,
+        s.kernel,
+        s.display_name,
+        serde_json::to_value(s.status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+        s.generation,
+        s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+        s.history_count,
+        s.queue_length,
+        s.current_run_id
+            .as_ref()
+            .map(|r| format!(", running {r}"))
+            .unwrap_or_default()
+    )
+}

@@ -1,0 +1,765 @@
+//! The session actor: one task per session owning its kernel, queue and runs as plain local
+//! state (no mutex). Callers talk to it through [`super::SessionHandle`] commands with a oneshot
+//! reply. The loop `select!`s over commands, kernel messages, the kernel's exit, a kernel start
+//! finishing and the nearest deadline, turns each into an [`Event`] and handles it.
+//!
+//! Semantics (DESIGN §3): one run at a time, FIFO queue; a run is done on `execute_reply` and
+//! iopub `idle` (bounded wait for idle; none expected for aborted replies); on kernel death the
+//! running run ends `kernel_died`, queued runs are cancelled and a new kernel is started
+//! (generation + 1); a run past its `timeout_s` is interrupted, and if still busy after the
+//! grace, its kernel is restarted.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::error::{ErrorCode, SessionError};
+use super::run::Run;
+use super::types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
+use crate::config::Limits;
+use crate::kernel::{
+    Channel, ExitInfo, Kernel, KernelEvent, KernelSpec, LaunchOptions, ShutdownRung, StartError,
+};
+
+/// Finished runs kept for `get_execution` per session (oldest dropped first).
+const KEPT_FINISHED_RUNS: usize = 256;
+
+/// A validated execute request.
+#[derive(Debug, Clone)]
+pub struct ExecuteRequest {
+    pub run_id: String,
+    pub code: String,
+    pub store_history: bool,
+    pub timeout: Option<Duration>,
+    pub stdin: Vec<String>,
+    pub expected_generation: Option<u64>,
+}
+
+/// What a submitted run gives back: its id and a receiver of its status changes.
+pub type Submitted = (String, watch::Receiver<RunStatus>);
+
+/// Commands to the actor; each carries its reply channel.
+pub enum Command {
+    Submit(ExecuteRequest, oneshot::Sender<Result<Submitted, SessionError>>),
+    GetRun(String, oneshot::Sender<Option<ExecutionResult>>),
+    WatchRun(String, oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>),
+    StreamText(String, String, oneshot::Sender<Option<String>>),
+    Info(oneshot::Sender<SessionInfo>),
+    Interrupt(oneshot::Sender<(SessionInfo, Option<String>)>),
+    Restart(oneshot::Sender<Result<SessionInfo, SessionError>>),
+    SendInput(String, String, oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>),
+    Cancel(String, oneshot::Sender<Result<(), SessionError>>),
+    Destroy(oneshot::Sender<ShutdownRung>),
+}
+
+/// Why a new kernel is being started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StartReason {
+    Create,
+    Restart,
+    Recover,
+}
+
+enum Event {
+    Command(Option<Command>),
+    Kernel(Option<KernelEvent>),
+    Exited(ExitInfo),
+    Started(Result<Kernel, StartError>),
+    Tick,
+}
+
+pub struct Actor {
+    id: String,
+    spec: KernelSpec,
+    opts: LaunchOptions,
+    limits: Arc<Limits>,
+    commands: mpsc::Receiver<Command>,
+    kernel: Option<Kernel>,
+    exit_rx: Option<watch::Receiver<Option<ExitInfo>>>,
+    kernel_info: Value,
+    generation: u64,
+    status: SessionStatus,
+    starting: Option<(StartReason, JoinHandle<Result<Kernel, StartError>>)>,
+    restart_waiters: Vec<oneshot::Sender<Result<SessionInfo, SessionError>>>,
+    create_waiter: Option<oneshot::Sender<Result<SessionInfo, SessionError>>>,
+    runs: HashMap<String, Run>,
+    /// msg_id of an execute_request → run_id.
+    by_msg: HashMap<String, String>,
+    finished_order: VecDeque<String>,
+    queue: VecDeque<String>,
+    current: Option<String>,
+    /// Generation of the kernel the last started run executed in.
+    last_run_generation: Option<u64>,
+    history_count: usize,
+    created_at: chrono::DateTime<chrono::Utc>,
+    last_activity: chrono::DateTime<chrono::Utc>,
+    /// Notices for the next run (e.g. the kernel was replaced after a crash).
+    pending_notices: Vec<String>,
+}
+
+impl Actor {
+    /// Spawn the actor; it starts the kernel at once. `created` gets the outcome of that start.
+    pub fn spawn(
+        id: String,
+        spec: KernelSpec,
+        opts: LaunchOptions,
+        limits: Arc<Limits>,
+        commands: mpsc::Receiver<Command>,
+        created: oneshot::Sender<Result<SessionInfo, SessionError>>,
+    ) -> JoinHandle<()> {
+        let now = chrono::Utc::now();
+        let mut actor = Actor {
+            id,
+            spec,
+            opts,
+            limits,
+            commands,
+            kernel: None,
+            exit_rx: None,
+            kernel_info: Value::Null,
+            generation: 0,
+            status: SessionStatus::Starting,
+            starting: None,
+            restart_waiters: Vec::new(),
+            create_waiter: Some(created),
+            runs: HashMap::new(),
+            by_msg: HashMap::new(),
+            finished_order: VecDeque::new(),
+            queue: VecDeque::new(),
+            current: None,
+            last_run_generation: None,
+            history_count: 0,
+            created_at: now,
+            last_activity: now,
+            pending_notices: Vec::new(),
+        };
+        tokio::spawn(async move {
+            actor.start_kernel(StartReason::Create, None);
+            actor.run().await;
+        })
+    }
+
+    async fn run(&mut self) {
+        loop {
+            let deadline = self.next_deadline();
+            let event = tokio::select! {
+                c = self.commands.recv() => Event::Command(c),
+                e = recv_kernel(&mut self.kernel) => Event::Kernel(e),
+                x = wait_exit(&mut self.exit_rx) => Event::Exited(x),
+                s = wait_started(&mut self.starting) => Event::Started(s),
+                _ = sleep_until(deadline) => Event::Tick,
+            };
+            match event {
+                Event::Command(None) => {
+                    self.destroy().await;
+                    return;
+                }
+                Event::Command(Some(Command::Destroy(reply))) => {
+                    let rung = self.destroy().await;
+                    let _ = reply.send(rung);
+                    return;
+                }
+                Event::Command(Some(cmd)) => self.handle_command(cmd).await,
+                Event::Kernel(Some(ev)) => self.handle_kernel_event(ev).await,
+                Event::Kernel(None) => {
+                    // All readers ended; the exit watch reports the death.
+                }
+                Event::Exited(info) => self.kernel_died(info),
+                Event::Started(result) => self.kernel_started(result).await,
+                Event::Tick => self.check_deadlines().await,
+            }
+            if self.status == SessionStatus::Dead && self.create_waiter.is_none() && self.kernel.is_none() && self.starting.is_none() && self.commands.is_closed() {
+                return;
+            }
+        }
+    }
+
+    // ---- kernel lifecycle ----
+
+    /// Start a kernel in the background, after shutting `old` down if given.
+    fn start_kernel(&mut self, reason: StartReason, old: Option<Kernel>) {
+        self.status = match reason {
+            StartReason::Create => SessionStatus::Starting,
+            _ => SessionStatus::Restarting,
+        };
+        self.exit_rx = None;
+        let spec = self.spec.clone();
+        let opts = self.opts.clone();
+        let grace = self.limits.shutdown_grace();
+        self.starting = Some((
+            reason,
+            tokio::spawn(async move {
+                if let Some(old) = old {
+                    old.shutdown(grace).await;
+                }
+                Kernel::start(&spec, &opts).await
+            }),
+        ));
+    }
+
+    async fn kernel_started(&mut self, result: Result<Kernel, StartError>) {
+        let reason = self.starting.take().map(|(r, _)| r).unwrap_or(StartReason::Recover);
+        match result {
+            Ok(kernel) => {
+                self.generation += 1;
+                self.kernel_info = kernel.info.clone();
+                self.exit_rx = Some(kernel.exit_watch());
+                self.kernel = Some(kernel);
+                self.status = SessionStatus::Idle;
+                tracing::info!(session = %self.id, generation = self.generation, ?reason, "kernel ready");
+                let info = self.info();
+                if let Some(w) = self.create_waiter.take() {
+                    let _ = w.send(Ok(info.clone()));
+                }
+                for w in self.restart_waiters.drain(..) {
+                    let _ = w.send(Ok(info.clone()));
+                }
+                self.start_next().await;
+            }
+            Err(e) => {
+                tracing::warn!(session = %self.id, "kernel start failed: {e}");
+                self.status = SessionStatus::Dead;
+                let err = SessionError::new(ErrorCode::KernelStartFailed, e.to_string())
+                    .with_details(json!({"kernel": self.spec.name}));
+                if let Some(w) = self.create_waiter.take() {
+                    let _ = w.send(Err(err.clone()));
+                }
+                for w in self.restart_waiters.drain(..) {
+                    let _ = w.send(Err(err.clone()));
+                }
+                let reason = format!("The session's kernel could not be started: {e}");
+                self.cancel_queued(&reason);
+            }
+        }
+    }
+
+    /// The kernel process exited on its own (crash, `os._exit`, external kill).
+    fn kernel_died(&mut self, info: ExitInfo) {
+        let Some(mut kernel) = self.kernel.take() else {
+            self.exit_rx = None;
+            return;
+        };
+        // Apply what the readers already delivered before declaring the death.
+        while let Some(ev) = kernel.try_recv() {
+            self.apply_kernel_event_sync(ev);
+        }
+        let tail = kernel.output_tail();
+        tracing::warn!(session = %self.id, "kernel died: {info}");
+        if let Some(run_id) = self.current.take() {
+            if let Some(run) = self.runs.get_mut(&run_id) {
+                run.notices.push(format!(
+                    "The kernel died ({info}); its state is lost. A new kernel is being started for the next run."
+                ));
+                if !tail.trim().is_empty() {
+                    run.notices.push(format!("The kernel's last output:\n{}", last_lines(&tail, 20)));
+                }
+                run.set_status(RunStatus::KernelDied);
+            }
+            self.finish_bookkeeping(&run_id);
+        }
+        self.cancel_queued(&format!(
+            "Cancelled: the kernel died ({info}) before this run started; it was not run in the new kernel."
+        ));
+        self.pending_notices
+            .push(format!("The previous kernel died ({info}); this run executed in a new kernel."));
+        drop(kernel);
+        self.start_kernel(StartReason::Recover, None);
+    }
+
+    async fn destroy(&mut self) -> ShutdownRung {
+        self.cancel_queued("Cancelled: the session was destroyed.");
+        if let Some(run_id) = self.current.take() {
+            if let Some(run) = self.runs.get_mut(&run_id) {
+                run.notices.push("The session was destroyed while this run was executing.".into());
+                run.set_status(RunStatus::Cancelled);
+            }
+        }
+        if let Some((_, handle)) = self.starting.take() {
+            handle.abort();
+            // Aborting drops the starting kernel, which kills its process group.
+            let _ = handle.await;
+        }
+        self.status = SessionStatus::Dead;
+        let err = SessionError::gone(&self.id);
+        if let Some(w) = self.create_waiter.take() {
+            let _ = w.send(Err(err.clone()));
+        }
+        for w in self.restart_waiters.drain(..) {
+            let _ = w.send(Err(err.clone()));
+        }
+        self.exit_rx = None;
+        match self.kernel.take() {
+            Some(k) => k.shutdown(self.limits.shutdown_grace()).await,
+            None => ShutdownRung::Graceful,
+        }
+    }
+
+    // ---- commands ----
+
+    async fn handle_command(&mut self, cmd: Command) {
+        self.last_activity = chrono::Utc::now();
+        match cmd {
+            Command::Submit(req, reply) => {
+                let _ = reply.send(self.submit(req));
+                self.start_next().await;
+            }
+            Command::GetRun(run_id, reply) => {
+                let r = self.runs.get(&run_id).map(|r| r.to_result(self.limits.stream_bytes));
+                let _ = reply.send(r);
+            }
+            Command::WatchRun(run_id, reply) => {
+                let r = self.runs.get(&run_id).map(|r| r.watch()).ok_or_else(|| not_found(&run_id));
+                let _ = reply.send(r);
+            }
+            Command::StreamText(run_id, stream, reply) => {
+                let _ = reply.send(self.runs.get(&run_id).map(|r| r.stream_text(&stream)));
+            }
+            Command::Info(reply) => {
+                let _ = reply.send(self.info());
+            }
+            Command::Interrupt(reply) => {
+                let current = self.current.clone();
+                if let Some(run_id) = &current {
+                    self.interrupt_run(run_id).await;
+                }
+                let _ = reply.send((self.info(), current));
+            }
+            Command::Restart(reply) => self.restart(reply),
+            Command::SendInput(run_id, value, reply) => {
+                let _ = reply.send(self.send_input(&run_id, value).await);
+            }
+            Command::Cancel(run_id, reply) => {
+                let _ = reply.send(self.cancel(&run_id).await);
+            }
+            Command::Destroy(_) => unreachable!("handled in the loop"),
+        }
+    }
+
+    fn submit(&mut self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
+        if self.status == SessionStatus::Dead && self.starting.is_none() {
+            return Err(SessionError::new(
+                ErrorCode::SessionDead,
+                format!("Session '{}' has no kernel (its start failed). Call restart_session to try again, or destroy_session.", self.id),
+            ));
+        }
+        if let Some(expected) = req.expected_generation {
+            let upcoming = if self.kernel.is_some() { self.generation } else { self.generation + 1 };
+            if expected != upcoming {
+                return Err(SessionError::new(
+                    ErrorCode::StateChanged,
+                    format!("Session '{}' is at generation {upcoming}, not {expected}: its kernel was replaced and earlier state is gone. Re-run the setup code, then pass expected_generation={upcoming}.", self.id),
+                )
+                .with_details(json!({"generation": upcoming, "expected_generation": expected})));
+            }
+        }
+        if self.queue.len() >= self.limits.queue_length {
+            return Err(SessionError::new(
+                ErrorCode::QueueFull,
+                format!("Session '{}' already has {} runs waiting. Wait for them (get_execution) or cancel some (cancel_execution).", self.id, self.queue.len()),
+            ));
+        }
+        let run = Run::new(
+            req.run_id.clone(),
+            self.id.clone(),
+            req.code,
+            req.store_history,
+            req.timeout,
+            req.stdin,
+        );
+        let rx = run.watch();
+        self.queue.push_back(req.run_id.clone());
+        self.runs.insert(req.run_id.clone(), run);
+        Ok((req.run_id, rx))
+    }
+
+    fn restart(&mut self, reply: oneshot::Sender<Result<SessionInfo, SessionError>>) {
+        self.restart_waiters.push(reply);
+        if self.starting.is_some() {
+            return; // A start is under way; its outcome answers this restart too.
+        }
+        if let Some(run_id) = self.current.take() {
+            if let Some(run) = self.runs.get_mut(&run_id) {
+                run.notices.push("The session was restarted while this run was executing.".into());
+                run.set_status(RunStatus::Cancelled);
+            }
+            self.finish_bookkeeping(&run_id);
+        }
+        self.cancel_queued("Cancelled: the session was restarted before this run started.");
+        let old = self.kernel.take();
+        self.start_kernel(StartReason::Restart, old);
+    }
+
+    async fn send_input(
+        &mut self,
+        run_id: &str,
+        value: String,
+    ) -> Result<watch::Receiver<RunStatus>, SessionError> {
+        let run = self.runs.get_mut(run_id).ok_or_else(|| not_found(run_id))?;
+        let Some(request) = run.input_request.take() else {
+            return Err(SessionError::new(
+                ErrorCode::NotAwaitingInput,
+                format!("Run '{run_id}' is {} and not waiting for input.", run.status.as_str()),
+            ));
+        };
+        run.prompt = None;
+        run.set_status(RunStatus::Running);
+        let rx = run.watch();
+        if let Some(k) = self.kernel.as_mut() {
+            let msg = k.reply(&request, "input_reply", json!({"value": value}));
+            if let Err(e) = k.send(Channel::Stdin, &msg).await {
+                tracing::warn!("input_reply not sent: {e}");
+            }
+        }
+        self.status = SessionStatus::Busy;
+        Ok(rx)
+    }
+
+    async fn cancel(&mut self, run_id: &str) -> Result<(), SessionError> {
+        let status = self.runs.get(run_id).ok_or_else(|| not_found(run_id))?.status;
+        match status {
+            RunStatus::Queued => {
+                self.queue.retain(|r| r != run_id);
+                if let Some(run) = self.runs.get_mut(run_id) {
+                    run.notices.push("Cancelled before it started; it never ran.".into());
+                    run.set_status(RunStatus::Cancelled);
+                }
+                self.finish_bookkeeping(run_id);
+            }
+            RunStatus::Running | RunStatus::AwaitingInput => self.interrupt_run(run_id).await,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn interrupt_run(&mut self, run_id: &str) {
+        if let Some(run) = self.runs.get_mut(run_id) {
+            run.interrupted_at.get_or_insert_with(Instant::now);
+            run.input_request = None;
+            run.prompt = None;
+        }
+        if let Some(k) = self.kernel.as_mut() {
+            k.interrupt().await;
+        }
+    }
+
+    // ---- running ----
+
+    /// Send the next queued run if the kernel is idle.
+    async fn start_next(&mut self) {
+        if self.current.is_some() || self.kernel.is_none() {
+            return;
+        }
+        let Some(run_id) = self.queue.pop_front() else {
+            return;
+        };
+        let generation = self.generation;
+        let state_reset = self.last_run_generation.is_some_and(|g| g != generation);
+        self.last_run_generation = Some(generation);
+        let notices = std::mem::take(&mut self.pending_notices);
+        let (Some(kernel), Some(run)) = (self.kernel.as_mut(), self.runs.get_mut(&run_id)) else {
+            return;
+        };
+        let msg = kernel.request(
+            "execute_request",
+            json!({
+                "code": run.code,
+                "silent": false,
+                "store_history": run.store_history,
+                "user_expressions": {},
+                "allow_stdin": true,
+                "stop_on_error": false,
+            }),
+        );
+        run.generation = generation;
+        run.state_reset = state_reset;
+        if state_reset {
+            run.notices.push(format!(
+                "State reset: this ran in a new kernel (generation {generation}); variables from earlier runs are gone."
+            ));
+        }
+        run.notices.extend(notices);
+        run.msg_id = Some(msg.msg_id().to_string());
+        run.started_at = Some(Instant::now());
+        run.set_status(RunStatus::Running);
+        self.by_msg.insert(msg.msg_id().to_string(), run_id.clone());
+        self.current = Some(run_id);
+        self.status = SessionStatus::Busy;
+        if let Err(e) = kernel.send(Channel::Shell, &msg).await {
+            tracing::warn!(session = %self.id, "execute_request not sent: {e}");
+        }
+    }
+
+    async fn handle_kernel_event(&mut self, ev: KernelEvent) {
+        self.apply_kernel_event_sync(ev);
+        // Answer an input_request from the call's stdin list.
+        if let Some(run_id) = self.current.clone() {
+            let answer = self.runs.get_mut(&run_id).and_then(|run| {
+                if run.input_request.is_some() && !run.stdin_answers.is_empty() {
+                    let req = run.input_request.take()?;
+                    run.prompt = None;
+                    run.set_status(RunStatus::Running);
+                    Some((req, run.stdin_answers.pop_front().unwrap_or_default()))
+                } else {
+                    None
+                }
+            });
+            if let (Some((req, value)), Some(k)) = (answer, self.kernel.as_mut()) {
+                let msg = k.reply(&req, "input_reply", json!({"value": value}));
+                let _ = k.send(Channel::Stdin, &msg).await;
+                self.status = SessionStatus::Busy;
+            }
+        }
+        self.check_done().await;
+    }
+
+    /// Route one kernel message to its run (no awaits: usable while draining a dead kernel).
+    fn apply_kernel_event_sync(&mut self, ev: KernelEvent) {
+        let KernelEvent::Message(channel, msg) = ev else {
+            if let KernelEvent::ChannelClosed(ch, e) = ev {
+                tracing::debug!(session = %self.id, "{ch} reader ended: {e}");
+            }
+            return;
+        };
+        let Some(run_id) = msg.parent_msg_id().and_then(|p| self.by_msg.get(p)).cloned() else {
+            if channel == Channel::Iopub && msg.msg_type() == "stream" {
+                tracing::debug!(session = %self.id, "output with no run: {}", msg.content["text"]);
+            }
+            return;
+        };
+        let is_current = self.current.as_deref() == Some(run_id.as_str());
+        let Some(run) = self.runs.get_mut(&run_id) else {
+            return;
+        };
+        match channel {
+            Channel::Iopub => run.apply_iopub(&msg),
+            Channel::Shell if msg.msg_type() == "execute_reply" && is_current => {
+                run.apply_reply(&msg.content)
+            }
+            Channel::Stdin if msg.msg_type() == "input_request" && is_current => {
+                run.prompt = Some(super::types::Prompt {
+                    text: msg.content["prompt"].as_str().unwrap_or_default().to_string(),
+                    password: msg.content["password"].as_bool().unwrap_or(false),
+                });
+                run.input_request = Some(msg);
+                if run.stdin_answers.is_empty() {
+                    run.set_status(RunStatus::AwaitingInput);
+                    self.status = SessionStatus::AwaitingInput;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Finish the current run once its reply and idle are in.
+    async fn check_done(&mut self) {
+        let Some(run_id) = self.current.clone() else {
+            return;
+        };
+        let Some(run) = self.runs.get_mut(&run_id) else {
+            return;
+        };
+        if run.reply.is_none() || !(run.idle || run.reply_aborted()) {
+            return;
+        }
+        let status = run.status_from_reply();
+        run.set_status(status);
+        self.current = None;
+        self.finish_bookkeeping(&run_id);
+        self.status = SessionStatus::Idle;
+        self.start_next().await;
+    }
+
+    /// Deadlines: iopub grace after the reply, run timeouts, and interrupt escalation.
+    async fn check_deadlines(&mut self) {
+        let now = Instant::now();
+        let Some(run_id) = self.current.clone() else {
+            return;
+        };
+        let iopub_grace = self.limits.iopub_grace();
+        let interrupt_grace = self.limits.interrupt_grace();
+        let Some(run) = self.runs.get_mut(&run_id) else {
+            return;
+        };
+        if run.reply_at.is_some_and(|at| now >= at + iopub_grace) && !run.idle {
+            run.notices.push("The kernel replied but never reported idle; output may be incomplete.".into());
+            run.idle = true;
+            self.check_done().await;
+            return;
+        }
+        let started = run.started_at.unwrap_or(now);
+        if let Some(t) = run.timeout {
+            if !run.timed_out && now >= started + t {
+                run.timed_out = true;
+                run.notices.push(format!(
+                    "Timed out after {} s; the kernel was interrupted.",
+                    t.as_secs_f64()
+                ));
+                self.interrupt_run(&run_id).await;
+                return;
+            }
+        }
+        if let Some(at) = run.interrupted_at {
+            if now >= at + interrupt_grace && run.reply.is_none() {
+                run.notices.push(format!(
+                    "The kernel did not stop within {} s of the interrupt, so it was restarted; all state in it is lost.",
+                    interrupt_grace.as_secs()
+                ));
+                if !run.timed_out {
+                    run.set_status(RunStatus::Interrupted);
+                } else {
+                    run.set_status(RunStatus::Timeout);
+                }
+                self.current = None;
+                self.finish_bookkeeping(&run_id);
+                self.pending_notices.push(
+                    "The previous kernel was restarted after an interrupt did not take effect; this run executed in a new kernel.".into(),
+                );
+                let old = self.kernel.take();
+                self.start_kernel(StartReason::Recover, old);
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let run = self.runs.get(self.current.as_ref()?)?;
+        if let (Some(at), false) = (run.reply_at, run.idle) {
+            return Some(at + self.limits.iopub_grace());
+        }
+        let mut deadlines = Vec::new();
+        if let (Some(t), false) = (run.timeout, run.timed_out) {
+            deadlines.push(run.started_at? + t);
+        }
+        if let Some(at) = run.interrupted_at {
+            deadlines.push(at + self.limits.interrupt_grace());
+        }
+        deadlines.into_iter().min()
+    }
+
+    // ---- bookkeeping ----
+
+    fn cancel_queued(&mut self, reason: &str) {
+        for run_id in std::mem::take(&mut self.queue) {
+            if let Some(run) = self.runs.get_mut(&run_id) {
+                run.notices.push(reason.to_string());
+                run.set_status(RunStatus::Cancelled);
+            }
+            self.finish_bookkeeping(&run_id);
+        }
+    }
+
+    /// Count history, remember the finished run, drop the oldest beyond the cap.
+    fn finish_bookkeeping(&mut self, run_id: &str) {
+        if let Some(run) = self.runs.get(run_id) {
+            if run.store_history && run.started_at.is_some() {
+                self.history_count += 1;
+            }
+        }
+        if self.status != SessionStatus::Dead && self.status != SessionStatus::Restarting && self.status != SessionStatus::Starting {
+            self.status = SessionStatus::Idle;
+        }
+        self.finished_order.push_back(run_id.to_string());
+        while self.finished_order.len() > KEPT_FINISHED_RUNS {
+            if let Some(old) = self.finished_order.pop_front() {
+                if let Some(run) = self.runs.remove(&old) {
+                    if let Some(m) = run.msg_id {
+                        self.by_msg.remove(&m);
+                    }
+                }
+            }
+        }
+    }
+
+    fn info(&self) -> SessionInfo {
+        let rfc = |t: &chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        SessionInfo {
+            session_id: self.id.clone(),
+            kernel: self.spec.name.clone(),
+            language: self.kernel_info["language_info"]["name"]
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| self.spec.language.clone()),
+            display_name: self.spec.display_name.clone(),
+            status: self.status,
+            generation: self.generation,
+            pid: self.kernel.as_ref().map(|k| k.pid()),
+            cwd: self.opts.cwd.display().to_string(),
+            created_at: rfc(&self.created_at),
+            last_activity: rfc(&self.last_activity),
+            history_count: self.history_count,
+            queue_length: self.queue.len(),
+            current_run_id: self.current.clone(),
+            kernel_info: kernel_info_summary(&self.kernel_info),
+        }
+    }
+}
+
+fn not_found(run_id: &str) -> SessionError {
+    SessionError::new(
+        ErrorCode::ExecutionNotFound,
+        format!("Run '{run_id}' not found in this session (finished runs are kept for a while, then forgotten)."),
+    )
+}
+
+/// implementation, implementation_version, language_info, protocol_version, banner.
+fn kernel_info_summary(info: &Value) -> Value {
+    if info.is_null() {
+        return Value::Null;
+    }
+    json!({
+        "implementation": info["implementation"],
+        "implementation_version": info["implementation_version"],
+        "language_info": info["language_info"],
+        "protocol_version": info["protocol_version"],
+        "banner": info["banner"],
+    })
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+async fn recv_kernel(kernel: &mut Option<Kernel>) -> Option<KernelEvent> {
+    match kernel {
+        Some(k) => k.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn wait_exit(rx: &mut Option<watch::Receiver<Option<ExitInfo>>>) -> ExitInfo {
+    let Some(rx) = rx else {
+        return std::future::pending().await;
+    };
+    let exit = rx.wait_for(|e| e.is_some()).await.map(|v| *v);
+    match exit {
+        Ok(v) => v.unwrap_or(ExitInfo { code: None, signal: None }),
+        Err(_) => std::future::pending().await,
+    }
+}
+
+async fn wait_started(
+    starting: &mut Option<(StartReason, JoinHandle<Result<Kernel, StartError>>)>,
+) -> Result<Kernel, StartError> {
+    let Some((_, handle)) = starting else {
+        return std::future::pending().await;
+    };
+    match handle.await {
+        Ok(r) => r,
+        Err(e) => Err(StartError::Launch {
+            kernel: String::new(),
+            detail: format!("the start task failed: {e}"),
+        }),
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

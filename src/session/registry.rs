@@ -1,0 +1,295 @@
+//! The process-wide registry: session names → handles, run ids → sessions, kernelspec search,
+//! and shutdown of every session when the server exits.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use super::actor::{Actor, ExecuteRequest};
+use super::error::{ErrorCode, SessionError};
+use super::types::SessionInfo;
+use super::SessionHandle;
+use crate::config::Limits;
+use crate::kernel::discovery::KernelSearch;
+use crate::kernel::{KernelSpec, LaunchOptions, ShutdownRung};
+
+/// Name of the session `execute` uses when no `session_id` is given.
+pub const DEFAULT_SESSION: &str = "default";
+
+/// Commands buffered per session actor.
+const COMMAND_BUFFER: usize = 64;
+
+/// What `create_session` asks for (validated by the MCP layer's types, checked here).
+#[derive(Debug, Clone, Default)]
+pub struct CreateRequest {
+    pub session_id: Option<String>,
+    pub kernel: Option<String>,
+    pub python: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub env: BTreeMap<String, String>,
+    pub startup_timeout: Option<Duration>,
+}
+
+/// All sessions of this server process.
+pub struct Registry {
+    sessions: Mutex<HashMap<String, SessionHandle>>,
+    /// run_id → session_id.
+    runs: Mutex<HashMap<String, String>>,
+    /// Serializes the lazy creation of the default session.
+    default_lock: tokio::sync::Mutex<()>,
+    pub search: KernelSearch,
+    pub env_prefix: Option<PathBuf>,
+    pub limits: Arc<Limits>,
+    counter: std::sync::atomic::AtomicU64,
+}
+
+impl Registry {
+    pub fn new(search: KernelSearch, env_prefix: Option<PathBuf>, limits: Limits) -> Registry {
+        Registry {
+            sessions: Mutex::new(HashMap::new()),
+            runs: Mutex::new(HashMap::new()),
+            default_lock: tokio::sync::Mutex::new(()),
+            search,
+            env_prefix,
+            limits: Arc::new(limits),
+            counter: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn next_id(&self, prefix: &str) -> String {
+        let n = self.counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        format!("{prefix}{n}")
+    }
+
+    fn known(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.sessions).keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// The kernel used when none is named: `python3` if installed, else the first found.
+    pub fn default_kernel(&self) -> Option<String> {
+        let specs = self.search.list();
+        specs
+            .iter()
+            .find(|s| s.name == "python3")
+            .or(specs.first())
+            .map(|s| s.name.clone())
+    }
+
+    /// Create a session and wait for its kernel to be ready.
+    /// Errors: `INVALID_ARGUMENT`, `SESSION_ALREADY_EXISTS`, `KERNEL_NOT_FOUND`, `KERNEL_START_FAILED`.
+    pub async fn create(&self, req: CreateRequest) -> Result<SessionInfo, SessionError> {
+        let id = match &req.session_id {
+            Some(id) => {
+                validate_session_id(id)?;
+                id.clone()
+            }
+            None => loop {
+                let id = self.next_id("session-");
+                if !lock(&self.sessions).contains_key(&id) {
+                    break id;
+                }
+            },
+        };
+        let spec = self.resolve_spec(&req)?;
+        let cwd = match &req.cwd {
+            Some(c) if c.is_dir() => c.clone(),
+            Some(c) => {
+                return Err(SessionError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("cwd '{}' is not an existing directory.", c.display()),
+                ));
+            }
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let opts = LaunchOptions {
+            cwd,
+            env: req.env.clone(),
+            env_prefix: self.env_prefix.clone(),
+            startup_timeout: req
+                .startup_timeout
+                .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s)),
+        };
+        let (tx, rx) = mpsc::channel(COMMAND_BUFFER);
+        let handle = SessionHandle { id: id.clone(), tx };
+        {
+            let mut sessions = lock(&self.sessions);
+            if sessions.contains_key(&id) {
+                return Err(SessionError::new(
+                    ErrorCode::SessionAlreadyExists,
+                    format!("Session '{id}' already exists. Use it, pick another session_id, or destroy_session it first."),
+                ));
+            }
+            sessions.insert(id.clone(), handle.clone());
+        }
+        let (created_tx, created_rx) = oneshot::channel();
+        Actor::spawn(id.clone(), spec, opts, self.limits.clone(), rx, created_tx);
+        let result = created_rx
+            .await
+            .unwrap_or_else(|_| Err(SessionError::gone(&id)));
+        if result.is_err() {
+            // Nothing half-created remains: end the actor and forget the name.
+            let _ = handle.destroy().await;
+            self.forget(&id);
+        }
+        result
+    }
+
+    fn resolve_spec(&self, req: &CreateRequest) -> Result<KernelSpec, SessionError> {
+        if let Some(python) = &req.python {
+            return Ok(python_spec(python));
+        }
+        let name = match &req.kernel {
+            Some(k) => k.clone(),
+            None => self.default_kernel().ok_or_else(|| {
+                SessionError::new(
+                    ErrorCode::KernelNotFound,
+                    format!(
+                        "No kernelspecs found. Install one (e.g. `pip install ipykernel`). Searched: {}",
+                        self.search.dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            })?,
+        };
+        self.search.find(&name).map_err(|e| {
+            SessionError::new(ErrorCode::KernelNotFound, e.to_string()).with_details(json!({
+                "kernel": e.name, "available": e.available,
+                "searched": e.searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            }))
+        })
+    }
+
+    /// The handle of session `id`. Errors: `SESSION_NOT_FOUND` naming the existing sessions.
+    pub fn get(&self, id: &str) -> Result<SessionHandle, SessionError> {
+        lock(&self.sessions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SessionError::session_not_found(id, &self.known()))
+    }
+
+    /// Session `id`, or — when `id` is `None` — the `default` session, created on first use.
+    pub async fn get_or_default(&self, id: Option<&str>) -> Result<SessionHandle, SessionError> {
+        if let Some(id) = id {
+            return self.get(id);
+        }
+        let _guard = self.default_lock.lock().await;
+        if let Ok(h) = self.get(DEFAULT_SESSION) {
+            return Ok(h);
+        }
+        self.create(CreateRequest {
+            session_id: Some(DEFAULT_SESSION.into()),
+            ..Default::default()
+        })
+        .await?;
+        self.get(DEFAULT_SESSION)
+    }
+
+    /// Every session's info, sorted by id.
+    pub async fn list(&self) -> Vec<SessionInfo> {
+        let handles: Vec<SessionHandle> = lock(&self.sessions).values().cloned().collect();
+        let mut out = Vec::new();
+        for h in handles {
+            if let Ok(info) = h.info().await {
+                out.push(info);
+            }
+        }
+        out.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+        out
+    }
+
+    /// Shut a session's kernel down and forget it.
+    pub async fn destroy(&self, id: &str) -> Result<ShutdownRung, SessionError> {
+        let handle = self.get(id)?;
+        self.forget(id);
+        handle.destroy().await
+    }
+
+    fn forget(&self, id: &str) {
+        lock(&self.sessions).remove(id);
+        lock(&self.runs).retain(|_, s| s != id);
+    }
+
+    /// Queue a run in `handle`'s session; returns its id and a receiver of its status.
+    pub async fn submit(
+        &self,
+        handle: &SessionHandle,
+        mut req: ExecuteRequest,
+    ) -> Result<super::actor::Submitted, SessionError> {
+        req.run_id = self.next_run_id();
+        let submitted = handle.submit(req).await?;
+        lock(&self.runs).insert(submitted.0.clone(), handle.id().to_string());
+        Ok(submitted)
+    }
+
+    fn next_run_id(&self) -> String {
+        format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+    }
+
+    /// The session holding run `run_id`. Errors: `EXECUTION_NOT_FOUND`.
+    pub fn session_of_run(&self, run_id: &str) -> Result<SessionHandle, SessionError> {
+        let session = lock(&self.runs).get(run_id).cloned().ok_or_else(|| {
+            SessionError::new(
+                ErrorCode::ExecutionNotFound,
+                format!("Run '{run_id}' not found. Run ids come from execute results; runs of destroyed sessions are forgotten."),
+            )
+        })?;
+        self.get(&session)
+    }
+
+    /// Destroy every session (server exit), in parallel, each bounded by its shutdown ladder.
+    pub async fn shutdown_all(&self) {
+        let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, h)| h).collect();
+        let all = handles.iter().map(|h| h.destroy());
+        let _ = tokio::time::timeout(Duration::from_secs(15), futures::future::join_all(all)).await;
+    }
+}
+
+/// A kernelspec that runs ipykernel from `python` (an interpreter or a venv directory).
+fn python_spec(python: &str) -> KernelSpec {
+    let path = PathBuf::from(python);
+    let interpreter = if path.is_dir() {
+        path.join("bin").join("python")
+    } else {
+        path
+    };
+    KernelSpec {
+        name: "python3".into(),
+        resource_dir: PathBuf::new(),
+        argv: vec![
+            interpreter.display().to_string(),
+            "-m".into(),
+            "ipykernel_launcher".into(),
+            "-f".into(),
+            "{connection_file}".into(),
+        ],
+        display_name: format!("Python ({})", interpreter.display()),
+        language: "python".into(),
+        interrupt_mode: Default::default(),
+        env: BTreeMap::new(),
+        metadata: serde_json::Value::Object(Default::default()),
+    }
+}
+
+/// 1–64 characters from `[A-Za-z0-9._-]`.
+fn validate_session_id(id: &str) -> Result<(), SessionError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(SessionError::new(
+            ErrorCode::InvalidArgument,
+            format!("Invalid session_id '{id}': use 1-64 characters from letters, digits, '.', '_' and '-'."),
+        ))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

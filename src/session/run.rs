@@ -1,0 +1,377 @@
+//! One run: an `execute_request` and everything the kernel sent back for it, correlated by
+//! `parent_header.msg_id` (DESIGN §2 "Done"; spec "Request-Reply" and "IOPub").
+//!
+//! Output is stored in full up to [`MAX_STORED_BYTES`] per run; responses show a bounded
+//! head + tail per stream ([`Run::to_result`]). Output that arrives after the run finished is
+//! still applied to this run and counted in `late_output`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::output::{clean_text, head_tail};
+use super::types::{ErrorInfo, ExecutionResult, ImageData, OutputItem, Prompt, RunStatus, StreamTruncation};
+use crate::wire::Message;
+
+/// Output kept per run; beyond it output is dropped with a notice.
+pub const MAX_STORED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Image MIME types returned as image content, in order of preference.
+const IMAGE_MIMES: [&str; 3] = ["image/png", "image/jpeg", "image/gif"];
+
+/// Everything known about one run.
+pub struct Run {
+    pub run_id: String,
+    pub session_id: String,
+    pub code: String,
+    pub store_history: bool,
+    /// Generation of the kernel it ran in (or will run in).
+    pub generation: u64,
+    pub state_reset: bool,
+    pub status: RunStatus,
+    /// `msg_id` of its execute_request, once sent.
+    pub msg_id: Option<String>,
+    pub execution_count: Option<i64>,
+    stdout: String,
+    stderr: String,
+    result: Option<String>,
+    outputs: Vec<OutputItem>,
+    /// `clear_output(wait=True)` seen: clear just before the next output.
+    pending_clear: bool,
+    pub error: Option<ErrorInfo>,
+    pub prompt: Option<Prompt>,
+    /// The input_request waiting for an answer.
+    pub input_request: Option<Message>,
+    /// Answers for `input()` given with the call, used in order.
+    pub stdin_answers: std::collections::VecDeque<String>,
+    pub notices: Vec<String>,
+    pub reply: Option<Value>,
+    /// When the reply arrived (the iopub grace counts from here).
+    pub reply_at: Option<Instant>,
+    pub idle: bool,
+    pub late_output: usize,
+    stored_bytes: usize,
+    dropped_notice: bool,
+    pub queued_at: Instant,
+    pub started_at: Option<Instant>,
+    pub finished_at: Option<Instant>,
+    /// Run-time limit; `None` = none.
+    pub timeout: Option<Duration>,
+    /// Set when we interrupted it (deadline, cancel or interrupt_session).
+    pub interrupted_at: Option<Instant>,
+    pub timed_out: bool,
+    /// Changes whenever the status changes; waiters watch it.
+    pub phase: watch::Sender<RunStatus>,
+}
+
+impl Run {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        run_id: String,
+        session_id: String,
+        code: String,
+        store_history: bool,
+        timeout: Option<Duration>,
+        stdin_answers: Vec<String>,
+    ) -> Run {
+        let (phase, _) = watch::channel(RunStatus::Queued);
+        Run {
+            run_id,
+            session_id,
+            code,
+            store_history,
+            generation: 0,
+            state_reset: false,
+            status: RunStatus::Queued,
+            msg_id: None,
+            execution_count: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            result: None,
+            outputs: Vec::new(),
+            pending_clear: false,
+            error: None,
+            prompt: None,
+            input_request: None,
+            stdin_answers: stdin_answers.into(),
+            notices: Vec::new(),
+            reply: None,
+            reply_at: None,
+            idle: false,
+            late_output: 0,
+            stored_bytes: 0,
+            dropped_notice: false,
+            queued_at: Instant::now(),
+            started_at: None,
+            finished_at: None,
+            timeout,
+            interrupted_at: None,
+            timed_out: false,
+            phase,
+        }
+    }
+
+    /// Change status and wake waiters.
+    pub fn set_status(&mut self, status: RunStatus) {
+        self.status = status;
+        if status.is_final() && self.finished_at.is_none() {
+            self.finished_at = Some(Instant::now());
+        }
+        self.phase.send_replace(status);
+    }
+
+    /// A receiver that sees every status change.
+    pub fn watch(&self) -> watch::Receiver<RunStatus> {
+        self.phase.subscribe()
+    }
+
+    /// Count `n` bytes against the per-run cap; false when they must be dropped.
+    fn admit(&mut self, n: usize) -> bool {
+        if self.status.is_final() {
+            self.late_output += n;
+        }
+        if self.stored_bytes + n > MAX_STORED_BYTES {
+            if !self.dropped_notice {
+                self.dropped_notice = true;
+                self.notices.push(format!(
+                    "Output beyond {} MiB was dropped for this run.",
+                    MAX_STORED_BYTES / (1024 * 1024)
+                ));
+            }
+            return false;
+        }
+        self.stored_bytes += n;
+        true
+    }
+
+    /// Apply one iopub message whose parent is this run's request.
+    pub fn apply_iopub(&mut self, msg: &Message) {
+        let c = &msg.content;
+        match msg.msg_type() {
+            "stream" => {
+                let text = c["text"].as_str().unwrap_or_default();
+                if text.is_empty() || !self.admit(text.len()) {
+                    return;
+                }
+                self.take_pending_clear();
+                if c["name"] == "stderr" {
+                    self.stderr.push_str(text);
+                } else {
+                    self.stdout.push_str(text);
+                }
+            }
+            "execute_result" | "display_data" => {
+                let item = output_item(msg.msg_type(), c);
+                let size = item.text.as_ref().map_or(0, |t| t.len())
+                    + item.image.as_ref().map_or(0, |i| i.data.len());
+                if !self.admit(size) {
+                    return;
+                }
+                self.take_pending_clear();
+                if msg.msg_type() == "execute_result" {
+                    if let Some(n) = c["execution_count"].as_i64() {
+                        self.execution_count = Some(n);
+                    }
+                    if item.image.is_none() && item.mime_types.iter().all(|m| m == "text/plain") {
+                        self.result = item.text;
+                        return;
+                    }
+                    self.result = item.text.clone();
+                }
+                self.outputs.push(item);
+            }
+            "update_display_data" => {
+                let item = output_item("display_data", c);
+                if let Some(id) = &item.display_id {
+                    for o in self.outputs.iter_mut().filter(|o| o.display_id.as_ref() == Some(id)) {
+                        *o = item.clone();
+                    }
+                }
+            }
+            "clear_output" => {
+                if c["wait"].as_bool().unwrap_or(false) {
+                    self.pending_clear = true;
+                } else {
+                    self.clear();
+                }
+            }
+            "error" => {
+                self.take_pending_clear();
+                self.error = Some(error_info(c));
+            }
+            "execute_input" => {
+                if let Some(n) = c["execution_count"].as_i64() {
+                    self.execution_count.get_or_insert(n);
+                }
+            }
+            "status" => {
+                if c["execution_state"] == "idle" {
+                    self.idle = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn take_pending_clear(&mut self) {
+        if std::mem::take(&mut self.pending_clear) {
+            self.clear();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.stdout.clear();
+        self.stderr.clear();
+        self.outputs.clear();
+    }
+
+    /// Apply the `execute_reply`.
+    pub fn apply_reply(&mut self, content: &Value) {
+        if let Some(n) = content["execution_count"].as_i64() {
+            self.execution_count = Some(n);
+        }
+        if content["status"] == "error" && self.error.is_none() {
+            self.error = Some(error_info(content));
+        }
+        self.reply = Some(content.clone());
+        self.reply_at = Some(Instant::now());
+    }
+
+    /// The final status implied by the reply (and by what we did to the run).
+    pub fn status_from_reply(&self) -> RunStatus {
+        let status = self
+            .reply
+            .as_ref()
+            .and_then(|r| r["status"].as_str())
+            .unwrap_or("ok");
+        if self.timed_out {
+            return RunStatus::Timeout;
+        }
+        let interrupted = self.interrupted_at.is_some();
+        match status {
+            "ok" if self.error.is_some() => RunStatus::Error,
+            "ok" => RunStatus::Ok,
+            "error" if interrupted => RunStatus::Interrupted,
+            "error" => RunStatus::Error,
+            _ if interrupted => RunStatus::Interrupted,
+            _ => RunStatus::Aborted,
+        }
+    }
+
+    /// True when the reply says `aborted`/`abort` (kernels send no idle for those).
+    pub fn reply_aborted(&self) -> bool {
+        self.reply
+            .as_ref()
+            .and_then(|r| r["status"].as_str())
+            .is_some_and(|s| s != "ok" && s != "error")
+    }
+
+    /// The full cleaned text of one stream (`stdout` / `stderr`), for paging.
+    pub fn stream_text(&self, stream: &str) -> String {
+        clean_text(if stream == "stderr" { &self.stderr } else { &self.stdout })
+    }
+
+    /// The record as the contract's [`ExecutionResult`], each stream bounded to `stream_limit` bytes.
+    pub fn to_result(&self, stream_limit: usize) -> ExecutionResult {
+        let mut truncated = BTreeMap::new();
+        let mut shown = |name: &str, raw: &str| {
+            let text = clean_text(raw);
+            let (text_shown, omitted) = head_tail(&text, stream_limit);
+            if let Some(omitted) = omitted {
+                truncated.insert(
+                    name.to_string(),
+                    StreamTruncation {
+                        total_bytes: text.len(),
+                        omitted_bytes: omitted,
+                    },
+                );
+            }
+            text_shown
+        };
+        let stdout = shown("stdout", &self.stdout);
+        let stderr = shown("stderr", &self.stderr);
+        let now = Instant::now();
+        let started = self.started_at.unwrap_or(now);
+        let queued_ms = started.duration_since(self.queued_at).as_millis() as u64;
+        let elapsed_ms = self
+            .started_at
+            .map(|s| self.finished_at.unwrap_or(now).duration_since(s).as_millis() as u64)
+            .unwrap_or(0);
+        ExecutionResult {
+            run_id: self.run_id.clone(),
+            session_id: self.session_id.clone(),
+            generation: self.generation,
+            state_reset: self.state_reset,
+            status: self.status,
+            execution_count: self.execution_count,
+            stdout,
+            stderr,
+            result: self.result.as_deref().map(clean_text),
+            outputs: self.outputs.clone(),
+            error: self.error.clone(),
+            prompt: self.prompt.clone(),
+            truncated: (!truncated.is_empty()).then_some(truncated),
+            late_output: self.late_output,
+            queued_ms,
+            elapsed_ms,
+            notices: self.notices.clone(),
+        }
+    }
+}
+
+/// A display output from a MIME bundle: text/plain, the first image, the display_id.
+fn output_item(kind: &str, content: &Value) -> OutputItem {
+    let data = content["data"].as_object();
+    let mime_types: Vec<String> = data.map(|d| d.keys().cloned().collect()).unwrap_or_default();
+    let text = data
+        .and_then(|d| d.get("text/plain"))
+        .and_then(mime_text)
+        .map(|t| clean_text(&t));
+    let image = data.and_then(|d| {
+        IMAGE_MIMES.iter().find_map(|m| {
+            let b64 = mime_text(d.get(*m)?)?;
+            let b64: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(&b64)
+                .map(|v| v.len())
+                .unwrap_or(b64.len() * 3 / 4);
+            Some(ImageData {
+                mime: m.to_string(),
+                data: b64,
+                bytes,
+            })
+        })
+    });
+    OutputItem {
+        kind: kind.to_string(),
+        mime_types,
+        text,
+        image,
+        display_id: content["transient"]["display_id"].as_str().map(String::from),
+    }
+}
+
+/// A MIME bundle value as text: a string, or a list of strings joined (nbformat style).
+fn mime_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(parts.iter().filter_map(|p| p.as_str()).collect()),
+        _ => None,
+    }
+}
+
+/// ename / evalue / traceback with ANSI escapes removed.
+fn error_info(c: &Value) -> ErrorInfo {
+    ErrorInfo {
+        ename: clean_text(c["ename"].as_str().unwrap_or_default()),
+        evalue: clean_text(c["evalue"].as_str().unwrap_or_default()),
+        traceback: c["traceback"]
+            .as_array()
+            .map(|t| t.iter().filter_map(|l| l.as_str()).map(clean_text).collect())
+            .unwrap_or_default(),
+    }
+}

@@ -1,0 +1,157 @@
+//! The records sessions hand to callers: [`SessionInfo`] and [`ExecutionResult`] (DESIGN §4).
+//! Field names are the tool contract; change them only together with DESIGN.md.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Lifecycle state of a session's kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Starting,
+    Idle,
+    Busy,
+    AwaitingInput,
+    Restarting,
+    Dead,
+}
+
+/// State of one run (one `execute_request`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    AwaitingInput,
+    Ok,
+    Error,
+    Aborted,
+    Timeout,
+    Interrupted,
+    Cancelled,
+    KernelDied,
+}
+
+impl RunStatus {
+    /// True once the run can no longer change status.
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            RunStatus::Queued | RunStatus::Running | RunStatus::AwaitingInput
+        )
+    }
+
+    /// The contract's string for this status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::AwaitingInput => "awaiting_input",
+            RunStatus::Ok => "ok",
+            RunStatus::Error => "error",
+            RunStatus::Aborted => "aborted",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::KernelDied => "kernel_died",
+        }
+    }
+}
+
+/// What `create_session`, `get_session`, `list_sessions`… return.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionInfo {
+    pub session_id: String,
+    /// Kernelspec name.
+    pub kernel: String,
+    pub language: String,
+    pub display_name: String,
+    pub status: SessionStatus,
+    /// 1 for the first kernel; +1 each time a new kernel replaces the old one.
+    pub generation: u64,
+    pub pid: Option<u32>,
+    pub cwd: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub last_activity: String,
+    pub history_count: usize,
+    pub queue_length: usize,
+    pub current_run_id: Option<String>,
+    /// From `kernel_info_reply`: implementation, language_info, protocol_version, banner.
+    pub kernel_info: Value,
+}
+
+/// One display output (display_data / execute_result beyond text/plain), in order.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputItem {
+    /// `display_data` or `execute_result`.
+    pub kind: String,
+    pub mime_types: Vec<String>,
+    /// text/plain rendering, if any.
+    pub text: Option<String>,
+    /// The first image in the bundle (base64 as sent by the kernel).
+    pub image: Option<ImageData>,
+    pub display_id: Option<String>,
+}
+
+/// An image from a MIME bundle.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImageData {
+    pub mime: String,
+    /// Base64, as the kernel sent it. Returned as an `image` content block, not in the JSON.
+    #[serde(skip)]
+    pub data: String,
+    /// Decoded size in bytes.
+    pub bytes: usize,
+}
+
+/// An exception raised by the code (from the `error` message or `execute_reply`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorInfo {
+    pub ename: String,
+    pub evalue: String,
+    /// Plain text: ANSI escapes removed.
+    pub traceback: Vec<String>,
+}
+
+/// The kernel is waiting for `input()`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prompt {
+    pub text: String,
+    pub password: bool,
+}
+
+/// How much of one stream the response left out.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamTruncation {
+    pub total_bytes: usize,
+    pub omitted_bytes: usize,
+}
+
+/// What `execute`, `get_execution`, `send_input` and `cancel_execution` return.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutionResult {
+    pub run_id: String,
+    pub session_id: String,
+    pub generation: u64,
+    /// The kernel this ran in is not the one the session's previous run saw.
+    pub state_reset: bool,
+    pub status: RunStatus,
+    pub execution_count: Option<i64>,
+    pub stdout: String,
+    pub stderr: String,
+    /// text/plain of the execute_result.
+    pub result: Option<String>,
+    pub outputs: Vec<OutputItem>,
+    pub error: Option<ErrorInfo>,
+    pub prompt: Option<Prompt>,
+    /// Per stream (`stdout`, `stderr`), when the response shows only head + tail.
+    pub truncated: Option<std::collections::BTreeMap<String, StreamTruncation>>,
+    /// Bytes of output that arrived after the run finished.
+    pub late_output: usize,
+    pub queued_ms: u64,
+    pub elapsed_ms: u64,
+    /// Plain sentences: state lost, kernel restarted, interrupt escalated…
+    pub notices: Vec<String>,
+}
