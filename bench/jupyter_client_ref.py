@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Reference figures for `make bench`: the same kernelspec driven by jupyter_client directly.
+
+Prints one JSON object on stdout (progress goes to stderr). examples/bench.rs runs this with
+the project venv's interpreter (`.venv/bin/python bench/jupyter_client_ref.py`) and puts the
+figures next to kernel-mcp's. It also runs standalone:
+
+    .venv/bin/python bench/jupyter_client_ref.py --n 200 --starts 3
+
+What is measured (all wall-clock, milliseconds):
+  start_ms       KernelManager.start_kernel() + client.start_channels() + wait_for_ready(),
+                 i.e. spawn -> ready, for `--starts` fresh kernels (cold start each time).
+  execute_ms     execute("1+1") round trips on one kernel: send execute_request, then wait for
+                 both the shell execute_reply and the iopub status:idle parented to it (the
+                 same definition of "done" kernel-mcp uses). `--warmup` runs are discarded.
+  shutdown_ms    KernelManager.shutdown_kernel(now=False) per kernel.
+  client_rss_idle_kib  VmRSS of this Python process (the jupyter_client "driver") after
+                 importing jupyter_client, before any kernel is started.
+  client_rss_kib VmRSS of this Python process with one kernel running, for comparison with
+                 kernel-mcp's own RSS.
+  kernel_rss_kib VmRSS of the kernel process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+
+def log(*args: object) -> None:
+    print(*args, file=sys.stderr, flush=True)
+
+
+def vmrss_kib(pid: int | str = "self") -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def summary(samples_ms: list[float]) -> dict:
+    s = sorted(samples_ms)
+    n = len(s)
+    if n == 0:
+        return {"n": 0}
+    # nearest-rank percentile, same as examples/bench.rs
+    p95 = s[min(n - 1, max(0, -(-95 * n // 100) - 1))]
+    return {
+        "n": n,
+        "median": statistics.median(s),
+        "p95": p95,
+        "min": s[0],
+        "max": s[-1],
+        "mean": statistics.fmean(s),
+    }
+
+
+def start(kernel_name: str, timeout: float):
+    from jupyter_client.manager import KernelManager
+
+    t0 = time.perf_counter()
+    km = KernelManager(kernel_name=kernel_name)
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=timeout)
+    return km, kc, (time.perf_counter() - t0) * 1000.0
+
+
+def execute_once(kc, code: str, timeout: float) -> tuple[float, dict]:
+    """execute_request -> iopub status:idle AND shell execute_reply for it. Returns (ms, reply).
+
+    Both sockets buffer while we block on the other one, so waiting for idle first and then
+    for the reply (as BlockingKernelClient.execute_interactive does) loses nothing.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + timeout
+    msg_id = kc.execute(code, store_history=True)
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.0, deadline - time.perf_counter()))
+        if (
+            msg["parent_header"].get("msg_id") == msg_id
+            and msg["msg_type"] == "status"
+            and msg["content"]["execution_state"] == "idle"
+        ):
+            break
+    while True:
+        reply = kc.get_shell_msg(timeout=max(0.0, deadline - time.perf_counter()))
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    return (time.perf_counter() - t0) * 1000.0, reply
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernel", default="python3", help="kernelspec name (default python3)")
+    ap.add_argument("--n", type=int, default=200, help="execute 1+1 round trips (default 200)")
+    ap.add_argument("--warmup", type=int, default=5, help="discarded warm-up executes (default 5)")
+    ap.add_argument("--starts", type=int, default=3, help="cold kernel starts (default 3)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="per-step timeout in seconds")
+    args = ap.parse_args()
+
+    import ipykernel  # noqa: F401  (version only; the kernel runs in its own process)
+    import jupyter_client
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec(args.kernel)
+    log(f"jupyter_client {jupyter_client.__version__}: kernel {args.kernel!r} from {spec.resource_dir}")
+    from jupyter_client.manager import KernelManager  # noqa: F401  (import before measuring)
+
+    client_rss_idle = vmrss_kib()
+
+    start_ms: list[float] = []
+    shutdown_ms: list[float] = []
+    exec_ms: list[float] = []
+    kernel_rss = None
+    client_rss = None
+
+    for i in range(max(1, args.starts)):
+        km, kc, ms = start(args.kernel, args.timeout)
+        start_ms.append(ms)
+        log(f"start {i + 1}/{args.starts}: {ms:.0f} ms")
+        try:
+            if i == 0:
+                for _ in range(args.warmup):
+                    execute_once(kc, "1+1", args.timeout)
+                for _ in range(args.n):
+                    ms, reply = execute_once(kc, "1+1", args.timeout)
+                    if reply["content"].get("status") != "ok":
+                        raise RuntimeError(f"execute 1+1 failed: {reply['content']}")
+                    exec_ms.append(ms)
+                log(f"execute 1+1 x{args.n}: median {statistics.median(exec_ms):.2f} ms")
+                time.sleep(0.2)
+                pid = getattr(km.provisioner, "pid", None) if km.provisioner else None
+                if pid is not None:
+                    kernel_rss = vmrss_kib(pid)
+                client_rss = vmrss_kib()
+        finally:
+            kc.stop_channels()
+            t0 = time.perf_counter()
+            km.shutdown_kernel(now=False)
+            shutdown_ms.append((time.perf_counter() - t0) * 1000.0)
+
+    out = {
+        "tool": "jupyter_client",
+        "versions": {
+            "python": platform.python_version(),
+            "jupyter_client": jupyter_client.__version__,
+            "ipykernel": ipykernel.__version__,
+        },
+        "kernel": args.kernel,
+        "kernel_resource_dir": spec.resource_dir,
+        "start_ms": summary(start_ms),
+        "execute_ms": summary(exec_ms),
+        "shutdown_ms": summary(shutdown_ms),
+        "client_rss_idle_kib": client_rss_idle,
+        "client_rss_kib": client_rss,
+        "kernel_rss_kib": kernel_rss,
+    }
+    json.dump(out, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
