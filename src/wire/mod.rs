@@ -4,6 +4,10 @@
 //! input from a peer. A malformed or badly signed multipart is an
 //! [`WireError`] that drops that one message.
 //!
+//! Frames: `[ids…] <IDS|MSG> hmac header parent_header metadata content [buffers…]`.
+//! The `§` numbers in this module refer to the wire-protocol section (§1) of the
+//! project's Jupyter protocol notes; the upstream spec is linked below.
+//!
 //! Spec: <https://jupyter-client.readthedocs.io/en/latest/messaging.html#the-wire-protocol>
 
 mod codec;
