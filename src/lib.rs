@@ -6,8 +6,8 @@
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
 
-pub mod kernel;
-pub mod wire;
 pub mod config;
-pub mod session;
+pub mod kernel;
 pub mod mcp;
+pub mod session;
+pub mod wire;

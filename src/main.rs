@@ -47,8 +47,14 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let env_prefix = cli.python_env.clone().or_else(default_env_prefix);
-    let search = KernelSearch::new(&cli.kernelspec_dir, env_prefix.as_deref(), project_kernelspecs().as_deref());
-    match cli.command.unwrap_or(Command::Serve { transport: "stdio".into() }) {
+    let search = KernelSearch::new(
+        &cli.kernelspec_dir,
+        env_prefix.as_deref(),
+        project_kernelspecs().as_deref(),
+    );
+    match cli.command.unwrap_or(Command::Serve {
+        transport: "stdio".into(),
+    }) {
         Command::Kernels => {
             for spec in search.list() {
                 println!(
@@ -59,7 +65,15 @@ fn main() -> ExitCode {
                     spec.resource_dir.display()
                 );
             }
-            println!("searched: {}", search.dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
+            println!(
+                "searched: {}",
+                search
+                    .dirs()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             ExitCode::SUCCESS
         }
         Command::Serve { transport } => {

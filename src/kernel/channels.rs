@@ -87,10 +87,30 @@ impl Channels {
         let (stdin_tx, stdin_rx) = stdin.split();
         let (control_tx, control_rx) = control.split();
         let readers = vec![
-            tokio::spawn(read_loop(iopub, Channel::Iopub, signer.clone(), events.clone())),
-            tokio::spawn(read_loop(shell_rx, Channel::Shell, signer.clone(), events.clone())),
-            tokio::spawn(read_loop(stdin_rx, Channel::Stdin, signer.clone(), events.clone())),
-            tokio::spawn(read_loop(control_rx, Channel::Control, signer.clone(), events)),
+            tokio::spawn(read_loop(
+                iopub,
+                Channel::Iopub,
+                signer.clone(),
+                events.clone(),
+            )),
+            tokio::spawn(read_loop(
+                shell_rx,
+                Channel::Shell,
+                signer.clone(),
+                events.clone(),
+            )),
+            tokio::spawn(read_loop(
+                stdin_rx,
+                Channel::Stdin,
+                signer.clone(),
+                events.clone(),
+            )),
+            tokio::spawn(read_loop(
+                control_rx,
+                Channel::Control,
+                signer.clone(),
+                events,
+            )),
         ];
         Ok(Channels {
             shell: shell_tx,

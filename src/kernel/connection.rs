@@ -125,6 +125,9 @@ mod tests {
         assert_eq!(v["signature_scheme"], "hmac-sha256");
         assert_eq!(v["ip"], "127.0.0.1");
         assert_eq!(v["shell_port"], info.shell_port);
-        assert!(info.write(&path).is_err(), "an existing file is never overwritten");
+        assert!(
+            info.write(&path).is_err(),
+            "an existing file is never overwritten"
+        );
     }
 }

@@ -50,13 +50,17 @@ pub struct LaunchOptions {
 pub enum StartError {
     #[error("cannot launch kernel '{kernel}': {detail}")]
     Launch { kernel: String, detail: String },
-    #[error("kernel '{kernel}' exited during start-up ({exit}). Its output ended with:\n{output_tail}")]
+    #[error(
+        "kernel '{kernel}' exited during start-up ({exit}). Its output ended with:\n{output_tail}"
+    )]
     Exited {
         kernel: String,
         exit: ExitInfo,
         output_tail: String,
     },
-    #[error("kernel '{kernel}' did not become ready within {timeout_s} s. Its output ended with:\n{output_tail}")]
+    #[error(
+        "kernel '{kernel}' did not become ready within {timeout_s} s. Its output ended with:\n{output_tail}"
+    )]
     Timeout {
         kernel: String,
         timeout_s: u64,
@@ -122,7 +126,8 @@ impl Kernel {
         let argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
             .map_err(launch_err)?;
         let lookup = |k: &str| std::env::var(k).ok();
-        let mut env: BTreeMap<String, String> = argv::expand_env(spec, &lookup).into_iter().collect();
+        let mut env: BTreeMap<String, String> =
+            argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());
         let process = KernelProcess::spawn(&argv, &env, &opts.cwd)
             .map_err(|e| launch_err(format!("{}: {e}", argv.join(" "))))?;

@@ -79,7 +79,8 @@ impl KernelProcess {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
                 #[cfg(target_os = "linux")]
                 {
-                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                        .map_err(std::io::Error::from)?;
                     // The parent may have died between fork and prctl.
                     if nix::unistd::getppid() != parent {
                         nix::libc::_exit(1);
@@ -206,7 +207,11 @@ async fn drain_output(
         match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                tracing::debug!(pid, "kernel {name}: {}", String::from_utf8_lossy(&buf[..n]).trim_end());
+                tracing::debug!(
+                    pid,
+                    "kernel {name}: {}",
+                    String::from_utf8_lossy(&buf[..n]).trim_end()
+                );
                 let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
                 t.extend(&buf[..n]);
                 let excess = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
@@ -223,7 +228,11 @@ pub fn descendants(root: i32) -> Vec<i32> {
     };
     let mut parent_of = Vec::new();
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -233,7 +242,11 @@ pub fn descendants(root: i32) -> Vec<i32> {
         let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
             continue;
         };
-        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse::<i32>().ok()) {
+        if let Some(ppid) = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse::<i32>().ok())
+        {
             parent_of.push((pid, ppid));
         }
     }

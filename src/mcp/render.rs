@@ -11,7 +11,11 @@ use crate::session::types::{ExecutionResult, RunStatus, SessionInfo};
 use crate::session::{ErrorCode, SessionError};
 
 /// A successful result: `text` first, then `extra` blocks; `structured` as structuredContent.
-pub fn success(text: String, structured: &impl Serialize, extra: Vec<ContentBlock>) -> CallToolResult {
+pub fn success(
+    text: String,
+    structured: &impl Serialize,
+    extra: Vec<ContentBlock>,
+) -> CallToolResult {
     let mut content = vec![ContentBlock::text(text)];
     content.extend(extra);
     let mut r = CallToolResult::success(content);
@@ -23,7 +27,10 @@ pub fn success(text: String, structured: &impl Serialize, extra: Vec<ContentBloc
 pub fn error(e: &SessionError) -> CallToolResult {
     let code = serde_json::to_value(e.code).unwrap_or(Value::Null);
     let code_str = code.as_str().unwrap_or("INTERNAL_ERROR").to_string();
-    let mut r = CallToolResult::error(vec![ContentBlock::text(format!("{code_str}: {}", e.message))]);
+    let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
+        "{code_str}: {}",
+        e.message
+    ))]);
     r.structured_content = Some(json!({
         "error_code": code,
         "message": e.message,
@@ -71,7 +78,13 @@ pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult 
 /// The text rendering of a run: a status line, then streams, result, error and notices.
 pub fn execution_text(r: &ExecutionResult, notices: &[String]) -> String {
     let mut t = String::new();
-    let _ = write!(t, "[{}] run {} in session '{}'", r.status.as_str(), r.run_id, r.session_id);
+    let _ = write!(
+        t,
+        "[{}] run {} in session '{}'",
+        r.status.as_str(),
+        r.run_id,
+        r.session_id
+    );
     if let Some(n) = r.execution_count {
         let _ = write!(t, ", execution_count {n}");
     }
@@ -139,7 +152,10 @@ pub fn session_text(s: &SessionInfo) -> String {
         s.session_id,
         s.kernel,
         s.display_name,
-        serde_json::to_value(s.status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+        serde_json::to_value(s.status)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
         s.generation,
         s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
         s.history_count,

@@ -56,7 +56,9 @@ async fn guarded(
             tracing::error!(tool, "tool panicked: {what}");
             Ok(render::error(&SessionError::new(
                 ErrorCode::InternalError,
-                format!("Internal error in {tool}: {what}. The server is still running; please report this."),
+                format!(
+                    "Internal error in {tool}: {what}. The server is still running; please report this."
+                ),
             )))
         }
     }
@@ -111,11 +113,21 @@ impl KernelMcp {
             let default = self.registry.default_kernel();
             let text = kernels
                 .iter()
-                .map(|k| format!("{} — {} ({})", k["name"].as_str().unwrap_or(""), k["display_name"].as_str().unwrap_or(""), k["language"].as_str().unwrap_or("")))
+                .map(|k| {
+                    format!(
+                        "{} — {} ({})",
+                        k["name"].as_str().unwrap_or(""),
+                        k["display_name"].as_str().unwrap_or(""),
+                        k["language"].as_str().unwrap_or("")
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("\n");
             render::success(
-                format!("{text}\ndefault kernel: {}", default.as_deref().unwrap_or("none")),
+                format!(
+                    "{text}\ndefault kernel: {}",
+                    default.as_deref().unwrap_or("none")
+                ),
                 &json!({"kernels": kernels, "default_kernel": default}),
                 vec![],
             )
@@ -124,7 +136,11 @@ impl KernelMcp {
     }
 
     /// Start a new named session on a Jupyter kernel. Variables, imports and data persist across execute calls in it.
-    #[tool(annotations(read_only_hint = false, destructive_hint = false, open_world_hint = true))]
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        open_world_hint = true
+    ))]
     async fn create_session(
         &self,
         Parameters(p): Parameters<CreateSessionParams>,
@@ -153,7 +169,11 @@ impl KernelMcp {
             let text = if sessions.is_empty() {
                 "no sessions".to_string()
             } else {
-                sessions.iter().map(render::session_text).collect::<Vec<_>>().join("\n")
+                sessions
+                    .iter()
+                    .map(render::session_text)
+                    .collect::<Vec<_>>()
+                    .join("\n")
             };
             render::success(text, &json!({"sessions": sessions}), vec![])
         })
@@ -175,7 +195,12 @@ impl KernelMcp {
     }
 
     /// Interrupt the code running in a session (like Ctrl-C). Variables are kept.
-    #[tool(annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn interrupt_session(
         &self,
         Parameters(p): Parameters<SessionIdParams>,
@@ -195,7 +220,11 @@ impl KernelMcp {
     }
 
     /// Restart a session's kernel: all variables are lost, the generation goes up by one.
-    #[tool(annotations(read_only_hint = false, destructive_hint = true, open_world_hint = false))]
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        open_world_hint = false
+    ))]
     async fn restart_session(
         &self,
         Parameters(p): Parameters<RestartSessionParams>,
@@ -209,7 +238,12 @@ impl KernelMcp {
     }
 
     /// Shut a session's kernel down (and every process it started) and forget the session.
-    #[tool(annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false))]
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
     async fn destroy_session(
         &self,
         Parameters(p): Parameters<SessionIdParams>,
@@ -217,7 +251,14 @@ impl KernelMcp {
         guarded("destroy_session", async {
             let rung = tri!(self.registry.destroy(&p.session_id).await);
             render::success(
-                format!("session '{}' destroyed (shutdown: {})", p.session_id, serde_json::to_value(rung).unwrap_or_default().as_str().unwrap_or("")),
+                format!(
+                    "session '{}' destroyed (shutdown: {})",
+                    p.session_id,
+                    serde_json::to_value(rung)
+                        .unwrap_or_default()
+                        .as_str()
+                        .unwrap_or("")
+                ),
                 &json!({"session_id": p.session_id, "shutdown": rung}),
                 vec![],
             )
@@ -227,7 +268,12 @@ impl KernelMcp {
 
     /// Run code in a session's kernel and return stdout, stderr, the result, displays (images as image blocks) and errors.
     /// Waits up to wait_s (default 50 s); if still running, returns status "running" and a run_id for get_execution.
-    #[tool(annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true))]
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
     async fn execute(
         &self,
         Parameters(p): Parameters<ExecuteParams>,
@@ -247,7 +293,11 @@ impl KernelMcp {
     }
 
     /// Answer the input() prompt of a run whose status is "awaiting_input"; then waits like execute.
-    #[tool(annotations(read_only_hint = false, destructive_hint = false, open_world_hint = false))]
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        open_world_hint = false
+    ))]
     async fn send_input(
         &self,
         Parameters(p): Parameters<SendInputParams>,
@@ -257,13 +307,18 @@ impl KernelMcp {
             let handle = tri!(self.registry.session_of_run(&p.run_id));
             let rx = tri!(handle.send_input(&p.run_id, p.value).await);
             let wait = Duration::from_secs_f64(self.registry.limits.default_wait_s);
-            self.wait_and_render(&handle, &p.run_id, rx, wait, &ctx, false).await
+            self.wait_and_render(&handle, &p.run_id, rx, wait, &ctx, false)
+                .await
         })
         .await
     }
 
     /// Cancel a run: a queued run never executes; a running one is interrupted.
-    #[tool(annotations(read_only_hint = false, destructive_hint = true, open_world_hint = false))]
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        open_world_hint = false
+    ))]
     async fn cancel_execution(
         &self,
         Parameters(p): Parameters<RunIdParams>,
@@ -278,7 +333,10 @@ impl KernelMcp {
             let r = tri!(handle.get_run(&p.run_id).await);
             match r {
                 Some(r) => render::execution(&r, self.registry.limits.max_image_bytes),
-                None => render::error(&SessionError::new(ErrorCode::ExecutionNotFound, format!("Run '{}' not found.", p.run_id))),
+                None => render::error(&SessionError::new(
+                    ErrorCode::ExecutionNotFound,
+                    format!("Run '{}' not found.", p.run_id),
+                )),
             }
         })
         .await
@@ -310,12 +368,20 @@ impl KernelMcp {
 }
 
 impl KernelMcp {
-    async fn execute_inner(&self, p: ExecuteParams, ctx: RequestContext<RoleServer>) -> CallToolResult {
+    async fn execute_inner(
+        &self,
+        p: ExecuteParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let limits = &self.registry.limits;
         if p.code.len() > limits.max_code_bytes {
             return render::error(&SessionError::new(
                 ErrorCode::LimitExceeded,
-                format!("code is {} bytes; the limit is {} bytes. Put large code in a file and use execute_file.", p.code.len(), limits.max_code_bytes),
+                format!(
+                    "code is {} bytes; the limit is {} bytes. Put large code in a file and use execute_file.",
+                    p.code.len(),
+                    limits.max_code_bytes
+                ),
             ));
         }
         let timeout = tri_result!(seconds(p.timeout_s, "timeout_s")).filter(|d| !d.is_zero());
@@ -331,14 +397,21 @@ impl KernelMcp {
             expected_generation: p.expected_generation,
         };
         let (run_id, rx) = tri!(self.registry.submit(&handle, req).await);
-        self.wait_and_render(&handle, &run_id, rx, wait, &ctx, true).await
+        self.wait_and_render(&handle, &run_id, rx, wait, &ctx, true)
+            .await
     }
 
-    async fn get_execution_inner(&self, p: GetExecutionParams, ctx: RequestContext<RoleServer>) -> CallToolResult {
+    async fn get_execution_inner(
+        &self,
+        p: GetExecutionParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let handle = tri!(self.registry.session_of_run(&p.run_id));
         if let Some(stream) = p.stream {
             if stream != "stdout" && stream != "stderr" {
-                return render::invalid(format!("stream must be \"stdout\" or \"stderr\", not {stream:?}."));
+                return render::invalid(format!(
+                    "stream must be \"stdout\" or \"stderr\", not {stream:?}."
+                ));
             }
             let text = tri!(handle.stream_text(&p.run_id, &stream).await).unwrap_or_default();
             let offset = p.offset.unwrap_or(0).min(text.len());
@@ -352,7 +425,10 @@ impl KernelMcp {
                 end -= 1;
             }
             if end == start && start < text.len() {
-                end = text[start..].chars().next().map_or(start, |c| start + c.len_utf8());
+                end = text[start..]
+                    .chars()
+                    .next()
+                    .map_or(start, |c| start + c.len_utf8());
             }
             let page = &text[start..end];
             return render::success(
@@ -363,7 +439,8 @@ impl KernelMcp {
         }
         let wait = tri_result!(seconds(p.wait_s, "wait_s")).unwrap_or(Duration::ZERO);
         let status_rx = tri!(handle.watch_run(&p.run_id).await);
-        self.wait_and_render(&handle, &p.run_id, status_rx, wait, &ctx, false).await
+        self.wait_and_render(&handle, &p.run_id, status_rx, wait, &ctx, false)
+            .await
     }
 
     /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the
@@ -382,7 +459,11 @@ impl KernelMcp {
         let mut ticks = 0u32;
         loop {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let step = if token.is_some() { remaining.min(Duration::from_secs(1)) } else { remaining };
+            let step = if token.is_some() {
+                remaining.min(Duration::from_secs(1))
+            } else {
+                remaining
+            };
             tokio::select! {
                 settled = wait_settled(&mut rx, step) => {
                     if settled || tokio::time::Instant::now() >= deadline {
@@ -404,13 +485,19 @@ impl KernelMcp {
                 };
                 let _ = ctx
                     .peer
-                    .notify_progress(ProgressNotificationParam::new(t.clone(), ticks as f64).with_message(message))
+                    .notify_progress(
+                        ProgressNotificationParam::new(t.clone(), ticks as f64)
+                            .with_message(message),
+                    )
                     .await;
             }
         }
         match handle.get_run(run_id).await {
             Ok(Some(r)) => render::execution(&r, self.registry.limits.max_image_bytes),
-            Ok(None) => render::error(&SessionError::new(ErrorCode::ExecutionNotFound, format!("Run '{run_id}' was forgotten."))),
+            Ok(None) => render::error(&SessionError::new(
+                ErrorCode::ExecutionNotFound,
+                format!("Run '{run_id}' was forgotten."),
+            )),
             Err(e) => render::error(&e),
         }
     }

@@ -45,14 +45,24 @@ pub type Submitted = (String, watch::Receiver<RunStatus>);
 
 /// Commands to the actor; each carries its reply channel.
 pub enum Command {
-    Submit(ExecuteRequest, oneshot::Sender<Result<Submitted, SessionError>>),
+    Submit(
+        ExecuteRequest,
+        oneshot::Sender<Result<Submitted, SessionError>>,
+    ),
     GetRun(String, oneshot::Sender<Option<ExecutionResult>>),
-    WatchRun(String, oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>),
+    WatchRun(
+        String,
+        oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>,
+    ),
     StreamText(String, String, oneshot::Sender<Option<String>>),
     Info(oneshot::Sender<SessionInfo>),
     Interrupt(oneshot::Sender<(SessionInfo, Option<String>)>),
     Restart(oneshot::Sender<Result<SessionInfo, SessionError>>),
-    SendInput(String, String, oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>),
+    SendInput(
+        String,
+        String,
+        oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>,
+    ),
     Cancel(String, oneshot::Sender<Result<(), SessionError>>),
     Destroy(oneshot::Sender<ShutdownRung>),
 }
@@ -173,9 +183,6 @@ impl Actor {
                 Event::Started(result) => self.kernel_started(result).await,
                 Event::Tick => self.check_deadlines().await,
             }
-            if self.status == SessionStatus::Dead && self.create_waiter.is_none() && self.kernel.is_none() && self.starting.is_none() && self.commands.is_closed() {
-                return;
-            }
         }
     }
 
@@ -203,7 +210,11 @@ impl Actor {
     }
 
     async fn kernel_started(&mut self, result: Result<Kernel, StartError>) {
-        let reason = self.starting.take().map(|(r, _)| r).unwrap_or(StartReason::Recover);
+        let reason = self
+            .starting
+            .take()
+            .map(|(r, _)| r)
+            .unwrap_or(StartReason::Recover);
         match result {
             Ok(kernel) => {
                 self.generation += 1;
@@ -256,7 +267,10 @@ impl Actor {
                     "The kernel died ({info}); its state is lost. A new kernel is being started for the next run."
                 ));
                 if !tail.trim().is_empty() {
-                    run.notices.push(format!("The kernel's last output:\n{}", last_lines(&tail, 20)));
+                    run.notices.push(format!(
+                        "The kernel's last output:\n{}",
+                        last_lines(&tail, 20)
+                    ));
                 }
                 run.set_status(RunStatus::KernelDied);
             }
@@ -265,8 +279,9 @@ impl Actor {
         self.cancel_queued(&format!(
             "Cancelled: the kernel died ({info}) before this run started; it was not run in the new kernel."
         ));
-        self.pending_notices
-            .push(format!("The previous kernel died ({info}); this run executed in a new kernel."));
+        self.pending_notices.push(format!(
+            "The previous kernel died ({info}); this run executed in a new kernel."
+        ));
         drop(kernel);
         self.start_kernel(StartReason::Recover, None);
     }
@@ -275,7 +290,8 @@ impl Actor {
         self.cancel_queued("Cancelled: the session was destroyed.");
         if let Some(run_id) = self.current.take() {
             if let Some(run) = self.runs.get_mut(&run_id) {
-                run.notices.push("The session was destroyed while this run was executing.".into());
+                run.notices
+                    .push("The session was destroyed while this run was executing.".into());
                 run.set_status(RunStatus::Cancelled);
             }
         }
@@ -309,11 +325,18 @@ impl Actor {
                 self.start_next().await;
             }
             Command::GetRun(run_id, reply) => {
-                let r = self.runs.get(&run_id).map(|r| r.to_result(self.limits.stream_bytes));
+                let r = self
+                    .runs
+                    .get(&run_id)
+                    .map(|r| r.to_result(self.limits.stream_bytes));
                 let _ = reply.send(r);
             }
             Command::WatchRun(run_id, reply) => {
-                let r = self.runs.get(&run_id).map(|r| r.watch()).ok_or_else(|| not_found(&run_id));
+                let r = self
+                    .runs
+                    .get(&run_id)
+                    .map(|r| r.watch())
+                    .ok_or_else(|| not_found(&run_id));
                 let _ = reply.send(r);
             }
             Command::StreamText(run_id, stream, reply) => {
@@ -344,11 +367,18 @@ impl Actor {
         if self.status == SessionStatus::Dead && self.starting.is_none() {
             return Err(SessionError::new(
                 ErrorCode::SessionDead,
-                format!("Session '{}' has no kernel (its start failed). Call restart_session to try again, or destroy_session.", self.id),
+                format!(
+                    "Session '{}' has no kernel (its start failed). Call restart_session to try again, or destroy_session.",
+                    self.id
+                ),
             ));
         }
         if let Some(expected) = req.expected_generation {
-            let upcoming = if self.kernel.is_some() { self.generation } else { self.generation + 1 };
+            let upcoming = if self.kernel.is_some() {
+                self.generation
+            } else {
+                self.generation + 1
+            };
             if expected != upcoming {
                 return Err(SessionError::new(
                     ErrorCode::StateChanged,
@@ -360,7 +390,11 @@ impl Actor {
         if self.queue.len() >= self.limits.queue_length {
             return Err(SessionError::new(
                 ErrorCode::QueueFull,
-                format!("Session '{}' already has {} runs waiting. Wait for them (get_execution) or cancel some (cancel_execution).", self.id, self.queue.len()),
+                format!(
+                    "Session '{}' already has {} runs waiting. Wait for them (get_execution) or cancel some (cancel_execution).",
+                    self.id,
+                    self.queue.len()
+                ),
             ));
         }
         let run = Run::new(
@@ -384,7 +418,8 @@ impl Actor {
         }
         if let Some(run_id) = self.current.take() {
             if let Some(run) = self.runs.get_mut(&run_id) {
-                run.notices.push("The session was restarted while this run was executing.".into());
+                run.notices
+                    .push("The session was restarted while this run was executing.".into());
                 run.set_status(RunStatus::Cancelled);
             }
             self.finish_bookkeeping(&run_id);
@@ -403,7 +438,10 @@ impl Actor {
         let Some(request) = run.input_request.take() else {
             return Err(SessionError::new(
                 ErrorCode::NotAwaitingInput,
-                format!("Run '{run_id}' is {} and not waiting for input.", run.status.as_str()),
+                format!(
+                    "Run '{run_id}' is {} and not waiting for input.",
+                    run.status.as_str()
+                ),
             ));
         };
         run.prompt = None;
@@ -420,12 +458,17 @@ impl Actor {
     }
 
     async fn cancel(&mut self, run_id: &str) -> Result<(), SessionError> {
-        let status = self.runs.get(run_id).ok_or_else(|| not_found(run_id))?.status;
+        let status = self
+            .runs
+            .get(run_id)
+            .ok_or_else(|| not_found(run_id))?
+            .status;
         match status {
             RunStatus::Queued => {
                 self.queue.retain(|r| r != run_id);
                 if let Some(run) = self.runs.get_mut(run_id) {
-                    run.notices.push("Cancelled before it started; it never ran.".into());
+                    run.notices
+                        .push("Cancelled before it started; it never ran.".into());
                     run.set_status(RunStatus::Cancelled);
                 }
                 self.finish_bookkeeping(run_id);
@@ -441,6 +484,9 @@ impl Actor {
             run.interrupted_at.get_or_insert_with(Instant::now);
             run.input_request = None;
             run.prompt = None;
+            if run.status == RunStatus::AwaitingInput {
+                run.set_status(RunStatus::Running);
+            }
         }
         if let Some(k) = self.kernel.as_mut() {
             k.interrupt().await;
@@ -525,7 +571,11 @@ impl Actor {
             }
             return;
         };
-        let Some(run_id) = msg.parent_msg_id().and_then(|p| self.by_msg.get(p)).cloned() else {
+        let Some(run_id) = msg
+            .parent_msg_id()
+            .and_then(|p| self.by_msg.get(p))
+            .cloned()
+        else {
             if channel == Channel::Iopub && msg.msg_type() == "stream" {
                 tracing::debug!(session = %self.id, "output with no run: {}", msg.content["text"]);
             }
@@ -542,7 +592,10 @@ impl Actor {
             }
             Channel::Stdin if msg.msg_type() == "input_request" && is_current => {
                 run.prompt = Some(super::types::Prompt {
-                    text: msg.content["prompt"].as_str().unwrap_or_default().to_string(),
+                    text: msg.content["prompt"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                     password: msg.content["password"].as_bool().unwrap_or(false),
                 });
                 run.input_request = Some(msg);
@@ -586,7 +639,9 @@ impl Actor {
             return;
         };
         if run.reply_at.is_some_and(|at| now >= at + iopub_grace) && !run.idle {
-            run.notices.push("The kernel replied but never reported idle; output may be incomplete.".into());
+            run.notices.push(
+                "The kernel replied but never reported idle; output may be incomplete.".into(),
+            );
             run.idle = true;
             self.check_done().await;
             return;
@@ -659,7 +714,10 @@ impl Actor {
                 self.history_count += 1;
             }
         }
-        if self.status != SessionStatus::Dead && self.status != SessionStatus::Restarting && self.status != SessionStatus::Starting {
+        if self.status != SessionStatus::Dead
+            && self.status != SessionStatus::Restarting
+            && self.status != SessionStatus::Starting
+        {
             self.status = SessionStatus::Idle;
         }
         self.finished_order.push_back(run_id.to_string());
@@ -675,7 +733,9 @@ impl Actor {
     }
 
     fn info(&self) -> SessionInfo {
-        let rfc = |t: &chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let rfc = |t: &chrono::DateTime<chrono::Utc>| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
         SessionInfo {
             session_id: self.id.clone(),
             kernel: self.spec.name.clone(),
@@ -701,7 +761,9 @@ impl Actor {
 fn not_found(run_id: &str) -> SessionError {
     SessionError::new(
         ErrorCode::ExecutionNotFound,
-        format!("Run '{run_id}' not found in this session (finished runs are kept for a while, then forgotten)."),
+        format!(
+            "Run '{run_id}' not found in this session (finished runs are kept for a while, then forgotten)."
+        ),
     )
 }
 
@@ -737,7 +799,10 @@ async fn wait_exit(rx: &mut Option<watch::Receiver<Option<ExitInfo>>>) -> ExitIn
     };
     let exit = rx.wait_for(|e| e.is_some()).await.map(|v| *v);
     match exit {
-        Ok(v) => v.unwrap_or(ExitInfo { code: None, signal: None }),
+        Ok(v) => v.unwrap_or(ExitInfo {
+            code: None,
+            signal: None,
+        }),
         Err(_) => std::future::pending().await,
     }
 }

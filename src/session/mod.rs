@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use actor::ExecuteRequest;
 use actor::Command;
+pub use actor::ExecuteRequest;
 pub use error::{ErrorCode, SessionError};
 pub use registry::{CreateRequest, Registry};
 pub use types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
@@ -34,7 +34,10 @@ impl SessionHandle {
         &self.id
     }
 
-    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, SessionError> {
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, SessionError> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(make(tx))
@@ -50,16 +53,25 @@ impl SessionHandle {
 
     /// The run's record now, or `None` if this session does not know it.
     pub async fn get_run(&self, run_id: &str) -> Result<Option<ExecutionResult>, SessionError> {
-        self.call(|tx| Command::GetRun(run_id.to_string(), tx)).await
+        self.call(|tx| Command::GetRun(run_id.to_string(), tx))
+            .await
     }
 
     /// A receiver of the run's status changes. Errors: `EXECUTION_NOT_FOUND`.
-    pub async fn watch_run(&self, run_id: &str) -> Result<watch::Receiver<RunStatus>, SessionError> {
-        self.call(|tx| Command::WatchRun(run_id.to_string(), tx)).await?
+    pub async fn watch_run(
+        &self,
+        run_id: &str,
+    ) -> Result<watch::Receiver<RunStatus>, SessionError> {
+        self.call(|tx| Command::WatchRun(run_id.to_string(), tx))
+            .await?
     }
 
     /// The full cleaned text of one stream of a run.
-    pub async fn stream_text(&self, run_id: &str, stream: &str) -> Result<Option<String>, SessionError> {
+    pub async fn stream_text(
+        &self,
+        run_id: &str,
+        stream: &str,
+    ) -> Result<Option<String>, SessionError> {
         self.call(|tx| Command::StreamText(run_id.to_string(), stream.to_string(), tx))
             .await
     }
@@ -78,13 +90,19 @@ impl SessionHandle {
         self.call(Command::Restart).await?
     }
 
-    pub async fn send_input(&self, run_id: &str, value: String) -> Result<watch::Receiver<RunStatus>, SessionError> {
-        self.call(|tx| Command::SendInput(run_id.to_string(), value, tx)).await?
+    pub async fn send_input(
+        &self,
+        run_id: &str,
+        value: String,
+    ) -> Result<watch::Receiver<RunStatus>, SessionError> {
+        self.call(|tx| Command::SendInput(run_id.to_string(), value, tx))
+            .await?
     }
 
     /// Remove a queued run, or interrupt a running one.
     pub async fn cancel(&self, run_id: &str) -> Result<(), SessionError> {
-        self.call(|tx| Command::Cancel(run_id.to_string(), tx)).await?
+        self.call(|tx| Command::Cancel(run_id.to_string(), tx))
+            .await?
     }
 
     /// Shut the kernel down (ladder) and end the actor.

@@ -9,10 +9,10 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use super::SessionHandle;
 use super::actor::{Actor, ExecuteRequest};
 use super::error::{ErrorCode, SessionError};
 use super::types::SessionInfo;
-use super::SessionHandle;
 use crate::config::Limits;
 use crate::kernel::discovery::KernelSearch;
 use crate::kernel::{KernelSpec, LaunchOptions, ShutdownRung};
@@ -61,7 +61,10 @@ impl Registry {
     }
 
     fn next_id(&self, prefix: &str) -> String {
-        let n = self.counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let n = self
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
         format!("{prefix}{n}")
     }
 
@@ -122,7 +125,9 @@ impl Registry {
             if sessions.contains_key(&id) {
                 return Err(SessionError::new(
                     ErrorCode::SessionAlreadyExists,
-                    format!("Session '{id}' already exists. Use it, pick another session_id, or destroy_session it first."),
+                    format!(
+                        "Session '{id}' already exists. Use it, pick another session_id, or destroy_session it first."
+                    ),
                 ));
             }
             sessions.insert(id.clone(), handle.clone());
@@ -279,13 +284,17 @@ fn python_spec(python: &str) -> KernelSpec {
 fn validate_session_id(id: &str) -> Result<(), SessionError> {
     let ok = !id.is_empty()
         && id.len() <= 64
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
     if ok {
         Ok(())
     } else {
         Err(SessionError::new(
             ErrorCode::InvalidArgument,
-            format!("Invalid session_id '{id}': use 1-64 characters from letters, digits, '.', '_' and '-'."),
+            format!(
+                "Invalid session_id '{id}': use 1-64 characters from letters, digits, '.', '_' and '-'."
+            ),
         ))
     }
 }

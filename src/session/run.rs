@@ -14,7 +14,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::output::{clean_text, head_tail};
-use super::types::{ErrorInfo, ExecutionResult, ImageData, OutputItem, Prompt, RunStatus, StreamTruncation};
+use super::types::{
+    ErrorInfo, ExecutionResult, ImageData, OutputItem, Prompt, RunStatus, StreamTruncation,
+};
 use crate::wire::Message;
 
 /// Output kept per run; beyond it output is dropped with a notice.
@@ -187,7 +189,11 @@ impl Run {
             "update_display_data" => {
                 let item = output_item("display_data", c);
                 if let Some(id) = &item.display_id {
-                    for o in self.outputs.iter_mut().filter(|o| o.display_id.as_ref() == Some(id)) {
+                    for o in self
+                        .outputs
+                        .iter_mut()
+                        .filter(|o| o.display_id.as_ref() == Some(id))
+                    {
                         *o = item.clone();
                     }
                 }
@@ -272,7 +278,11 @@ impl Run {
 
     /// The full cleaned text of one stream (`stdout` / `stderr`), for paging.
     pub fn stream_text(&self, stream: &str) -> String {
-        clean_text(if stream == "stderr" { &self.stderr } else { &self.stdout })
+        clean_text(if stream == "stderr" {
+            &self.stderr
+        } else {
+            &self.stdout
+        })
     }
 
     /// The record as the contract's [`ExecutionResult`], each stream bounded to `stream_limit` bytes.
@@ -299,7 +309,12 @@ impl Run {
         let queued_ms = started.duration_since(self.queued_at).as_millis() as u64;
         let elapsed_ms = self
             .started_at
-            .map(|s| self.finished_at.unwrap_or(now).duration_since(s).as_millis() as u64)
+            .map(|s| {
+                self.finished_at
+                    .unwrap_or(now)
+                    .duration_since(s)
+                    .as_millis() as u64
+            })
             .unwrap_or(0);
         ExecutionResult {
             run_id: self.run_id.clone(),
@@ -326,7 +341,9 @@ impl Run {
 /// A display output from a MIME bundle: text/plain, the first image, the display_id.
 fn output_item(kind: &str, content: &Value) -> OutputItem {
     let data = content["data"].as_object();
-    let mime_types: Vec<String> = data.map(|d| d.keys().cloned().collect()).unwrap_or_default();
+    let mime_types: Vec<String> = data
+        .map(|d| d.keys().cloned().collect())
+        .unwrap_or_default();
     let text = data
         .and_then(|d| d.get("text/plain"))
         .and_then(mime_text)
@@ -351,7 +368,9 @@ fn output_item(kind: &str, content: &Value) -> OutputItem {
         mime_types,
         text,
         image,
-        display_id: content["transient"]["display_id"].as_str().map(String::from),
+        display_id: content["transient"]["display_id"]
+            .as_str()
+            .map(String::from),
     }
 }
 
@@ -371,7 +390,12 @@ fn error_info(c: &Value) -> ErrorInfo {
         evalue: clean_text(c["evalue"].as_str().unwrap_or_default()),
         traceback: c["traceback"]
             .as_array()
-            .map(|t| t.iter().filter_map(|l| l.as_str()).map(clean_text).collect())
+            .map(|t| {
+                t.iter()
+                    .filter_map(|l| l.as_str())
+                    .map(clean_text)
+                    .collect()
+            })
             .unwrap_or_default(),
     }
 }
