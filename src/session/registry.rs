@@ -171,10 +171,8 @@ impl Registry {
 
     /// The handle of session `id`. Errors: `SESSION_NOT_FOUND` naming the existing sessions.
     pub fn get(&self, id: &str) -> Result<SessionHandle, SessionError> {
-        lock(&self.sessions)
-            .get(id)
-            .cloned()
-            .ok_or_else(|| SessionError::session_not_found(id, &self.known()))
+        let found = lock(&self.sessions).get(id).cloned();
+        found.ok_or_else(|| SessionError::session_not_found(id, &self.known()))
     }
 
     /// Session `id`, or — when `id` is `None` — the `default` session, created on first use.
