@@ -514,7 +514,7 @@ fn last_line(stdout: &str, stderr: &str, status: RunStatus) -> String {
         .unwrap_or_else(|| status.as_str().to_string())
 }
 
-#[tool_handler]
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for KernelMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
