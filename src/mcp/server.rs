@@ -67,7 +67,9 @@ async fn guarded(
 fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, CallToolResult> {
     match v {
         None => Ok(None),
-        Some(s) if s.is_finite() && s >= 0.0 && s <= 1e7 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) if s.is_finite() && (0.0..=1e7).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
         Some(s) => Err(render::invalid(format!(
             "{name} must be a number of seconds between 0 and 10000000, not {s}."
         ))),

@@ -288,12 +288,12 @@ impl Actor {
 
     async fn destroy(&mut self) -> ShutdownRung {
         self.cancel_queued("Cancelled: the session was destroyed.");
-        if let Some(run_id) = self.current.take() {
-            if let Some(run) = self.runs.get_mut(&run_id) {
-                run.notices
-                    .push("The session was destroyed while this run was executing.".into());
-                run.set_status(RunStatus::Cancelled);
-            }
+        if let Some(run_id) = self.current.take()
+            && let Some(run) = self.runs.get_mut(&run_id)
+        {
+            run.notices
+                .push("The session was destroyed while this run was executing.".into());
+            run.set_status(RunStatus::Cancelled);
         }
         if let Some((_, handle)) = self.starting.take() {
             handle.abort();
@@ -647,36 +647,38 @@ impl Actor {
             return;
         }
         let started = run.started_at.unwrap_or(now);
-        if let Some(t) = run.timeout {
-            if !run.timed_out && now >= started + t {
-                run.timed_out = true;
-                run.notices.push(format!(
-                    "Timed out after {} s; the kernel was interrupted.",
-                    t.as_secs_f64()
-                ));
-                self.interrupt_run(&run_id).await;
-                return;
-            }
+        if let Some(t) = run.timeout
+            && !run.timed_out
+            && now >= started + t
+        {
+            run.timed_out = true;
+            run.notices.push(format!(
+                "Timed out after {} s; the kernel was interrupted.",
+                t.as_secs_f64()
+            ));
+            self.interrupt_run(&run_id).await;
+            return;
         }
-        if let Some(at) = run.interrupted_at {
-            if now >= at + interrupt_grace && run.reply.is_none() {
-                run.notices.push(format!(
+        if let Some(at) = run.interrupted_at
+            && now >= at + interrupt_grace
+            && run.reply.is_none()
+        {
+            run.notices.push(format!(
                     "The kernel did not stop within {} s of the interrupt, so it was restarted; all state in it is lost.",
                     interrupt_grace.as_secs()
                 ));
-                if !run.timed_out {
-                    run.set_status(RunStatus::Interrupted);
-                } else {
-                    run.set_status(RunStatus::Timeout);
-                }
-                self.current = None;
-                self.finish_bookkeeping(&run_id);
-                self.pending_notices.push(
+            if !run.timed_out {
+                run.set_status(RunStatus::Interrupted);
+            } else {
+                run.set_status(RunStatus::Timeout);
+            }
+            self.current = None;
+            self.finish_bookkeeping(&run_id);
+            self.pending_notices.push(
                     "The previous kernel was restarted after an interrupt did not take effect; this run executed in a new kernel.".into(),
                 );
-                let old = self.kernel.take();
-                self.start_kernel(StartReason::Recover, old);
-            }
+            let old = self.kernel.take();
+            self.start_kernel(StartReason::Recover, old);
         }
     }
 
@@ -709,10 +711,11 @@ impl Actor {
 
     /// Count history, remember the finished run, drop the oldest beyond the cap.
     fn finish_bookkeeping(&mut self, run_id: &str) {
-        if let Some(run) = self.runs.get(run_id) {
-            if run.store_history && run.started_at.is_some() {
-                self.history_count += 1;
-            }
+        if let Some(run) = self.runs.get(run_id)
+            && run.store_history
+            && run.started_at.is_some()
+        {
+            self.history_count += 1;
         }
         if self.status != SessionStatus::Dead
             && self.status != SessionStatus::Restarting
@@ -722,12 +725,11 @@ impl Actor {
         }
         self.finished_order.push_back(run_id.to_string());
         while self.finished_order.len() > KEPT_FINISHED_RUNS {
-            if let Some(old) = self.finished_order.pop_front() {
-                if let Some(run) = self.runs.remove(&old) {
-                    if let Some(m) = run.msg_id {
-                        self.by_msg.remove(&m);
-                    }
-                }
+            if let Some(old) = self.finished_order.pop_front()
+                && let Some(run) = self.runs.remove(&old)
+                && let Some(m) = run.msg_id
+            {
+                self.by_msg.remove(&m);
             }
         }
     }

@@ -214,10 +214,8 @@ impl Run {
                     self.execution_count.get_or_insert(n);
                 }
             }
-            "status" => {
-                if c["execution_state"] == "idle" {
-                    self.idle = true;
-                }
+            "status" if c["execution_state"] == "idle" => {
+                self.idle = true;
             }
             _ => {}
         }
