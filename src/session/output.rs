@@ -6,8 +6,23 @@
 /// `\r` returns to column 0 (later text overwrites), `\b` deletes the previous character; then
 /// all escape sequences (CSI, OSC, …) are removed.
 pub fn clean_text(raw: &str) -> String {
-    let stripped = strip_ansi_escapes::strip_str(raw);
-    let normalized = stripped.replace("\r\n", "\n");
+    if !raw.contains(['\x1b', '\r', '\u{8}', '\u{9b}']) {
+        return raw.to_string();
+    }
+    // Strip escapes between the control characters we interpret (the stripper drops `\r` and
+    // `\b` itself), then apply them line by line.
+    let mut interpreted = String::with_capacity(raw.len());
+    for piece in raw.split_inclusive(['\r', '\u{8}', '\n']) {
+        let (body, ctrl) = match piece.chars().last() {
+            Some(c @ ('\r' | '\u{8}' | '\n')) => (&piece[..piece.len() - c.len_utf8()], Some(c)),
+            _ => (piece, None),
+        };
+        interpreted.push_str(&strip_ansi_escapes::strip_str(body));
+        if let Some(c) = ctrl {
+            interpreted.push(c);
+        }
+    }
+    let normalized = interpreted.replace("\r\n", "\n");
     if !normalized.contains(['\r', '\u{8}']) {
         return normalized;
     }
