@@ -415,29 +415,19 @@ impl KernelMcp {
                     "stream must be \"stdout\" or \"stderr\", not {stream:?}."
                 ));
             }
-            let text = tri!(handle.stream_text(&p.run_id, &stream).await).unwrap_or_default();
-            let offset = p.offset.unwrap_or(0).min(text.len());
+            let offset = p.offset.unwrap_or(0);
             let limit = p.limit.unwrap_or(self.registry.limits.stream_bytes).max(1);
-            let mut start = offset;
-            while !text.is_char_boundary(start) {
-                start -= 1;
-            }
-            let mut end = (start + limit).min(text.len());
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            if end == start && start < text.len() {
-                end = text[start..]
-                    .chars()
-                    .next()
-                    .map_or(start, |c| start + c.len_utf8());
-            }
-            let page = &text[start..end];
-            return render::success(
-                page.to_string(),
-                &json!({"run_id": p.run_id, "stream": stream, "offset": start, "text": page, "next_offset": end, "total_bytes": text.len()}),
-                vec![],
-            );
+            let Some(page) = tri!(handle.stream_page(&p.run_id, &stream, offset, limit).await)
+            else {
+                return render::error(&SessionError::new(
+                    ErrorCode::ExecutionNotFound,
+                    format!("Run '{}' was forgotten.", p.run_id),
+                ));
+            };
+            let mut v = serde_json::to_value(&page).unwrap_or_default();
+            v["run_id"] = json!(p.run_id);
+            v["stream"] = json!(stream);
+            return render::success(page.text.clone(), &v, vec![]);
         }
         let wait = tri_result!(seconds(p.wait_s, "wait_s")).unwrap_or(Duration::ZERO);
         let status_rx = tri!(handle.watch_run(&p.run_id).await);
@@ -481,10 +471,12 @@ impl KernelMcp {
             }
             if let Some(t) = &token {
                 ticks += 1;
-                let message = match handle.get_run(run_id).await {
-                    Ok(Some(r)) => last_line(&r.stdout, &r.stderr, r.status),
-                    _ => String::new(),
-                };
+                let message = handle
+                    .run_tail(run_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
                 let _ = ctx
                     .peer
                     .notify_progress(
@@ -503,17 +495,6 @@ impl KernelMcp {
             Err(e) => render::error(&e),
         }
     }
-}
-
-/// The latest non-empty output line, for progress messages.
-fn last_line(stdout: &str, stderr: &str, status: RunStatus) -> String {
-    stdout
-        .lines()
-        .chain(stderr.lines())
-        .rev()
-        .find(|l| !l.trim().is_empty() && !l.starts_with("[…"))
-        .map(|l| l.chars().take(200).collect())
-        .unwrap_or_else(|| status.as_str().to_string())
 }
 
 #[tool_handler(router = self.tool_router)]

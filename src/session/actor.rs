@@ -28,6 +28,8 @@ use crate::kernel::{
 
 /// Finished runs kept for `get_execution` per session (oldest dropped first).
 const KEPT_FINISHED_RUNS: usize = 256;
+/// Output bytes kept across a session's finished runs; the oldest runs are forgotten beyond it.
+const KEPT_FINISHED_BYTES: usize = 256 * 1024 * 1024;
 
 /// A validated execute request.
 #[derive(Debug, Clone)]
@@ -54,7 +56,14 @@ pub enum Command {
         String,
         oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>,
     ),
-    StreamText(String, String, oneshot::Sender<Option<String>>),
+    StreamPage(
+        String,
+        String,
+        usize,
+        usize,
+        oneshot::Sender<Option<super::output::StreamPage>>,
+    ),
+    RunTail(String, oneshot::Sender<Option<String>>),
     Info(oneshot::Sender<SessionInfo>),
     Interrupt(oneshot::Sender<(SessionInfo, Option<String>)>),
     Restart(oneshot::Sender<Result<SessionInfo, SessionError>>),
@@ -93,7 +102,6 @@ pub struct Actor {
     exit_rx: Option<watch::Receiver<Option<ExitInfo>>>,
     kernel_info: Value,
     generation: u64,
-    status: SessionStatus,
     starting: Option<(StartReason, JoinHandle<Result<Kernel, StartError>>)>,
     restart_waiters: Vec<oneshot::Sender<Result<SessionInfo, SessionError>>>,
     create_waiter: Option<oneshot::Sender<Result<SessionInfo, SessionError>>>,
@@ -133,7 +141,6 @@ impl Actor {
             exit_rx: None,
             kernel_info: Value::Null,
             generation: 0,
-            status: SessionStatus::Starting,
             starting: None,
             restart_waiters: Vec::new(),
             create_waiter: Some(created),
@@ -190,10 +197,6 @@ impl Actor {
 
     /// Start a kernel in the background, after shutting `old` down if given.
     fn start_kernel(&mut self, reason: StartReason, old: Option<Kernel>) {
-        self.status = match reason {
-            StartReason::Create => SessionStatus::Starting,
-            _ => SessionStatus::Restarting,
-        };
         self.exit_rx = None;
         let spec = self.spec.clone();
         let opts = self.opts.clone();
@@ -221,7 +224,6 @@ impl Actor {
                 self.kernel_info = kernel.info.clone();
                 self.exit_rx = Some(kernel.exit_watch());
                 self.kernel = Some(kernel);
-                self.status = SessionStatus::Idle;
                 tracing::info!(session = %self.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {
@@ -234,7 +236,6 @@ impl Actor {
             }
             Err(e) => {
                 tracing::warn!(session = %self.id, "kernel start failed: {e}");
-                self.status = SessionStatus::Dead;
                 let err = SessionError::new(ErrorCode::KernelStartFailed, e.to_string())
                     .with_details(json!({"kernel": self.spec.name}));
                 if let Some(w) = self.create_waiter.take() {
@@ -300,7 +301,6 @@ impl Actor {
             // Aborting drops the starting kernel, which kills its process group.
             let _ = handle.await;
         }
-        self.status = SessionStatus::Dead;
         let err = SessionError::gone(&self.id);
         if let Some(w) = self.create_waiter.take() {
             let _ = w.send(Err(err.clone()));
@@ -325,10 +325,8 @@ impl Actor {
                 self.start_next().await;
             }
             Command::GetRun(run_id, reply) => {
-                let r = self
-                    .runs
-                    .get(&run_id)
-                    .map(|r| r.to_result(self.limits.stream_bytes));
+                let limit = self.limits.stream_bytes;
+                let r = self.runs.get_mut(&run_id).map(|r| r.to_result(limit));
                 let _ = reply.send(r);
             }
             Command::WatchRun(run_id, reply) => {
@@ -339,8 +337,15 @@ impl Actor {
                     .ok_or_else(|| not_found(&run_id));
                 let _ = reply.send(r);
             }
-            Command::StreamText(run_id, stream, reply) => {
-                let _ = reply.send(self.runs.get(&run_id).map(|r| r.stream_text(&stream)));
+            Command::StreamPage(run_id, stream, offset, limit, reply) => {
+                let page = self
+                    .runs
+                    .get_mut(&run_id)
+                    .map(|r| super::output::page(r.stream_text(&stream), offset, limit));
+                let _ = reply.send(page);
+            }
+            Command::RunTail(run_id, reply) => {
+                let _ = reply.send(self.runs.get(&run_id).map(|r| r.last_line()));
             }
             Command::Info(reply) => {
                 let _ = reply.send(self.info());
@@ -364,7 +369,7 @@ impl Actor {
     }
 
     fn submit(&mut self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
-        if self.status == SessionStatus::Dead && self.starting.is_none() {
+        if self.kernel.is_none() && self.starting.is_none() {
             return Err(SessionError::new(
                 ErrorCode::SessionDead,
                 format!(
@@ -453,7 +458,6 @@ impl Actor {
                 tracing::warn!("input_reply not sent: {e}");
             }
         }
-        self.status = SessionStatus::Busy;
         Ok(rx)
     }
 
@@ -534,7 +538,6 @@ impl Actor {
         run.set_status(RunStatus::Running);
         self.by_msg.insert(msg.msg_id().to_string(), run_id.clone());
         self.current = Some(run_id);
-        self.status = SessionStatus::Busy;
         if let Err(e) = kernel.send(Channel::Shell, &msg).await {
             tracing::warn!(session = %self.id, "execute_request not sent: {e}");
         }
@@ -557,7 +560,6 @@ impl Actor {
             if let (Some((req, value)), Some(k)) = (answer, self.kernel.as_mut()) {
                 let msg = k.reply(&req, "input_reply", json!({"value": value}));
                 let _ = k.send(Channel::Stdin, &msg).await;
-                self.status = SessionStatus::Busy;
             }
         }
         self.check_done().await;
@@ -601,7 +603,6 @@ impl Actor {
                 run.input_request = Some(msg);
                 if run.stdin_answers.is_empty() {
                     run.set_status(RunStatus::AwaitingInput);
-                    self.status = SessionStatus::AwaitingInput;
                 }
             }
             _ => {}
@@ -623,7 +624,6 @@ impl Actor {
         run.set_status(status);
         self.current = None;
         self.finish_bookkeeping(&run_id);
-        self.status = SessionStatus::Idle;
         self.start_next().await;
     }
 
@@ -717,20 +717,44 @@ impl Actor {
         {
             self.history_count += 1;
         }
-        if self.status != SessionStatus::Dead
-            && self.status != SessionStatus::Restarting
-            && self.status != SessionStatus::Starting
-        {
-            self.status = SessionStatus::Idle;
-        }
         self.finished_order.push_back(run_id.to_string());
-        while self.finished_order.len() > KEPT_FINISHED_RUNS {
+        let mut kept_bytes: usize = self
+            .finished_order
+            .iter()
+            .filter_map(|r| self.runs.get(r))
+            .map(|r| r.stored_bytes())
+            .sum();
+        while self.finished_order.len() > KEPT_FINISHED_RUNS
+            || (kept_bytes > KEPT_FINISHED_BYTES && self.finished_order.len() > 1)
+        {
+            if let Some(run) = self.finished_order.front().and_then(|r| self.runs.get(r)) {
+                kept_bytes -= run.stored_bytes();
+            }
             if let Some(old) = self.finished_order.pop_front()
                 && let Some(run) = self.runs.remove(&old)
                 && let Some(m) = run.msg_id
             {
                 self.by_msg.remove(&m);
             }
+        }
+    }
+
+    /// The session's status, derived from what it holds.
+    fn status(&self) -> SessionStatus {
+        if let Some((reason, _)) = &self.starting {
+            return if *reason == StartReason::Create {
+                SessionStatus::Starting
+            } else {
+                SessionStatus::Restarting
+            };
+        }
+        if self.kernel.is_none() {
+            return SessionStatus::Dead;
+        }
+        match self.current.as_ref().and_then(|r| self.runs.get(r)) {
+            Some(run) if run.status == RunStatus::AwaitingInput => SessionStatus::AwaitingInput,
+            Some(_) => SessionStatus::Busy,
+            None => SessionStatus::Idle,
         }
     }
 
@@ -746,7 +770,7 @@ impl Actor {
                 .map(String::from)
                 .unwrap_or_else(|| self.spec.language.clone()),
             display_name: self.spec.display_name.clone(),
-            status: self.status,
+            status: self.status(),
             generation: self.generation,
             pid: self.kernel.as_ref().map(|k| k.pid()),
             cwd: self.opts.cwd.display().to_string(),

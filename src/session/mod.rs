@@ -66,13 +66,23 @@ impl SessionHandle {
             .await?
     }
 
-    /// The full cleaned text of one stream of a run.
-    pub async fn stream_text(
+    /// A page of one stream of a run (bytes of its cleaned UTF-8 text).
+    pub async fn stream_page(
         &self,
         run_id: &str,
         stream: &str,
-    ) -> Result<Option<String>, SessionError> {
-        self.call(|tx| Command::StreamText(run_id.to_string(), stream.to_string(), tx))
+        offset: usize,
+        limit: usize,
+    ) -> Result<Option<output::StreamPage>, SessionError> {
+        self.call(|tx| {
+            Command::StreamPage(run_id.to_string(), stream.to_string(), offset, limit, tx)
+        })
+        .await
+    }
+
+    /// The run's latest output line (or its status), for progress messages.
+    pub async fn run_tail(&self, run_id: &str) -> Result<Option<String>, SessionError> {
+        self.call(|tx| Command::RunTail(run_id.to_string(), tx))
             .await
     }
 

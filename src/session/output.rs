@@ -1,13 +1,29 @@
-//! Making kernel text readable: lenient decoding is done by the wire layer; here we apply
-//! carriage returns and backspaces per line and remove every ANSI escape sequence, and bound
-//! what one response shows (head + tail).
+//! Making kernel text readable, the way a terminal would show it: carriage returns and
+//! backspaces applied, cursor movement (what nested tqdm bars emit) applied by a terminal
+//! emulator (the `vt100` crate), every remaining escape sequence removed; and bounding what one
+//! response shows (head + tail). Lenient UTF-8 decoding happens in the wire layer.
 
-/// Text as a terminal would leave it, without escape sequences: `\r\n` → `\n`; within a line,
-/// `\r` returns to column 0 (later text overwrites), `\b` deletes the previous character; then
-/// all escape sequences (CSI, OSC, …) are removed.
-pub fn clean_text(raw: &str) -> String {
+use std::borrow::Cow;
+
+/// Text with cursor movement up to this many lines goes through the terminal emulator;
+/// longer text keeps its line structure and only gets `\r`/`\b` applied (the emulator's
+/// grid costs 32 bytes per cell).
+const EMULATED_MAX_LINES: usize = 1000;
+/// Widest grid the emulator gets; longer lines wrap.
+const EMULATED_MAX_COLS: usize = 400;
+
+/// Text as a terminal would leave it, without escape sequences: `\r\n` → `\n`; `\r` returns to
+/// column 0 (later text overwrites), `\b` moves back one column, cursor up/down and erase-line
+/// sequences are applied; all other escape sequences (CSI, OSC, DCS…) are removed.
+/// Plain text is returned as is, without copying.
+pub fn clean_text(raw: &str) -> Cow<'_, str> {
     if !raw.contains(['\x1b', '\r', '\u{8}', '\u{9b}']) {
-        return raw.to_string();
+        return Cow::Borrowed(raw);
+    }
+    if has_cursor_motion(raw)
+        && let Some(text) = emulate(raw)
+    {
+        return Cow::Owned(text);
     }
     // Strip escapes between the control characters we interpret (the stripper drops `\r` and
     // `\b` itself), then apply them line by line.
@@ -24,7 +40,7 @@ pub fn clean_text(raw: &str) -> String {
     }
     let normalized = interpreted.replace("\r\n", "\n");
     if !normalized.contains(['\r', '\u{8}']) {
-        return normalized;
+        return Cow::Owned(normalized);
     }
     let mut out = String::with_capacity(normalized.len());
     for (i, line) in normalized.split('\n').enumerate() {
@@ -33,7 +49,61 @@ pub fn clean_text(raw: &str) -> String {
         }
         out.push_str(&overstrike(line));
     }
-    out
+    Cow::Owned(out)
+}
+
+/// True if `raw` has a CSI sequence that moves the cursor between lines or erases
+/// (`A B E F H f J K d`), or a reverse index (`ESC M`).
+fn has_cursor_motion(raw: &str) -> bool {
+    let bytes = raw.as_bytes();
+    let mut i = 0;
+    while let Some(off) = bytes[i..].iter().position(|&b| b == 0x1b) {
+        let start = i + off + 1;
+        match bytes.get(start) {
+            Some(b'M') => return true,
+            Some(b'[') => {
+                let mut j = start + 1;
+                while j < bytes.len()
+                    && (bytes[j].is_ascii_digit() || bytes[j] == b';' || bytes[j] == b'?')
+                {
+                    j += 1;
+                }
+                if matches!(
+                    bytes.get(j),
+                    Some(b'A' | b'B' | b'E' | b'F' | b'H' | b'f' | b'J' | b'K' | b'd')
+                ) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        i = start;
+    }
+    false
+}
+
+/// Run `raw` through a terminal emulator sized to fit it; `None` when it is too long to.
+fn emulate(raw: &str) -> Option<String> {
+    let text = raw.replace("\r\n", "\n");
+    let lines = text.matches('\n').count() + 1;
+    if lines > EMULATED_MAX_LINES {
+        return None;
+    }
+    let width = text
+        .split('\n')
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let cols = width.clamp(80, EMULATED_MAX_COLS) as u16;
+    let rows = (lines + 1) as u16;
+    let mut parser = vt100::Parser::new(rows.try_into().ok()?, cols.try_into().ok()?, 0);
+    // A terminal's line discipline turns `\n` into `\r\n`.
+    parser.process(text.replace('\n', "\r\n").as_bytes());
+    let mut out = parser.screen().contents();
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    Some(out)
 }
 
 /// One line with `\r` and `\b` applied.
@@ -57,6 +127,41 @@ fn overstrike(line: &str) -> String {
     // A trailing `\r` then shorter text leaves the old tail, as a terminal would; a progress bar
     // that redraws fully overwrites it.
     cells.into_iter().collect()
+}
+
+/// One page of a stream's text: bytes `[offset, next_offset)` of the UTF-8 text, moved to
+/// character boundaries; `text` is empty at the end.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamPage {
+    pub offset: usize,
+    pub text: String,
+    pub next_offset: usize,
+    pub total_bytes: usize,
+}
+
+/// The page of `text` starting at byte `offset` (clamped, moved back to a character boundary)
+/// with at most `limit` bytes (at least one character when any remain).
+pub fn page(text: &str, offset: usize, limit: usize) -> StreamPage {
+    let mut start = offset.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = start.saturating_add(limit).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end == start && start < text.len() {
+        end = text[start..]
+            .chars()
+            .next()
+            .map_or(start, |c| start + c.len_utf8());
+    }
+    StreamPage {
+        offset: start,
+        text: text[start..end].to_string(),
+        next_offset: end,
+        total_bytes: text.len(),
+    }
 }
 
 /// `text` if it fits in `limit` bytes; else its head and tail (split on char boundaries) around a
@@ -107,6 +212,52 @@ mod tests {
     #[test]
     fn backspace_erases_the_previous_character() {
         assert_eq!(clean_text("abc\u{8}\u{8}XY"), "aXY");
+    }
+
+    #[test]
+    fn nested_progress_bars_collapse_to_their_final_frames() {
+        // What tqdm prints for two nested bars: redraws with \r, moves up with ESC[A.
+        let mut raw = String::new();
+        for outer in 0..3 {
+            for inner in 0..5 {
+                raw.push_str(&format!("\router {outer}/3\n\rinner {inner}/5\x1b[A"));
+            }
+        }
+        raw.push_str("\router 3/3\n\rinner 5/5\n");
+        let s = clean_text(&raw);
+        assert_eq!(s, "outer 3/3\ninner 5/5\n");
+    }
+
+    #[test]
+    fn erase_line_sequences_are_applied_not_printed() {
+        let s = clean_text("loading...\r\x1b[2Kdone\n");
+        assert_eq!(s, "done\n");
+    }
+
+    #[test]
+    fn pages_cover_the_text_without_splitting_characters() {
+        let text = "aé".repeat(10);
+        let mut offset = 0;
+        let mut joined = String::new();
+        loop {
+            let p = page(&text, offset, 4);
+            if p.text.is_empty() {
+                break;
+            }
+            joined.push_str(&p.text);
+            offset = p.next_offset;
+        }
+        assert_eq!(joined, text);
+        assert_eq!(
+            page(&text, 2, 1).text,
+            "é",
+            "a page never returns nothing before the end"
+        );
+    }
+
+    #[test]
+    fn plain_text_is_not_copied() {
+        assert!(matches!(clean_text("hello\n"), Cow::Borrowed(_)));
     }
 
     #[test]

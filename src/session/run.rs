@@ -40,6 +40,10 @@ pub struct Run {
     pub execution_count: Option<i64>,
     stdout: String,
     stderr: String,
+    /// Cleaned text of each stream, keyed by the raw length it was computed from
+    /// (`None` text: the raw text needed no cleaning).
+    stdout_clean: Option<(usize, Option<String>)>,
+    stderr_clean: Option<(usize, Option<String>)>,
     result: Option<String>,
     outputs: Vec<OutputItem>,
     /// `clear_output(wait=True)` seen: clear just before the next output.
@@ -93,6 +97,8 @@ impl Run {
             execution_count: None,
             stdout: String::new(),
             stderr: String::new(),
+            stdout_clean: None,
+            stderr_clean: None,
             result: None,
             outputs: Vec::new(),
             pending_clear: false,
@@ -274,21 +280,43 @@ impl Run {
             .is_some_and(|s| s != "ok" && s != "error")
     }
 
-    /// The full cleaned text of one stream (`stdout` / `stderr`), for paging.
-    pub fn stream_text(&self, stream: &str) -> String {
-        clean_text(if stream == "stderr" {
-            &self.stderr
+    /// The full cleaned text of one stream (`stdout` / `stderr`), cached until it grows.
+    pub fn stream_text(&mut self, stream: &str) -> &str {
+        if stream == "stderr" {
+            cached_clean(&self.stderr, &mut self.stderr_clean)
         } else {
-            &self.stdout
-        })
+            cached_clean(&self.stdout, &mut self.stdout_clean)
+        }
+    }
+
+    /// Bytes stored for this run (streams, texts and images).
+    pub fn stored_bytes(&self) -> usize {
+        self.stored_bytes
+    }
+
+    /// The last non-empty line of output (for progress messages), or the status.
+    pub fn last_line(&self) -> String {
+        let tail = |s: &str| {
+            let mut start = s.len().saturating_sub(4096);
+            while !s.is_char_boundary(start) {
+                start += 1;
+            }
+            clean_text(&s[start..])
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(|l| l.chars().take(200).collect::<String>())
+        };
+        tail(&self.stdout)
+            .or_else(|| tail(&self.stderr))
+            .unwrap_or_else(|| self.status.as_str().to_string())
     }
 
     /// The record as the contract's [`ExecutionResult`], each stream bounded to `stream_limit` bytes.
-    pub fn to_result(&self, stream_limit: usize) -> ExecutionResult {
+    pub fn to_result(&mut self, stream_limit: usize) -> ExecutionResult {
         let mut truncated = BTreeMap::new();
-        let mut shown = |name: &str, raw: &str| {
-            let text = clean_text(raw);
-            let (text_shown, omitted) = head_tail(&text, stream_limit);
+        let mut shown = |name: &str, text: &str| {
+            let (text_shown, omitted) = head_tail(text, stream_limit);
             if let Some(omitted) = omitted {
                 truncated.insert(
                     name.to_string(),
@@ -300,8 +328,8 @@ impl Run {
             }
             text_shown
         };
-        let stdout = shown("stdout", &self.stdout);
-        let stderr = shown("stderr", &self.stderr);
+        let stdout = shown("stdout", cached_clean(&self.stdout, &mut self.stdout_clean));
+        let stderr = shown("stderr", cached_clean(&self.stderr, &mut self.stderr_clean));
         let now = Instant::now();
         let started = self.started_at.unwrap_or(now);
         let queued_ms = started.duration_since(self.queued_at).as_millis() as u64;
@@ -323,7 +351,7 @@ impl Run {
             execution_count: self.execution_count,
             stdout,
             stderr,
-            result: self.result.as_deref().map(clean_text),
+            result: self.result.as_deref().map(|r| clean_text(r).into_owned()),
             outputs: self.outputs.clone(),
             error: self.error.clone(),
             prompt: self.prompt.clone(),
@@ -336,6 +364,21 @@ impl Run {
     }
 }
 
+/// `raw` cleaned, recomputed only when `raw` has grown since the cached copy.
+fn cached_clean<'a>(raw: &'a str, cache: &'a mut Option<(usize, Option<String>)>) -> &'a str {
+    if cache.as_ref().map(|c| c.0) != Some(raw.len()) {
+        let cleaned = match clean_text(raw) {
+            std::borrow::Cow::Borrowed(_) => None,
+            std::borrow::Cow::Owned(s) => Some(s),
+        };
+        *cache = Some((raw.len(), cleaned));
+    }
+    match cache {
+        Some((_, Some(text))) => text,
+        _ => raw,
+    }
+}
+
 /// A display output from a MIME bundle: text/plain, the first image, the display_id.
 fn output_item(kind: &str, content: &Value) -> OutputItem {
     let data = content["data"].as_object();
@@ -345,7 +388,7 @@ fn output_item(kind: &str, content: &Value) -> OutputItem {
     let text = data
         .and_then(|d| d.get("text/plain"))
         .and_then(mime_text)
-        .map(|t| clean_text(&t));
+        .map(|t| clean_text(&t).into_owned());
     let image = data.and_then(|d| {
         IMAGE_MIMES.iter().find_map(|m| {
             let b64 = mime_text(d.get(*m)?)?;
@@ -384,14 +427,14 @@ fn mime_text(v: &Value) -> Option<String> {
 /// ename / evalue / traceback with ANSI escapes removed.
 fn error_info(c: &Value) -> ErrorInfo {
     ErrorInfo {
-        ename: clean_text(c["ename"].as_str().unwrap_or_default()),
-        evalue: clean_text(c["evalue"].as_str().unwrap_or_default()),
+        ename: clean_text(c["ename"].as_str().unwrap_or_default()).into_owned(),
+        evalue: clean_text(c["evalue"].as_str().unwrap_or_default()).into_owned(),
         traceback: c["traceback"]
             .as_array()
             .map(|t| {
                 t.iter()
                     .filter_map(|l| l.as_str())
-                    .map(clean_text)
+                    .map(|l| clean_text(l).into_owned())
                     .collect()
             })
             .unwrap_or_default(),

@@ -1,0 +1,737 @@
+//! `fake-kernel -f <connection_file>`: a fault-injecting Jupyter kernel for tests.
+//!
+//! It speaks the real wire protocol (ROUTER shell/control/stdin, PUB iopub, REP heartbeat on
+//! the connection file's ports, HMAC-signed with its key) so the server under test cannot tell
+//! it from a real kernel, and misbehaves on demand. Tests use it *in addition to* real kernels.
+//! Logs go to stderr only.
+//!
+//! | request (channel)                 | what the fake sends back |
+//! |-----------------------------------|--------------------------|
+//! | `kernel_info_request` (shell, control) | busy, `kernel_info_reply` (implementation `fake-kernel`, language `fake`), idle |
+//! | `execute_request` (shell)         | busy, `execute_input`, the code's outputs, `execute_reply`, idle; `execution_count` +1 unless `silent` |
+//! | `is_complete_request` (shell)     | `$FAKE_KERNEL_IS_COMPLETE` if set, else `incomplete` (indent `"  "`) when the code ends in `\`, else `complete` |
+//! | `complete_request` / `inspect_request` / `history_request` / `comm_info_request` | minimal ok replies (command names / `found: false` / `[]` / `{}`) |
+//! | other shell requests              | busy and idle only, no reply |
+//! | `interrupt_request` (control)     | `interrupt_reply {status: ok}`; interrupts a running `sleep` or `input` (not `hang`) |
+//! | `shutdown_request` (control)      | `shutdown_reply`, then exit 0 |
+//! | SIGINT                            | interrupts a running `sleep`/`input`: `error` KeyboardInterrupt + reply status error; ignored when idle or in `hang` |
+//!
+//! The code of an `execute_request` is a command language, one command per line:
+//!
+//! | command               | effect |
+//! |-----------------------|--------|
+//! | `print <text>`        | `stream` stdout `<text>\n` |
+//! | `eprint <text>`       | `stream` stderr `<text>\n` |
+//! | `result <text>`       | `execute_result` `{text/plain: <text>}` |
+//! | `display <text>`      | `display_data` `{text/plain: <text>}` |
+//! | `error <ename> <evalue>` | `error` message, reply status error; later lines are skipped |
+//! | `sleep <secs>`        | sleeps; SIGINT or `interrupt_request` → KeyboardInterrupt |
+//! | `exit <code>`         | the process exits at once with `<code>`, no reply, no idle |
+//! | `input <prompt>`      | `input_request` on stdin to the shell peer's identity, waits for `input_reply`, prints `got <value>`; `allow_stdin: false` → StdinNotImplementedError |
+//! | `late <ms> <text>`    | `<ms>` after the reply and idle, a stdout `stream` parented to this request |
+//! | `flood <bytes>`       | that many bytes of stdout (numbered 64-byte lines) in 64 KiB messages |
+//! | `abort`               | only `execute_reply {status: "abort"}`: no busy, no outputs, no idle |
+//! | `reply-first`         | the reply (status ok) goes out right after `execute_input`, before the outputs |
+//! | `invalid-utf8`        | a stdout `stream` whose JSON text has the bytes `FF FE` (not UTF-8) |
+//! | `hang`                | ignores SIGINT and `interrupt_request`, never finishes |
+//! | anything else         | `error` NameError |
+//!
+//! Misbehaviour selected by environment variables (as jupyter_client's test kernels do):
+//!
+//! | variable                          | effect |
+//! |-----------------------------------|--------|
+//! | `FAKE_KERNEL_EXIT_AT_START=<code>` | a line on stderr, then exit `<code>` before binding |
+//! | `FAKE_KERNEL_STARTUP_DELAY=<secs>` | sleep before binding |
+//! | `FAKE_KERNEL_NO_SHUTDOWN_REPLY=1` | ignore `shutdown_request` |
+//! | `FAKE_KERNEL_IGNORE_SIGTERM=1`    | survive SIGTERM (only SIGKILL ends it) |
+//! | `FAKE_KERNEL_NULL_PARENTS=1`      | `metadata` is JSON `null`, unparented messages have `parent_header: null` (xeus), and each execute is preceded by an unparented stdout `stream` "unparented noise" |
+//! | `FAKE_KERNEL_NO_WELCOME=1`        | accepted; the fake never sends `iopub_welcome` (PUB socket) |
+//! | `FAKE_KERNEL_INPUT_WITHOUT_ALLOW=1` | `input` sends `input_request` even when `allow_stdin` is false (IRkernel) |
+//! | `FAKE_KERNEL_IS_COMPLETE=<status>` | fixed `is_complete_reply` status |
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kernel_mcp::kernel::connection::ConnectionInfo;
+use kernel_mcp::wire::{self, Message, Signer};
+use serde_json::{Value, json};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{Mutex, mpsc, watch};
+use zeromq::{
+    PubSocket, RepSocket, RouterRecvHalf, RouterSendHalf, RouterSocket, Socket, SocketRecv,
+    SocketSend, ZmqMessage,
+};
+
+/// Size of one `flood` message.
+const CHUNK: usize = 64 * 1024;
+
+/// Log a line to stderr with the fake's prefix.
+macro_rules! log {
+    ($($arg:tt)*) => { eprintln!("fake-kernel[{}]: {}", std::process::id(), format_args!($($arg)*)) };
+}
+
+/// Misbehaviour switches, read once from the environment.
+struct Config {
+    no_shutdown_reply: bool,
+    null_parents: bool,
+    input_without_allow: bool,
+    is_complete: Option<String>,
+}
+
+fn flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let file = match args.iter().position(|a| a == "-f" || a == "--f") {
+        Some(i) => args.get(i + 1).cloned(),
+        None => args
+            .iter()
+            .find_map(|a| a.strip_prefix("--f=").map(str::to_owned)),
+    };
+    let Some(file) = file else {
+        eprintln!("usage: fake-kernel -f <connection_file>");
+        return ExitCode::from(2);
+    };
+    if let Ok(code) = std::env::var("FAKE_KERNEL_EXIT_AT_START") {
+        let code: i32 = code.trim().parse().unwrap_or(1);
+        log!("FAKE_KERNEL_EXIT_AT_START: exiting with status {code} before binding");
+        std::process::exit(code);
+    }
+    if let Some(secs) = std::env::var("FAKE_KERNEL_STARTUP_DELAY")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+    {
+        log!("FAKE_KERNEL_STARTUP_DELAY: sleeping {secs} s before binding");
+        std::thread::sleep(Duration::from_secs_f64(secs));
+    }
+    let info: ConnectionInfo = match std::fs::read(&file)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(i) => i,
+        Err(e) => {
+            log!("cannot read connection file {file}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let cfg = Config {
+        no_shutdown_reply: flag("FAKE_KERNEL_NO_SHUTDOWN_REPLY"),
+        null_parents: flag("FAKE_KERNEL_NULL_PARENTS"),
+        input_without_allow: flag("FAKE_KERNEL_INPUT_WITHOUT_ALLOW"),
+        is_complete: std::env::var("FAKE_KERNEL_IS_COMPLETE").ok(),
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            log!("cannot start tokio: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(info, cfg)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Shared state and send halves; cloned into every task.
+#[derive(Clone)]
+struct Kernel {
+    cfg: Arc<Config>,
+    signer: Signer,
+    session: String,
+    iopub: Arc<Mutex<PubSocket>>,
+    shell: RouterSendHalf,
+    control: RouterSendHalf,
+    stdin: RouterSendHalf,
+    /// Bumped by SIGINT and `interrupt_request`; a `sleep`/`input` watches it.
+    interrupts: Arc<watch::Sender<u64>>,
+    /// Set by `hang`: interrupts are ignored from then on.
+    hanging: Arc<AtomicBool>,
+    execution_count: Arc<AtomicI64>,
+}
+
+/// Which router socket a reply goes out on.
+#[derive(Clone, Copy)]
+enum Route {
+    Shell,
+    Control,
+    Stdin,
+}
+
+async fn run(info: ConnectionInfo, cfg: Config) -> Result<(), String> {
+    let bind_err = |what: &str, e: zeromq::ZmqError| format!("binding {what}: {e}");
+    let mut shell = RouterSocket::new();
+    shell
+        .bind(&info.endpoint(info.shell_port))
+        .await
+        .map_err(|e| bind_err("shell", e))?;
+    let mut control = RouterSocket::new();
+    control
+        .bind(&info.endpoint(info.control_port))
+        .await
+        .map_err(|e| bind_err("control", e))?;
+    let mut stdin = RouterSocket::new();
+    stdin
+        .bind(&info.endpoint(info.stdin_port))
+        .await
+        .map_err(|e| bind_err("stdin", e))?;
+    let mut iopub = PubSocket::new();
+    iopub
+        .bind(&info.endpoint(info.iopub_port))
+        .await
+        .map_err(|e| bind_err("iopub", e))?;
+    let mut hb = RepSocket::new();
+    hb.bind(&info.endpoint(info.hb_port))
+        .await
+        .map_err(|e| bind_err("heartbeat", e))?;
+    log!(
+        "listening on shell {} (pid {})",
+        info.shell_port,
+        std::process::id()
+    );
+
+    let (shell_tx, shell_rx) = shell.split();
+    let (control_tx, control_rx) = control.split();
+    let (stdin_tx, stdin_rx) = stdin.split();
+    let kernel = Kernel {
+        cfg: Arc::new(cfg),
+        signer: Signer::new(info.key.as_bytes()),
+        session: uuid::Uuid::new_v4().to_string(),
+        iopub: Arc::new(Mutex::new(iopub)),
+        shell: shell_tx,
+        control: control_tx,
+        stdin: stdin_tx,
+        interrupts: Arc::new(watch::channel(0).0),
+        hanging: Arc::new(AtomicBool::new(false)),
+        execution_count: Arc::new(AtomicI64::new(0)),
+    };
+
+    tokio::spawn(async move {
+        while let Ok(m) = hb.recv().await {
+            if hb.send(m).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let k = kernel.clone();
+    tokio::spawn(async move {
+        while sigint.recv().await.is_some() {
+            k.interrupt("SIGINT");
+        }
+    });
+    if flag("FAKE_KERNEL_IGNORE_SIGTERM") {
+        let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            while sigterm.recv().await.is_some() {
+                log!("FAKE_KERNEL_IGNORE_SIGTERM: ignoring SIGTERM");
+            }
+        });
+    }
+    let (input_tx, input_rx) = mpsc::unbounded_channel();
+    tokio::spawn(read_loop(
+        stdin_rx,
+        kernel.signer.clone(),
+        "stdin",
+        input_tx,
+    ));
+    let (control_req_tx, mut control_req_rx) = mpsc::unbounded_channel();
+    tokio::spawn(read_loop(
+        control_rx,
+        kernel.signer.clone(),
+        "control",
+        control_req_tx,
+    ));
+    let k = kernel.clone();
+    tokio::spawn(async move {
+        while let Some(req) = control_req_rx.recv().await {
+            k.handle_control(req).await;
+        }
+    });
+    let (shell_req_tx, mut shell_req_rx) = mpsc::unbounded_channel();
+    tokio::spawn(read_loop(
+        shell_rx,
+        kernel.signer.clone(),
+        "shell",
+        shell_req_tx,
+    ));
+    let mut input_rx = input_rx;
+    while let Some(req) = shell_req_rx.recv().await {
+        kernel.handle_shell(req, &mut input_rx).await;
+    }
+    Err("shell socket closed".into())
+}
+
+/// Receive and decode until the socket fails; bad messages are logged and dropped.
+async fn read_loop(
+    mut socket: RouterRecvHalf,
+    signer: Signer,
+    name: &'static str,
+    out: mpsc::UnboundedSender<Message>,
+) {
+    loop {
+        let frames = match socket.recv().await {
+            Ok(m) => m.into_vec(),
+            Err(e) => {
+                log!("{name} socket closed: {e}");
+                return;
+            }
+        };
+        match wire::decode(frames, &signer) {
+            Ok(msg) => {
+                if out.send(msg).is_err() {
+                    return;
+                }
+            }
+            Err(e) => log!("{name}: dropped a bad message: {e}"),
+        }
+    }
+}
+
+/// What ended an execution early.
+struct Failure {
+    ename: String,
+    evalue: String,
+}
+
+fn fail(ename: &str, evalue: impl Into<String>) -> Failure {
+    Failure {
+        ename: ename.into(),
+        evalue: evalue.into(),
+    }
+}
+
+impl Kernel {
+    fn interrupt(&self, source: &str) {
+        if self.hanging.load(Ordering::SeqCst) {
+            log!("{source} ignored (hang)");
+        } else {
+            log!("{source}: interrupting");
+            self.interrupts.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Encode with the configured quirks; `raw_content` replaces the content frame verbatim.
+    fn frames(&self, msg: &Message, raw_content: Option<&[u8]>) -> Vec<Bytes> {
+        let mut f = wire::encode(msg, &self.signer);
+        let h = msg.identities.len() + 2; // index of the header frame
+        let mut patched = false;
+        if self.cfg.null_parents {
+            if msg.parent_header.is_none() {
+                f[h + 1] = Bytes::from_static(b"null");
+            }
+            f[h + 2] = Bytes::from_static(b"null");
+            patched = true;
+        }
+        if let Some(c) = raw_content {
+            f[h + 3] = Bytes::copy_from_slice(c);
+            patched = true;
+        }
+        if patched {
+            let sig = self.signer.sign([&f[h], &f[h + 1], &f[h + 2], &f[h + 3]]);
+            f[h - 1] = Bytes::from(sig);
+        }
+        f
+    }
+
+    /// Publish on iopub, parented to `parent` (or unparented).
+    async fn publish_raw(
+        &self,
+        parent: Option<&Message>,
+        msg_type: &str,
+        content: Value,
+        raw: Option<&[u8]>,
+    ) {
+        let mut msg = match parent {
+            Some(p) => Message::reply_to(&p.header, msg_type, content, &self.session),
+            None => Message::new(msg_type, content, &self.session),
+        };
+        msg.identities = vec![Bytes::from(format!("kernel.fake.{msg_type}"))];
+        let frames = self.frames(&msg, raw);
+        if let Ok(z) = ZmqMessage::try_from(frames)
+            && let Err(e) = self.iopub.lock().await.send(z).await
+        {
+            log!("iopub send failed: {e}");
+        }
+    }
+
+    async fn publish(&self, parent: &Message, msg_type: &str, content: Value) {
+        self.publish_raw(Some(parent), msg_type, content, None)
+            .await;
+    }
+
+    async fn status(&self, parent: &Message, state: &str) {
+        self.publish(parent, "status", json!({"execution_state": state}))
+            .await;
+    }
+
+    async fn stream(&self, parent: &Message, name: &str, text: &str) {
+        self.publish(parent, "stream", json!({"name": name, "text": text}))
+            .await;
+    }
+
+    /// Send `msg_type` answering `req` to the peer that sent it, on `route`.
+    async fn reply(&self, route: Route, req: &Message, msg_type: &str, content: Value) {
+        let mut msg = Message::reply_to(&req.header, msg_type, content, &self.session);
+        msg.identities = req.identities.clone();
+        let mut socket = match route {
+            Route::Shell => self.shell.clone(),
+            Route::Control => self.control.clone(),
+            Route::Stdin => self.stdin.clone(),
+        };
+        if let Ok(z) = ZmqMessage::try_from(self.frames(&msg, None))
+            && let Err(e) = socket.send(z).await
+        {
+            log!("{msg_type} not sent: {e}");
+        }
+    }
+
+    fn kernel_info(&self) -> Value {
+        json!({
+            "status": "ok",
+            "protocol_version": "5.3",
+            "implementation": "fake-kernel",
+            "implementation_version": env!("CARGO_PKG_VERSION"),
+            "language_info": {"name": "fake", "version": "1.0", "mimetype": "text/plain", "file_extension": ".fake"},
+            "banner": "fake-kernel: a fault-injecting test kernel",
+            "help_links": [],
+        })
+    }
+
+    async fn handle_control(&self, req: Message) {
+        match req.msg_type() {
+            "kernel_info_request" => {
+                self.reply(
+                    Route::Control,
+                    &req,
+                    "kernel_info_reply",
+                    self.kernel_info(),
+                )
+                .await
+            }
+            "interrupt_request" => {
+                self.reply(
+                    Route::Control,
+                    &req,
+                    "interrupt_reply",
+                    json!({"status": "ok"}),
+                )
+                .await;
+                self.interrupt("interrupt_request");
+            }
+            "shutdown_request" if self.cfg.no_shutdown_reply => {
+                log!("FAKE_KERNEL_NO_SHUTDOWN_REPLY: ignoring shutdown_request")
+            }
+            "shutdown_request" => {
+                let restart = req.content["restart"].as_bool().unwrap_or(false);
+                self.reply(
+                    Route::Control,
+                    &req,
+                    "shutdown_reply",
+                    json!({"status": "ok", "restart": restart}),
+                )
+                .await;
+                log!("shutdown_request: exiting");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                std::process::exit(0);
+            }
+            other => log!("control: ignoring {other}"),
+        }
+    }
+
+    async fn handle_shell(&self, req: Message, input: &mut mpsc::UnboundedReceiver<Message>) {
+        if req.msg_type() == "execute_request" {
+            return self.execute(req, input).await;
+        }
+        let code = req.content["code"].as_str().unwrap_or("");
+        let reply = match req.msg_type() {
+            "kernel_info_request" => Some(("kernel_info_reply", self.kernel_info())),
+            "is_complete_request" => {
+                let status = match &self.cfg.is_complete {
+                    Some(s) => s.clone(),
+                    None if code.trim_end().ends_with('\\') => "incomplete".into(),
+                    None => "complete".into(),
+                };
+                let mut c = json!({"status": status});
+                if status == "incomplete" {
+                    c["indent"] = json!("  ");
+                }
+                Some(("is_complete_reply", c))
+            }
+            "complete_request" => {
+                let pos = req.content["cursor_pos"]
+                    .as_u64()
+                    .map_or(code.len(), |p| p as usize);
+                let prefix: String = code.chars().take(pos).collect();
+                let word = prefix.rsplit('\n').next().unwrap_or("").trim_start();
+                let matches: Vec<&str> = COMMANDS
+                    .iter()
+                    .copied()
+                    .filter(|c| c.starts_with(word))
+                    .collect();
+                let end = prefix.chars().count();
+                let start = end - word.chars().count();
+                Some((
+                    "complete_reply",
+                    json!({"status": "ok", "matches": matches, "cursor_start": start, "cursor_end": end, "metadata": {}}),
+                ))
+            }
+            "inspect_request" => Some((
+                "inspect_reply",
+                json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
+            )),
+            "history_request" => Some(("history_reply", json!({"status": "ok", "history": []}))),
+            "comm_info_request" => Some(("comm_info_reply", json!({"status": "ok", "comms": {}}))),
+            other => {
+                log!("shell: no reply for {other}");
+                None
+            }
+        };
+        self.status(&req, "busy").await;
+        if let Some((msg_type, content)) = reply {
+            self.reply(Route::Shell, &req, msg_type, content).await;
+        }
+        self.status(&req, "idle").await;
+    }
+
+    async fn execute(&self, req: Message, input: &mut mpsc::UnboundedReceiver<Message>) {
+        let code = req.content["code"].as_str().unwrap_or("").to_owned();
+        let silent = req.content["silent"].as_bool().unwrap_or(false);
+        let allow_stdin = req.content["allow_stdin"].as_bool().unwrap_or(false);
+        let lines: Vec<&str> = code
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if lines.contains(&"abort") {
+            let n = self.execution_count.load(Ordering::SeqCst);
+            self.reply(
+                Route::Shell,
+                &req,
+                "execute_reply",
+                json!({"status": "abort", "execution_count": n}),
+            )
+            .await;
+            return;
+        }
+        if self.cfg.null_parents {
+            self.publish_raw(
+                None,
+                "stream",
+                json!({"name": "stdout", "text": "unparented noise\n"}),
+                None,
+            )
+            .await;
+        }
+        self.status(&req, "busy").await;
+        let n = if silent {
+            self.execution_count.load(Ordering::SeqCst)
+        } else {
+            self.execution_count.fetch_add(1, Ordering::SeqCst) + 1
+        };
+        if !silent {
+            self.publish(
+                &req,
+                "execute_input",
+                json!({"code": code, "execution_count": n}),
+            )
+            .await;
+        }
+        let reply_first = lines.contains(&"reply-first");
+        let ok_reply =
+            json!({"status": "ok", "execution_count": n, "user_expressions": {}, "payload": []});
+        if reply_first {
+            self.reply(Route::Shell, &req, "execute_reply", ok_reply.clone())
+                .await;
+        }
+        let mut late = Vec::new();
+        let mut outcome = Ok(());
+        for line in &lines {
+            outcome = self
+                .command(&req, line, n, allow_stdin, input, &mut late)
+                .await;
+            if outcome.is_err() {
+                break;
+            }
+        }
+        let reply = match outcome {
+            Ok(()) => ok_reply,
+            Err(f) => {
+                let traceback = vec![format!("\x1b[31m{}\x1b[0m: {}", f.ename, f.evalue)];
+                self.publish(
+                    &req,
+                    "error",
+                    json!({"ename": f.ename, "evalue": f.evalue, "traceback": traceback}),
+                )
+                .await;
+                json!({"status": "error", "execution_count": n, "ename": f.ename,
+                       "evalue": f.evalue, "traceback": traceback, "user_expressions": {}, "payload": []})
+            }
+        };
+        if !reply_first {
+            self.reply(Route::Shell, &req, "execute_reply", reply).await;
+        }
+        self.status(&req, "idle").await;
+        for (ms, text) in late {
+            let k = self.clone();
+            let req = req.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                k.stream(&req, "stdout", &format!("{text}\n")).await;
+            });
+        }
+    }
+
+    /// Run one command line of an execute request.
+    async fn command(
+        &self,
+        req: &Message,
+        line: &str,
+        n: i64,
+        allow_stdin: bool,
+        input: &mut mpsc::UnboundedReceiver<Message>,
+        late: &mut Vec<(u64, String)>,
+    ) -> Result<(), Failure> {
+        let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let mut interrupts = self.interrupts.subscribe();
+        match cmd {
+            "print" => self.stream(req, "stdout", &format!("{rest}\n")).await,
+            "eprint" => self.stream(req, "stderr", &format!("{rest}\n")).await,
+            "result" => {
+                self.publish(
+                    req,
+                    "execute_result",
+                    json!({"execution_count": n, "data": {"text/plain": rest}, "metadata": {}}),
+                )
+                .await
+            }
+            "display" => {
+                self.publish(
+                    req,
+                    "display_data",
+                    json!({"data": {"text/plain": rest}, "metadata": {}, "transient": {}}),
+                )
+                .await
+            }
+            "error" => {
+                let (ename, evalue) = rest.split_once(' ').unwrap_or((rest, ""));
+                return Err(fail(ename, evalue));
+            }
+            "sleep" => {
+                let secs = rest
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
+                    .ok_or_else(|| fail("ValueError", format!("bad seconds {rest:?}")))?;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs_f64(secs)) => {}
+                    _ = interrupts.changed() => return Err(fail("KeyboardInterrupt", "")),
+                }
+            }
+            "exit" => {
+                let code = rest.parse::<i32>().unwrap_or(1);
+                log!("exit {code}: exiting without a reply");
+                std::process::exit(code);
+            }
+            "input" => {
+                if !allow_stdin && !self.cfg.input_without_allow {
+                    return Err(fail(
+                        "StdinNotImplementedError",
+                        "raw_input was called, but this frontend does not support input requests.",
+                    ));
+                }
+                while input.try_recv().is_ok() {} // stale replies
+                let prompt = line.strip_prefix("input").unwrap_or("").trim_start();
+                self.reply(
+                    Route::Stdin,
+                    req,
+                    "input_request",
+                    json!({"prompt": prompt, "password": false}),
+                )
+                .await;
+                let value = tokio::select! {
+                    r = input.recv() => match r {
+                        Some(m) => m.content["value"].as_str().unwrap_or("").to_owned(),
+                        None => return Err(fail("EOFError", "stdin closed")),
+                    },
+                    _ = interrupts.changed() => return Err(fail("KeyboardInterrupt", "")),
+                };
+                self.stream(req, "stdout", &format!("got {value}\n")).await;
+            }
+            "late" => {
+                let (ms, text) = rest.split_once(' ').unwrap_or((rest, ""));
+                let ms = ms
+                    .parse::<u64>()
+                    .map_err(|_| fail("ValueError", format!("bad milliseconds {ms:?}")))?;
+                late.push((ms, text.to_owned()));
+            }
+            "flood" => {
+                let total = rest
+                    .parse::<usize>()
+                    .map_err(|_| fail("ValueError", format!("bad byte count {rest:?}")))?;
+                self.flood(req, total).await;
+            }
+            "abort" | "reply-first" => {}
+            "invalid-utf8" => {
+                let mut content = br#"{"name":"stdout","text":"bad "#.to_vec();
+                content.extend_from_slice(b"\xff\xfe");
+                content.extend_from_slice(br#" bytes\n"}"#);
+                let placeholder = json!({"name": "stdout", "text": ""});
+                self.publish_raw(Some(req), "stream", placeholder, Some(&content))
+                    .await;
+            }
+            "hang" => {
+                self.hanging.store(true, Ordering::SeqCst);
+                log!("hang: ignoring interrupts from now on");
+                std::future::pending::<()>().await;
+            }
+            other => return Err(fail("NameError", format!("unknown command {other:?}"))),
+        }
+        Ok(())
+    }
+
+    /// `total` bytes of stdout as numbered 64-byte lines, in [`CHUNK`]-byte messages.
+    async fn flood(&self, req: &Message, total: usize) {
+        let mut text = String::with_capacity(CHUNK);
+        let mut line_no = 0usize;
+        let mut sent = 0usize;
+        while sent < total {
+            text.clear();
+            while text.len() < CHUNK && sent + text.len() < total {
+                let room = (CHUNK - text.len()).min(total - sent - text.len());
+                let line = format!("{line_no:>10} {}\n", "x".repeat(52));
+                line_no += 1;
+                text.push_str(&line[..room.min(line.len())]);
+            }
+            sent += text.len();
+            self.stream(req, "stdout", &text).await;
+        }
+    }
+}
+
+/// Command names, for `complete_request`.
+const COMMANDS: &[&str] = &[
+    "print",
+    "eprint",
+    "result",
+    "display",
+    "error",
+    "sleep",
+    "exit",
+    "input",
+    "late",
+    "flood",
+    "abort",
+    "reply-first",
+    "invalid-utf8",
+    "hang",
+];
