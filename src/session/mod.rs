@@ -5,6 +5,8 @@
 
 pub mod actor;
 pub mod error;
+pub mod export;
+pub mod history;
 pub mod output;
 pub mod registry;
 pub mod run;

@@ -1,7 +1,7 @@
 //! The records sessions hand to callers: [`SessionInfo`] and [`ExecutionResult`] (DESIGN §4).
 //! Field names are the tool contract; change them only together with DESIGN.md.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Lifecycle state of a session's kernel.
@@ -17,7 +17,7 @@ pub enum SessionStatus {
 }
 
 /// State of one run (one `execute_request`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Queued,
@@ -107,7 +107,7 @@ pub struct ImageData {
 }
 
 /// An exception raised by the code (from the `error` message or `execute_reply`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorInfo {
     pub ename: String,
     pub evalue: String,
