@@ -38,6 +38,10 @@ pub struct SessionIdParams {
 pub struct GetSessionParams {
     /// The session's id.
     pub session_id: String,
+    /// Also list the Python kernel's variables: name, type and a short summary (never calls a
+    /// user-defined __repr__). Default false.
+    #[serde(default)]
+    pub include_variables: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -106,4 +110,110 @@ pub struct SendInputParams {
 pub struct RunIdParams {
     /// The run's id.
     pub run_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HistoryParams {
+    /// The session's id (a destroyed or past session is read from its journal).
+    pub session_id: String,
+    /// First index, 0-based; negative counts from the end (Python slice). Omitted: from the start.
+    #[serde(default)]
+    pub start: Option<i64>,
+    /// End index, exclusive; negative counts from the end. Omitted: to the end.
+    #[serde(default)]
+    pub end: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DeleteHistoryParams {
+    /// The session's id.
+    pub session_id: String,
+    /// First index to delete, 0-based; negative counts from the end (Python slice).
+    pub start: i64,
+    /// End index, exclusive. Omitted: to the end.
+    #[serde(default)]
+    pub end: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RerunHistoryParams {
+    /// The session's id.
+    pub session_id: String,
+    /// First index, 0-based (Python slice). Omitted: from the start.
+    #[serde(default)]
+    pub start: Option<i64>,
+    /// End index, exclusive. Omitted: to the end.
+    #[serde(default)]
+    pub end: Option<i64>,
+    /// Restart the kernel first (default true).
+    #[serde(default)]
+    pub restart: Option<bool>,
+    /// Run-time limit per block in seconds (0 or omitted = none).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExportHistoryParams {
+    /// The session's id (a destroyed or past session is read from its journal).
+    pub session_id: String,
+    /// File to write; relative paths resolve against the session's cwd. Parent directories are created.
+    pub path: String,
+    /// "transcript" (code and outputs as text), "script" (code only, runnable) or "notebook" (.ipynb).
+    pub format: String,
+    #[serde(default)]
+    pub start: Option<i64>,
+    #[serde(default)]
+    pub end: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecuteFileParams {
+    /// Session to run in. Omitted: the "default" session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The file to run; relative paths resolve against the session's cwd.
+    pub path: String,
+    /// Arguments: Python sees sys.argv = [path, *argv] exactly (no shell quoting).
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// Run-time limit in seconds (0 or omitted = none).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Seconds to wait before returning status "running" (default 50).
+    #[serde(default)]
+    pub wait_s: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct InstallPackagesParams {
+    /// The session whose Python environment gets the packages.
+    pub session_id: String,
+    /// Requirement specifiers, e.g. ["tabulate", "numpy>=2"].
+    pub packages: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CompleteParams {
+    /// The session's id.
+    pub session_id: String,
+    /// The code being completed.
+    pub code: String,
+    /// Cursor position in Unicode code points (default: the end of `code`).
+    #[serde(default)]
+    pub cursor_pos: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct InspectParams {
+    /// The session's id.
+    pub session_id: String,
+    /// The code containing the name to inspect.
+    pub code: String,
+    /// Cursor position in Unicode code points (default: the end of `code`).
+    #[serde(default)]
+    pub cursor_pos: Option<usize>,
+    /// 0 (signature and docstring) or 1 (also source, when available).
+    #[serde(default)]
+    pub detail_level: Option<u8>,
 }

@@ -27,7 +27,7 @@ use crate::session::{
 /// The MCP server: a cheap clone over the process-wide [`Registry`].
 #[derive(Clone)]
 pub struct KernelMcp {
-    registry: Arc<Registry>,
+    pub(crate) registry: Arc<Registry>,
     tool_router: ToolRouter<KernelMcp>,
 }
 
@@ -35,13 +35,13 @@ impl KernelMcp {
     pub fn new(registry: Arc<Registry>) -> KernelMcp {
         KernelMcp {
             registry,
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::history_router() + Self::code_router(),
         }
     }
 }
 
 /// Run a tool body; a panic becomes an `INTERNAL_ERROR` tool result.
-async fn guarded(
+pub(crate) async fn guarded(
     tool: &'static str,
     body: impl Future<Output = CallToolResult>,
 ) -> Result<CallToolResult, McpError> {
@@ -64,7 +64,7 @@ async fn guarded(
     }
 }
 
-fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, CallToolResult> {
+pub(crate) fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, CallToolResult> {
     match v {
         None => Ok(None),
         Some(s) if s.is_finite() && (0.0..=1e7).contains(&s) => {
@@ -74,24 +74,6 @@ fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, CallToolResul
             "{name} must be a number of seconds between 0 and 10000000, not {s}."
         ))),
     }
-}
-
-macro_rules! tri {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(e) => return render::error(&e),
-        }
-    };
-}
-
-macro_rules! tri_result {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(r) => return r,
-        }
-    };
 }
 
 #[tool_router]
@@ -191,7 +173,34 @@ impl KernelMcp {
         guarded("get_session", async {
             let handle = tri!(self.registry.get(&p.session_id));
             let info = tri!(handle.info().await);
-            render::success(render::session_text(&info), &info, vec![])
+            let mut v = serde_json::to_value(&info).unwrap_or_default();
+            let mut text = render::session_text(&info);
+            if p.include_variables.unwrap_or(false) {
+                if !info.language.eq_ignore_ascii_case("python") {
+                    v["variables_note"] = json!("Variables are listed for Python kernels only.");
+                } else {
+                    match crate::session::python::eval_json(
+                        &handle,
+                        crate::session::python::VARIABLES,
+                    )
+                    .await
+                    {
+                        Ok(vars) => {
+                            for var in vars.as_array().into_iter().flatten() {
+                                text.push_str(&format!(
+                                    "\n  {}: {} {}",
+                                    var["name"].as_str().unwrap_or(""),
+                                    var["type"].as_str().unwrap_or(""),
+                                    var["summary"].as_str().unwrap_or("")
+                                ));
+                            }
+                            v["variables"] = vars;
+                        }
+                        Err(e) => v["variables_note"] = json!(e.message),
+                    }
+                }
+            }
+            render::success(text, &v, vec![])
         })
         .await
     }
@@ -233,7 +242,7 @@ impl KernelMcp {
     ) -> Result<CallToolResult, McpError> {
         guarded("restart_session", async {
             let handle = tri!(self.registry.get(&p.session_id));
-            let info = tri!(handle.restart().await);
+            let info = tri!(handle.restart(p.clear_history.unwrap_or(false)).await);
             render::success(render::session_text(&info), &info, vec![])
         })
         .await
@@ -370,7 +379,7 @@ impl KernelMcp {
 }
 
 impl KernelMcp {
-    async fn execute_inner(
+    pub(crate) async fn execute_inner(
         &self,
         p: ExecuteParams,
         ctx: RequestContext<RoleServer>,
@@ -437,7 +446,7 @@ impl KernelMcp {
 
     /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the
     /// request carries a token; on MCP cancellation of an `execute`, cancel the run.
-    async fn wait_and_render(
+    pub(crate) async fn wait_and_render(
         &self,
         handle: &crate::session::SessionHandle,
         run_id: &str,

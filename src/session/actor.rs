@@ -19,6 +19,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::error::{ErrorCode, SessionError};
+use super::export::ExportContext;
+use super::history::{HistoryEntry, Journal, JournalHeader, JournalRecord, slice_range};
 use super::run::Run;
 use super::types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
 use crate::config::Limits;
@@ -66,7 +68,7 @@ pub enum Command {
     RunTail(String, oneshot::Sender<Option<String>>),
     Info(oneshot::Sender<SessionInfo>),
     Interrupt(oneshot::Sender<(SessionInfo, Option<String>)>),
-    Restart(oneshot::Sender<Result<SessionInfo, SessionError>>),
+    Restart(bool, oneshot::Sender<Result<SessionInfo, SessionError>>),
     SendInput(
         String,
         String,
@@ -74,6 +76,24 @@ pub enum Command {
     ),
     Cancel(String, oneshot::Sender<Result<(), SessionError>>),
     Destroy(oneshot::Sender<ShutdownRung>),
+    /// Entries `[start, end)` (Python slice) with their indices, and the total count.
+    History(
+        Option<i64>,
+        Option<i64>,
+        oneshot::Sender<(Vec<(usize, HistoryEntry)>, usize)>,
+    ),
+    /// Delete entries `[start, end)`; replies with the number deleted.
+    DeleteHistory(Option<i64>, Option<i64>, oneshot::Sender<usize>),
+    /// A shell request (`complete_request`, `inspect_request`, a silent `execute_request`…)
+    /// answered with the reply's content. With `idle_only`, fails at once while a run executes.
+    Request {
+        msg_type: String,
+        content: Value,
+        idle_only: bool,
+        reply: oneshot::Sender<Result<Value, SessionError>>,
+    },
+    /// The export context (kernel names, language_info) of this session.
+    ExportContext(oneshot::Sender<ExportContext>),
 }
 
 /// Why a new kernel is being started.
@@ -113,7 +133,11 @@ pub struct Actor {
     current: Option<String>,
     /// Generation of the kernel the last started run executed in.
     last_run_generation: Option<u64>,
-    history_count: usize,
+    history: Vec<HistoryEntry>,
+    /// Where history is journalled; `None` if the journal could not be created.
+    journal: Option<Journal>,
+    /// Shell requests awaiting their reply, by msg_id.
+    pending: HashMap<String, oneshot::Sender<Result<Value, SessionError>>>,
     created_at: chrono::DateTime<chrono::Utc>,
     last_activity: chrono::DateTime<chrono::Utc>,
     /// Notices for the next run (e.g. the kernel was replaced after a crash).
@@ -150,11 +174,15 @@ impl Actor {
             queue: VecDeque::new(),
             current: None,
             last_run_generation: None,
-            history_count: 0,
+            history: Vec::new(),
+            journal: None,
+            pending: HashMap::new(),
             created_at: now,
             last_activity: now,
             pending_notices: Vec::new(),
         };
+        // TEMP until history.rs lands: actor.journal = actor.open_journal();
+        let _ = Actor::open_journal;
         tokio::spawn(async move {
             actor.start_kernel(StartReason::Create, None);
             actor.run().await;
@@ -197,6 +225,12 @@ impl Actor {
 
     /// Start a kernel in the background, after shutting `old` down if given.
     fn start_kernel(&mut self, reason: StartReason, old: Option<Kernel>) {
+        for (_, waiter) in self.pending.drain() {
+            let _ = waiter.send(Err(SessionError::new(
+                ErrorCode::SessionBusy,
+                "The kernel was replaced before it answered; try again.",
+            )));
+        }
         self.exit_rx = None;
         let spec = self.spec.clone();
         let opts = self.opts.clone();
@@ -221,6 +255,11 @@ impl Actor {
         match result {
             Ok(kernel) => {
                 self.generation += 1;
+                if self.kernel_info["language_info"] != kernel.info["language_info"] {
+                    self.journal_append(&JournalRecord::LanguageInfo(
+                        kernel.info["language_info"].clone(),
+                    ));
+                }
                 self.kernel_info = kernel.info.clone();
                 self.exit_rx = Some(kernel.exit_watch());
                 self.kernel = Some(kernel);
@@ -357,7 +396,49 @@ impl Actor {
                 }
                 let _ = reply.send((self.info(), current));
             }
-            Command::Restart(reply) => self.restart(reply),
+            Command::Restart(clear_history, reply) => {
+                if clear_history {
+                    self.history.clear();
+                    self.journal_append(&JournalRecord::Cleared);
+                }
+                self.restart(reply)
+            }
+            Command::History(start, end, reply) => {
+                let range = slice_range(self.history.len(), start, end);
+                let entries = range
+                    .clone()
+                    .map(|i| (i, self.history[i].clone()))
+                    .collect();
+                let _ = reply.send((entries, self.history.len()));
+            }
+            Command::DeleteHistory(start, end, reply) => {
+                let range = slice_range(self.history.len(), start, end);
+                let removed: Vec<String> = self.history.drain(range).map(|e| e.run_id).collect();
+                if !removed.is_empty() {
+                    self.journal_append(&JournalRecord::Deleted(removed.clone()));
+                }
+                let _ = reply.send(removed.len());
+            }
+            Command::Request {
+                msg_type,
+                content,
+                idle_only,
+                reply,
+            } => {
+                self.shell_request(msg_type, content, idle_only, reply)
+                    .await
+            }
+            Command::ExportContext(reply) => {
+                let _ = reply.send(ExportContext {
+                    session_id: self.id.clone(),
+                    kernel: self.spec.name.clone(),
+                    display_name: self.spec.display_name.clone(),
+                    language: self.language(),
+                    language_info: self.kernel_info["language_info"].clone(),
+                    exported_at: chrono::Utc::now()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                });
+            }
             Command::SendInput(run_id, value, reply) => {
                 let _ = reply.send(self.send_input(&run_id, value).await);
             }
@@ -711,11 +792,13 @@ impl Actor {
 
     /// Count history, remember the finished run, drop the oldest beyond the cap.
     fn finish_bookkeeping(&mut self, run_id: &str) {
-        if let Some(run) = self.runs.get(run_id)
+        if let Some(run) = self.runs.get_mut(run_id)
             && run.store_history
             && run.started_at.is_some()
         {
-            self.history_count += 1;
+            let entry = run.history_entry();
+            self.journal_append(&JournalRecord::Entry(entry.clone()));
+            self.history.push(entry);
         }
         self.finished_order.push_back(run_id.to_string());
         let mut kept_bytes: usize = self
@@ -736,6 +819,83 @@ impl Actor {
             {
                 self.by_msg.remove(&m);
             }
+        }
+    }
+
+    async fn shell_request(
+        &mut self,
+        msg_type: String,
+        content: Value,
+        idle_only: bool,
+        reply: oneshot::Sender<Result<Value, SessionError>>,
+    ) {
+        if idle_only && let Some(run) = &self.current {
+            let _ = reply.send(Err(SessionError::new(
+                ErrorCode::SessionBusy,
+                format!("Session '{}' is running {run}; try again when it has finished (or interrupt it).", self.id),
+            )));
+            return;
+        }
+        let Some(kernel) = self.kernel.as_mut() else {
+            let _ = reply.send(Err(SessionError::new(
+                ErrorCode::SessionDead,
+                format!(
+                    "Session '{}' has no running kernel right now ({:?}).",
+                    self.id,
+                    self.status()
+                ),
+            )));
+            return;
+        };
+        let msg = kernel.request(&msg_type, content);
+        match kernel.send(Channel::Shell, &msg).await {
+            Ok(()) => {
+                self.pending.insert(msg.msg_id().to_string(), reply);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(SessionError::new(
+                    ErrorCode::InternalError,
+                    format!("{msg_type} not sent: {e}"),
+                )));
+            }
+        }
+    }
+
+    /// The language name: from language_info when known, else the kernelspec's.
+    fn language(&self) -> String {
+        self.kernel_info["language_info"]["name"]
+            .as_str()
+            .map(String::from)
+            .unwrap_or_else(|| self.spec.language.clone())
+    }
+
+    fn open_journal(&self) -> Option<Journal> {
+        let header = JournalHeader {
+            session_id: self.id.clone(),
+            kernel: self.spec.name.clone(),
+            display_name: self.spec.display_name.clone(),
+            language: self.spec.language.clone(),
+            created_at: self
+                .created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        };
+        match Journal::dir().and_then(|d| Journal::create(&d, &header)) {
+            Ok(j) => {
+                tracing::info!(session = %self.id, path = %j.path().display(), "history journal");
+                Some(j)
+            }
+            Err(e) => {
+                tracing::warn!(session = %self.id, "history journal not created: {e}");
+                None
+            }
+        }
+    }
+
+    fn journal_append(&mut self, record: &JournalRecord) {
+        if let Some(j) = self.journal.as_mut()
+            && let Err(e) = j.append(record)
+        {
+            tracing::warn!(session = %self.id, "history journal write failed: {e}");
         }
     }
 
@@ -765,10 +925,7 @@ impl Actor {
         SessionInfo {
             session_id: self.id.clone(),
             kernel: self.spec.name.clone(),
-            language: self.kernel_info["language_info"]["name"]
-                .as_str()
-                .map(String::from)
-                .unwrap_or_else(|| self.spec.language.clone()),
+            language: self.language(),
             display_name: self.spec.display_name.clone(),
             status: self.status(),
             generation: self.generation,
@@ -776,7 +933,7 @@ impl Actor {
             cwd: self.opts.cwd.display().to_string(),
             created_at: rfc(&self.created_at),
             last_activity: rfc(&self.last_activity),
-            history_count: self.history_count,
+            history_count: self.history.len(),
             queue_length: self.queue.len(),
             current_run_id: self.current.clone(),
             kernel_info: kernel_info_summary(&self.kernel_info),

@@ -8,6 +8,8 @@ pub mod error;
 pub mod export;
 pub mod history;
 pub mod output;
+pub mod packages;
+pub mod python;
 pub mod registry;
 pub mod run;
 pub mod types;
@@ -98,8 +100,63 @@ impl SessionHandle {
     }
 
     /// Replace the kernel; answers once the new one is ready.
-    pub async fn restart(&self) -> Result<SessionInfo, SessionError> {
-        self.call(Command::Restart).await?
+    pub async fn restart(&self, clear_history: bool) -> Result<SessionInfo, SessionError> {
+        self.call(|tx| Command::Restart(clear_history, tx)).await?
+    }
+
+    /// History entries `[start, end)` (Python slice semantics) with indices, and the total.
+    pub async fn history(
+        &self,
+        start: Option<i64>,
+        end: Option<i64>,
+    ) -> Result<(Vec<(usize, history::HistoryEntry)>, usize), SessionError> {
+        self.call(|tx| Command::History(start, end, tx)).await
+    }
+
+    /// Delete history entries `[start, end)`; returns how many.
+    pub async fn delete_history(
+        &self,
+        start: Option<i64>,
+        end: Option<i64>,
+    ) -> Result<usize, SessionError> {
+        self.call(|tx| Command::DeleteHistory(start, end, tx)).await
+    }
+
+    /// Send a shell request and wait up to `timeout` for its reply's content.
+    /// Errors: `SESSION_BUSY` (with `idle_only` while a run executes, or on timeout).
+    pub async fn request(
+        &self,
+        msg_type: &str,
+        content: serde_json::Value,
+        idle_only: bool,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, SessionError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Request {
+                msg_type: msg_type.to_string(),
+                content,
+                idle_only,
+                reply: tx,
+            })
+            .await
+            .map_err(|_| SessionError::gone(&self.id))?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(SessionError::gone(&self.id)),
+            Err(_) => Err(SessionError::new(
+                ErrorCode::SessionBusy,
+                format!(
+                    "The kernel did not answer {msg_type} within {} s (it may be busy).",
+                    timeout.as_secs()
+                ),
+            )),
+        }
+    }
+
+    /// Names and language_info for exporting this session's history.
+    pub async fn export_context(&self) -> Result<export::ExportContext, SessionError> {
+        self.call(Command::ExportContext).await
     }
 
     pub async fn send_input(

@@ -45,6 +45,8 @@ pub struct Registry {
     pub env_prefix: Option<PathBuf>,
     pub limits: Arc<Limits>,
     counter: std::sync::atomic::AtomicU64,
+    /// Interpreters known to import ipykernel (the probe costs a Python start-up).
+    ipykernel_ok: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 impl Registry {
@@ -57,6 +59,7 @@ impl Registry {
             env_prefix,
             limits: Arc::new(limits),
             counter: std::sync::atomic::AtomicU64::new(0),
+            ipykernel_ok: Mutex::new(Default::default()),
         }
     }
 
@@ -99,7 +102,6 @@ impl Registry {
                 }
             },
         };
-        let spec = self.resolve_spec(&req)?;
         let cwd = match &req.cwd {
             Some(c) if c.is_dir() => c.clone(),
             Some(c) => {
@@ -110,6 +112,7 @@ impl Registry {
             }
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         };
+        let spec = self.resolve_spec(&req, &cwd).await?;
         let opts = LaunchOptions {
             cwd,
             env: req.env.clone(),
@@ -145,9 +148,41 @@ impl Registry {
         result
     }
 
-    fn resolve_spec(&self, req: &CreateRequest) -> Result<KernelSpec, SessionError> {
+    /// The kernelspec to launch: from `python` (an interpreter or venv, which must have
+    /// ipykernel), else the named kernel, else a `.venv` in the session's cwd that has ipykernel,
+    /// else the default kernel.
+    async fn resolve_spec(
+        &self,
+        req: &CreateRequest,
+        cwd: &std::path::Path,
+    ) -> Result<KernelSpec, SessionError> {
         if let Some(python) = &req.python {
-            return Ok(python_spec(python));
+            let mut path = PathBuf::from(python);
+            if path.is_relative() {
+                path = cwd.join(path);
+            }
+            let interpreter = if path.is_dir() {
+                path.join("bin").join("python")
+            } else {
+                path
+            };
+            if !interpreter.exists() {
+                return Err(SessionError::new(
+                    ErrorCode::KernelNotFound,
+                    format!(
+                        "Python interpreter '{}' does not exist. Pass an interpreter path or a venv directory.",
+                        interpreter.display()
+                    ),
+                ));
+            }
+            self.check_ipykernel(&interpreter).await?;
+            return Ok(python_spec(&interpreter));
+        }
+        if req.kernel.is_none() {
+            let local = cwd.join(".venv").join("bin").join("python");
+            if local.exists() && self.check_ipykernel(&local).await.is_ok() {
+                return Ok(python_spec(&local));
+            }
         }
         let name = match &req.kernel {
             Some(k) => k.clone(),
@@ -167,6 +202,16 @@ impl Registry {
                 "searched": e.searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             }))
         })
+    }
+
+    /// [`check_ipykernel`], remembering interpreters that passed.
+    async fn check_ipykernel(&self, interpreter: &std::path::Path) -> Result<(), SessionError> {
+        if lock(&self.ipykernel_ok).contains(interpreter) {
+            return Ok(());
+        }
+        check_ipykernel(interpreter).await?;
+        lock(&self.ipykernel_ok).insert(interpreter.to_path_buf());
+        Ok(())
     }
 
     /// The handle of session `id`. Errors: `SESSION_NOT_FOUND` naming the existing sessions.
@@ -252,14 +297,34 @@ impl Registry {
     }
 }
 
-/// A kernelspec that runs ipykernel from `python` (an interpreter or a venv directory).
-fn python_spec(python: &str) -> KernelSpec {
-    let path = PathBuf::from(python);
-    let interpreter = if path.is_dir() {
-        path.join("bin").join("python")
+/// Fails with the exact install command unless `interpreter` can import ipykernel.
+async fn check_ipykernel(interpreter: &std::path::Path) -> Result<(), SessionError> {
+    let probe = tokio::process::Command::new(interpreter)
+        .args(["-c", "import ipykernel"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    let ok = matches!(tokio::time::timeout(Duration::from_secs(30), probe).await, Ok(Ok(s)) if s.success());
+    if ok {
+        return Ok(());
+    }
+    let exe = interpreter.display();
+    let uv = if which::which("uv").is_ok() {
+        format!(" (or: uv pip install --python {exe} ipykernel)")
     } else {
-        path
+        String::new()
     };
+    Err(SessionError::new(
+        ErrorCode::KernelStartFailed,
+        format!("'{exe}' cannot import ipykernel, so it cannot run a kernel. Install it with: {exe} -m pip install ipykernel{uv}"),
+    )
+    .with_details(json!({"python": interpreter, "install_command": format!("{exe} -m pip install ipykernel")})))
+}
+
+/// A kernelspec that runs ipykernel from `interpreter`.
+fn python_spec(interpreter: &std::path::Path) -> KernelSpec {
     KernelSpec {
         name: "python3".into(),
         resource_dir: PathBuf::new(),

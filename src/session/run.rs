@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::history::{ENTRY_STREAM_BYTES, HistoryEntry, HistoryOutput};
 use super::output::{clean_text, head_tail};
 use super::types::{
     ErrorInfo, ExecutionResult, ImageData, OutputItem, Prompt, RunStatus, StreamTruncation,
@@ -310,6 +311,43 @@ impl Run {
         tail(&self.stdout)
             .or_else(|| tail(&self.stderr))
             .unwrap_or_else(|| self.status.as_str().to_string())
+    }
+
+    /// The run as a history entry (streams bounded to [`ENTRY_STREAM_BYTES`] each).
+    pub fn history_entry(&mut self) -> HistoryEntry {
+        let bounded = |t: &str| head_tail(t, ENTRY_STREAM_BYTES).0;
+        let stdout = bounded(cached_clean(&self.stdout, &mut self.stdout_clean));
+        let stderr = bounded(cached_clean(&self.stderr, &mut self.stderr_clean));
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|o| {
+                let mut data = serde_json::Map::new();
+                if let Some(t) = &o.text {
+                    data.insert("text/plain".into(), Value::String(t.clone()));
+                }
+                if let Some(img) = &o.image {
+                    data.insert(img.mime.clone(), Value::String(img.data.clone()));
+                }
+                HistoryOutput {
+                    kind: o.kind.clone(),
+                    data,
+                }
+            })
+            .collect();
+        HistoryEntry {
+            run_id: self.run_id.clone(),
+            code: self.code.clone(),
+            status: self.status,
+            execution_count: self.execution_count,
+            generation: self.generation,
+            stdout,
+            stderr,
+            result: self.result.as_deref().map(|r| clean_text(r).into_owned()),
+            error: self.error.clone(),
+            outputs,
+            finished_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        }
     }
 
     /// The record as the contract's [`ExecutionResult`], each stream bounded to `stream_limit` bytes.
