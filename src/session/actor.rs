@@ -654,6 +654,12 @@ impl Actor {
             }
             return;
         };
+        if channel == Channel::Shell
+            && let Some(waiter) = msg.parent_msg_id().and_then(|p| self.pending.remove(p))
+        {
+            let _ = waiter.send(Ok(msg.content));
+            return;
+        }
         let Some(run_id) = msg
             .parent_msg_id()
             .and_then(|p| self.by_msg.get(p))
