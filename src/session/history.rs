@@ -5,9 +5,15 @@
 //! `$XDG_STATE_HOME/kernel-mcp/history/` (default `~/.local/state/kernel-mcp/history/`), named
 //! `<session_id>-<created, UTC %Y%m%dT%H%M%S>-<4 hex>.jsonl`. Line 1 is a [`JournalHeader`];
 //! each later line is a [`JournalRecord`]. Each record is appended and flushed when it happens,
-//! so a crash of the server loses nothing that was already returned.
+//! so a crash of the server loses nothing that was already returned. [`latest_journal`] finds a
+//! session's newest journal and [`read_journal`] replays it (deletions and clears applied; a
+//! torn last line from a crash is ignored).
 
+use std::collections::HashSet;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
 use std::ops::Range;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -50,19 +56,182 @@ pub const ENTRY_STREAM_BYTES: usize = 64 * 1024;
 
 /// The half-open index range `[start, end)` that Python's `entries[start:end]` selects in a
 /// list of `len`: negatives count from the end, out-of-range values clamp, `None` = open.
+///
+/// The result always satisfies `start <= end <= len`; when the slice is empty it is the empty
+/// range at the clamped start (as Python's `slice(start, end).indices(len)` gives it).
 pub fn slice_range(len: usize, start: Option<i64>, end: Option<i64>) -> Range<usize> {
-    todo!()
+    let start = start.map_or(0, |i| clamp_index(len, i));
+    let end = end.map_or(len, |i| clamp_index(len, i));
+    start..end.max(start)
 }
+
+/// One slice bound resolved against `len`: negatives from the end, then clamped to `0..=len`.
+fn clamp_index(len: usize, i: i64) -> usize {
+    if i < 0 {
+        len.saturating_sub(usize::try_from(i.unsigned_abs()).unwrap_or(usize::MAX))
+    } else {
+        usize::try_from(i).unwrap_or(usize::MAX).min(len)
+    }
+}
+
+/// Code lines shown per entry by [`render_text`].
+const TEXT_CODE_LINES: usize = 20;
+/// Characters shown per line in [`render_text`] / [`output_summary`]; longer lines end in `…`.
+const TEXT_LINE_CHARS: usize = 200;
+/// Head and tail lines of each stream shown by [`output_summary`].
+const SUMMARY_HEAD_LINES: usize = 3;
+const SUMMARY_TAIL_LINES: usize = 2;
 
 /// The REPL-like rendering of entries: `[n] <code>` (n = index + 1) followed by a short
 /// output summary for each.
+///
+/// Shape, per entry:
+///
+/// ```text
+/// [3] def f(x):
+///         return 1 / x
+///     f(0)
+///     → error: ZeroDivisionError: division by zero
+/// ```
+///
+/// The first code line follows `[n] `; continuation lines are indented by 4 spaces, at most
+/// 20 code lines are shown, then `    … (k more lines)`. The [`output_summary`] lines follow,
+/// indented by 4. Lines are joined with `\n` (no trailing newline); an empty slice gives "".
 pub fn render_text(entries: &[(usize, &HistoryEntry)]) -> String {
-    todo!()
+    let mut lines: Vec<String> = Vec::new();
+    for (index, entry) in entries {
+        let code = entry.code.trim_matches(|c| c == '\n' || c == '\r');
+        let code_lines: Vec<&str> = code.lines().collect();
+        let first = code_lines.first().copied().unwrap_or("");
+        lines.push(format!(
+            "[{}] {}",
+            index + 1,
+            clip_line(first, TEXT_LINE_CHARS)
+        ));
+        for line in code_lines.iter().take(TEXT_CODE_LINES).skip(1) {
+            lines.push(indent(&clip_line(line, TEXT_LINE_CHARS)));
+        }
+        if code_lines.len() > TEXT_CODE_LINES {
+            lines.push(format!(
+                "    … ({} more lines)",
+                code_lines.len() - TEXT_CODE_LINES
+            ));
+        }
+        for line in output_summary(entry).lines() {
+            lines.push(indent(line));
+        }
+    }
+    lines.join("\n")
 }
 
 /// A one-paragraph output summary of an entry (status, result, first/last lines of output, error).
+///
+/// Lines, in order (absent parts are left out):
+/// - the status: `→ ok`, `→ error: ZeroDivisionError: division by zero`, `→ timeout`,
+///   `→ interrupted: KeyboardInterrupt` (the error's name and first line of its value, if any);
+/// - stdout: its first 3 and last 2 lines with `… (k lines)` between when longer;
+/// - stderr: `stderr:` then its lines, bounded the same way;
+/// - the result: `= 2` (a multi-line result continues indented by 2, bounded the same way);
+/// - display outputs: `[image/png]` per image, else the first text/plain line of a
+///   `display_data`, else its MIME types in brackets.
+///
+/// Lines longer than 200 characters are cut with `…`. Joined with `\n`, no trailing newline.
 pub fn output_summary(entry: &HistoryEntry) -> String {
-    todo!()
+    let mut lines = Vec::new();
+
+    let mut status = format!("→ {}", entry.status.as_str());
+    if let Some(err) = &entry.error {
+        status.push_str(": ");
+        status.push_str(&error_line(err));
+    }
+    lines.push(clip_line(&status, TEXT_LINE_CHARS));
+
+    lines.extend(head_tail_lines(&entry.stdout));
+    let stderr = head_tail_lines(&entry.stderr);
+    if !stderr.is_empty() {
+        lines.push("stderr:".to_string());
+        lines.extend(stderr);
+    }
+    if let Some(result) = &entry.result {
+        let result_lines = head_tail_lines(result);
+        if result_lines.is_empty() {
+            lines.push("=".to_string());
+        }
+        for (i, line) in result_lines.into_iter().enumerate() {
+            lines.push(if i == 0 {
+                format!("= {line}")
+            } else {
+                format!("  {line}")
+            });
+        }
+    }
+    for output in &entry.outputs {
+        let images: Vec<&String> = output
+            .data
+            .keys()
+            .filter(|m| m.starts_with("image/"))
+            .collect();
+        if !images.is_empty() {
+            lines.extend(images.into_iter().map(|m| format!("[{m}]")));
+        } else if output.kind == "display_data" {
+            match output.data.get("text/plain").and_then(Value::as_str) {
+                Some(text) => {
+                    let first = text.lines().next().unwrap_or("");
+                    lines.push(clip_line(first, TEXT_LINE_CHARS));
+                }
+                None => {
+                    let mimes: Vec<&str> = output.data.keys().map(String::as_str).collect();
+                    lines.push(format!("[{}]", mimes.join(", ")));
+                }
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+/// `ename: first line of evalue`, or just `ename` when the value is empty.
+pub(crate) fn error_line(err: &ErrorInfo) -> String {
+    match err.evalue.lines().next().filter(|l| !l.is_empty()) {
+        Some(value) if !err.ename.is_empty() => format!("{}: {value}", err.ename),
+        Some(value) => value.to_string(),
+        None => err.ename.clone(),
+    }
+}
+
+/// The first 3 and last 2 lines of `text` with `… (k lines)` between when it has more than
+/// 6 lines (hiding a single line would not save anything). Empty text gives no lines.
+fn head_tail_lines(text: &str) -> Vec<String> {
+    let text = text.trim_end_matches(['\n', '\r']);
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let all: Vec<&str> = text.lines().collect();
+    let clip = |l: &&str| clip_line(l, TEXT_LINE_CHARS);
+    if all.len() <= SUMMARY_HEAD_LINES + SUMMARY_TAIL_LINES + 1 {
+        return all.iter().map(clip).collect();
+    }
+    let omitted = all.len() - SUMMARY_HEAD_LINES - SUMMARY_TAIL_LINES;
+    let mut out: Vec<String> = all[..SUMMARY_HEAD_LINES].iter().map(clip).collect();
+    out.push(format!("… ({omitted} lines)"));
+    out.extend(all[all.len() - SUMMARY_TAIL_LINES..].iter().map(clip));
+    out
+}
+
+/// `line` indented by 4 spaces (an empty line stays empty: no trailing whitespace).
+fn indent(line: &str) -> String {
+    if line.is_empty() {
+        String::new()
+    } else {
+        format!("    {line}")
+    }
+}
+
+/// `line` cut to `max` characters, ending in `…` when cut.
+fn clip_line(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
+    }
 }
 
 /// First line of a journal file.
@@ -79,6 +248,8 @@ pub struct JournalHeader {
 /// Every later line of a journal file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+// Records are built, written and dropped one at a time; boxing `Entry` would only change the API.
+#[allow(clippy::large_enum_variant)]
 pub enum JournalRecord {
     /// A block finished executing.
     Entry(HistoryEntry),
@@ -98,23 +269,103 @@ pub struct Journal {
 
 impl Journal {
     /// The directory journals go in (created 0700 if missing).
+    ///
+    /// `$XDG_STATE_HOME/kernel-mcp/history` when `XDG_STATE_HOME` is set to an absolute path
+    /// (the XDG spec says to ignore relative ones), else `$HOME/.local/state/kernel-mcp/history`.
+    /// Missing directories along the way are created with mode 0700; existing ones are left
+    /// as they are. Errors: `NotFound` when neither variable gives a directory, or the
+    /// error from creating it.
     pub fn dir() -> std::io::Result<PathBuf> {
-        todo!()
+        let dir = journal_dir_from(
+            std::env::var_os("XDG_STATE_HOME").as_deref(),
+            std::env::var_os("HOME").as_deref(),
+        )
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "cannot locate the history journal directory: neither XDG_STATE_HOME nor HOME is set",
+            )
+        })?;
+        create_private_dir(&dir)?;
+        Ok(dir)
     }
 
     /// Create a new journal in `dir` for this session, writing the header line.
+    ///
+    /// The file is `<session_id>-<now, UTC %Y%m%dT%H%M%S>-<4 random hex>.jsonl`, created new
+    /// (never overwriting; another random suffix is tried on a clash) with mode 0600. `dir`
+    /// must exist. Errors: `InvalidInput` for a session id that is empty or contains `/` or
+    /// NUL; otherwise I/O errors from creating or writing the file.
     pub fn create(dir: &Path, header: &JournalHeader) -> std::io::Result<Journal> {
-        todo!()
+        let id = &header.session_id;
+        if id.is_empty() || id.contains(['/', '\0']) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("session id {id:?} cannot name a journal file"),
+            ));
+        }
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
+        let mut attempts = 0;
+        let (path, file) = loop {
+            let suffix = &uuid::Uuid::new_v4().simple().to_string()[..4];
+            let path = dir.join(format!("{id}-{stamp}-{suffix}.jsonl"));
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(file) => break (path, file),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 16 => {
+                    attempts += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let mut journal = Journal { path, file };
+        journal.write_line(header)?;
+        Ok(journal)
     }
 
+    /// The journal file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Append one record and flush it to the OS.
+    ///
+    /// The record is serialized as one JSON line and written with a single `write_all`, so a
+    /// crash leaves at most a torn last line, which [`read_journal`] ignores. Not fsynced.
     pub fn append(&mut self, record: &JournalRecord) -> std::io::Result<()> {
-        todo!()
+        self.write_line(record)
     }
+
+    fn write_line(&mut self, value: &impl Serialize) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(value)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.flush()
+    }
+}
+
+/// Create `dir` and any missing parents with mode 0700 (existing ones are left as they are).
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// The journal directory for the given `XDG_STATE_HOME` and `HOME` values.
+fn journal_dir_from(
+    xdg_state_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> Option<PathBuf> {
+    let base = match xdg_state_home.map(Path::new) {
+        Some(xdg) if xdg.is_absolute() => xdg.to_path_buf(),
+        _ => Path::new(home.filter(|h| !h.is_empty())?).join(".local/state"),
+    };
+    Some(base.join("kernel-mcp").join("history"))
 }
 
 /// A journal read back: its header, the surviving entries in order, and the last language_info.
@@ -126,11 +377,604 @@ pub struct JournalContents {
 }
 
 /// Read a journal, applying deletions and clears. A torn last line (a crash mid-write) is ignored.
+///
+/// Records are replayed in order: `entry` appends, `deleted` removes those run ids, `cleared`
+/// empties the list, `language_info` replaces the last one (`null` if none was recorded). An
+/// invalid line that is not the last one is skipped with a warning (it can only come from
+/// outside damage). Invalid UTF-8 is decoded lossily. Errors: I/O errors reading the file;
+/// `InvalidData` when the first line is not a [`JournalHeader`].
 pub fn read_journal(path: &Path) -> std::io::Result<JournalContents> {
-    todo!()
+    let bytes = fs::read(path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<(usize, &str)> = text
+        .split('\n')
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .collect();
+    let Some(((_, first), records)) = lines.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: empty journal (no header line)", path.display()),
+        ));
+    };
+    let header: JournalHeader = serde_json::from_str(first).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: invalid journal header: {e}", path.display()),
+        )
+    })?;
+
+    let mut entries: Vec<HistoryEntry> = Vec::new();
+    let mut language_info = Value::Null;
+    for (i, (line_no, line)) in records.iter().enumerate() {
+        let record: JournalRecord = match serde_json::from_str(line) {
+            Ok(record) => record,
+            Err(e) if i + 1 == records.len() => {
+                tracing::debug!(path = %path.display(), line = line_no + 1, error = %e,
+                    "ignoring a torn last journal line");
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), line = line_no + 1, error = %e,
+                    "skipping an invalid journal line");
+                continue;
+            }
+        };
+        match record {
+            JournalRecord::Entry(entry) => entries.push(entry),
+            JournalRecord::Deleted(run_ids) => {
+                let gone: HashSet<&str> = run_ids.iter().map(String::as_str).collect();
+                entries.retain(|e| !gone.contains(e.run_id.as_str()));
+            }
+            JournalRecord::Cleared => entries.clear(),
+            JournalRecord::LanguageInfo(info) => language_info = info,
+        }
+    }
+    Ok(JournalContents {
+        header,
+        entries,
+        language_info,
+    })
 }
 
 /// The most recent journal of `session_id` in `dir` (by file name timestamp), if any.
+///
+/// Candidates are files named exactly `<session_id>-<%Y%m%dT%H%M%S>-<4 hex>.jsonl` whose
+/// header names `session_id` (so session `a` never picks up `a-b`'s journals). Ties within
+/// the same second go to the later header `created_at`. `None` if `dir` cannot be read or
+/// holds no such file.
 pub fn latest_journal(dir: &Path, session_id: &str) -> Option<PathBuf> {
-    todo!()
+    let prefix = format!("{session_id}-");
+    // (file name timestamp, header created_at) → path.
+    type Key = (String, Option<chrono::DateTime<chrono::Utc>>);
+    let mut best: Option<(Key, PathBuf)> = None;
+    for dirent in fs::read_dir(dir).ok()?.flatten() {
+        let name = dirent.file_name();
+        let Some(stamp) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(journal_name_stamp)
+        else {
+            continue;
+        };
+        let path = dirent.path();
+        let Some(header) = read_header(&path) else {
+            continue;
+        };
+        if header.session_id != session_id {
+            continue;
+        }
+        let created = chrono::DateTime::parse_from_rfc3339(&header.created_at)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc));
+        let key = (stamp.to_string(), created);
+        if best.as_ref().is_none_or(|(k, _)| key > *k) {
+            best = Some((key, path));
+        }
+    }
+    best.map(|(_, path)| path)
+}
+
+/// The timestamp of a journal file name with the `<session_id>-` prefix removed, if the rest
+/// is exactly `<8 digits>T<6 digits>-<4 hex>.jsonl`.
+fn journal_name_stamp(rest: &str) -> Option<&str> {
+    let b = rest.as_bytes();
+    let ok = b.len() == 15 + 1 + 4 + ".jsonl".len()
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'-'
+        && b[16..20].iter().all(u8::is_ascii_hexdigit)
+        && rest.ends_with(".jsonl");
+    ok.then(|| &rest[..15])
+}
+
+/// The header (first line) of a journal file, if it has a valid one.
+fn read_header(path: &Path) -> Option<JournalHeader> {
+    let mut line = String::new();
+    BufReader::new(fs::File::open(path).ok()?)
+        .read_line(&mut line)
+        .ok()?;
+    serde_json::from_str(&line).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    type SliceCase = (usize, Option<i64>, Option<i64>, usize, usize);
+
+    /// `(len, start, end, expected start, expected end)`, computed once with Python 3:
+    /// `list(range(len))[start:end]`, and `slice(start, end).indices(len)[0]` for the empty ones.
+    #[rustfmt::skip]
+    const SLICE_CASES: &[SliceCase] = &[
+        (0, None, None, 0, 0),
+        (0, None, Some(-7), 0, 0),
+        (0, None, Some(-2), 0, 0),
+        (0, None, Some(-1), 0, 0),
+        (0, None, Some(0), 0, 0),
+        (0, None, Some(1), 0, 0),
+        (0, None, Some(3), 0, 0),
+        (0, None, Some(7), 0, 0),
+        (0, Some(-7), None, 0, 0),
+        (0, Some(-7), Some(-7), 0, 0),
+        (0, Some(-7), Some(-2), 0, 0),
+        (0, Some(-7), Some(-1), 0, 0),
+        (0, Some(-7), Some(0), 0, 0),
+        (0, Some(-7), Some(1), 0, 0),
+        (0, Some(-7), Some(3), 0, 0),
+        (0, Some(-7), Some(7), 0, 0),
+        (0, Some(-2), None, 0, 0),
+        (0, Some(-2), Some(-7), 0, 0),
+        (0, Some(-2), Some(-2), 0, 0),
+        (0, Some(-2), Some(-1), 0, 0),
+        (0, Some(-2), Some(0), 0, 0),
+        (0, Some(-2), Some(1), 0, 0),
+        (0, Some(-2), Some(3), 0, 0),
+        (0, Some(-2), Some(7), 0, 0),
+        (0, Some(-1), None, 0, 0),
+        (0, Some(-1), Some(-7), 0, 0),
+        (0, Some(-1), Some(-2), 0, 0),
+        (0, Some(-1), Some(-1), 0, 0),
+        (0, Some(-1), Some(0), 0, 0),
+        (0, Some(-1), Some(1), 0, 0),
+        (0, Some(-1), Some(3), 0, 0),
+        (0, Some(-1), Some(7), 0, 0),
+        (0, Some(0), None, 0, 0),
+        (0, Some(0), Some(-7), 0, 0),
+        (0, Some(0), Some(-2), 0, 0),
+        (0, Some(0), Some(-1), 0, 0),
+        (0, Some(0), Some(0), 0, 0),
+        (0, Some(0), Some(1), 0, 0),
+        (0, Some(0), Some(3), 0, 0),
+        (0, Some(0), Some(7), 0, 0),
+        (0, Some(1), None, 0, 0),
+        (0, Some(1), Some(-7), 0, 0),
+        (0, Some(1), Some(-2), 0, 0),
+        (0, Some(1), Some(-1), 0, 0),
+        (0, Some(1), Some(0), 0, 0),
+        (0, Some(1), Some(1), 0, 0),
+        (0, Some(1), Some(3), 0, 0),
+        (0, Some(1), Some(7), 0, 0),
+        (0, Some(3), None, 0, 0),
+        (0, Some(3), Some(-7), 0, 0),
+        (0, Some(3), Some(-2), 0, 0),
+        (0, Some(3), Some(-1), 0, 0),
+        (0, Some(3), Some(0), 0, 0),
+        (0, Some(3), Some(1), 0, 0),
+        (0, Some(3), Some(3), 0, 0),
+        (0, Some(3), Some(7), 0, 0),
+        (0, Some(7), None, 0, 0),
+        (0, Some(7), Some(-7), 0, 0),
+        (0, Some(7), Some(-2), 0, 0),
+        (0, Some(7), Some(-1), 0, 0),
+        (0, Some(7), Some(0), 0, 0),
+        (0, Some(7), Some(1), 0, 0),
+        (0, Some(7), Some(3), 0, 0),
+        (0, Some(7), Some(7), 0, 0),
+        (5, None, None, 0, 5),
+        (5, None, Some(-7), 0, 0),
+        (5, None, Some(-2), 0, 3),
+        (5, None, Some(-1), 0, 4),
+        (5, None, Some(0), 0, 0),
+        (5, None, Some(1), 0, 1),
+        (5, None, Some(3), 0, 3),
+        (5, None, Some(7), 0, 5),
+        (5, Some(-7), None, 0, 5),
+        (5, Some(-7), Some(-7), 0, 0),
+        (5, Some(-7), Some(-2), 0, 3),
+        (5, Some(-7), Some(-1), 0, 4),
+        (5, Some(-7), Some(0), 0, 0),
+        (5, Some(-7), Some(1), 0, 1),
+        (5, Some(-7), Some(3), 0, 3),
+        (5, Some(-7), Some(7), 0, 5),
+        (5, Some(-2), None, 3, 5),
+        (5, Some(-2), Some(-7), 3, 3),
+        (5, Some(-2), Some(-2), 3, 3),
+        (5, Some(-2), Some(-1), 3, 4),
+        (5, Some(-2), Some(0), 3, 3),
+        (5, Some(-2), Some(1), 3, 3),
+        (5, Some(-2), Some(3), 3, 3),
+        (5, Some(-2), Some(7), 3, 5),
+        (5, Some(-1), None, 4, 5),
+        (5, Some(-1), Some(-7), 4, 4),
+        (5, Some(-1), Some(-2), 4, 4),
+        (5, Some(-1), Some(-1), 4, 4),
+        (5, Some(-1), Some(0), 4, 4),
+        (5, Some(-1), Some(1), 4, 4),
+        (5, Some(-1), Some(3), 4, 4),
+        (5, Some(-1), Some(7), 4, 5),
+        (5, Some(0), None, 0, 5),
+        (5, Some(0), Some(-7), 0, 0),
+        (5, Some(0), Some(-2), 0, 3),
+        (5, Some(0), Some(-1), 0, 4),
+        (5, Some(0), Some(0), 0, 0),
+        (5, Some(0), Some(1), 0, 1),
+        (5, Some(0), Some(3), 0, 3),
+        (5, Some(0), Some(7), 0, 5),
+        (5, Some(1), None, 1, 5),
+        (5, Some(1), Some(-7), 1, 1),
+        (5, Some(1), Some(-2), 1, 3),
+        (5, Some(1), Some(-1), 1, 4),
+        (5, Some(1), Some(0), 1, 1),
+        (5, Some(1), Some(1), 1, 1),
+        (5, Some(1), Some(3), 1, 3),
+        (5, Some(1), Some(7), 1, 5),
+        (5, Some(3), None, 3, 5),
+        (5, Some(3), Some(-7), 3, 3),
+        (5, Some(3), Some(-2), 3, 3),
+        (5, Some(3), Some(-1), 3, 4),
+        (5, Some(3), Some(0), 3, 3),
+        (5, Some(3), Some(1), 3, 3),
+        (5, Some(3), Some(3), 3, 3),
+        (5, Some(3), Some(7), 3, 5),
+        (5, Some(7), None, 5, 5),
+        (5, Some(7), Some(-7), 5, 5),
+        (5, Some(7), Some(-2), 5, 5),
+        (5, Some(7), Some(-1), 5, 5),
+        (5, Some(7), Some(0), 5, 5),
+        (5, Some(7), Some(1), 5, 5),
+        (5, Some(7), Some(3), 5, 5),
+        (5, Some(7), Some(7), 5, 5),
+        (1, None, None, 0, 1),
+        (1, None, Some(-2), 0, 0),
+        (1, None, Some(-1), 0, 0),
+        (1, None, Some(0), 0, 0),
+        (1, None, Some(1), 0, 1),
+        (1, None, Some(2), 0, 1),
+        (1, Some(-2), None, 0, 1),
+        (1, Some(-2), Some(-2), 0, 0),
+        (1, Some(-2), Some(-1), 0, 0),
+        (1, Some(-2), Some(0), 0, 0),
+        (1, Some(-2), Some(1), 0, 1),
+        (1, Some(-2), Some(2), 0, 1),
+        (1, Some(-1), None, 0, 1),
+        (1, Some(-1), Some(-2), 0, 0),
+        (1, Some(-1), Some(-1), 0, 0),
+        (1, Some(-1), Some(0), 0, 0),
+        (1, Some(-1), Some(1), 0, 1),
+        (1, Some(-1), Some(2), 0, 1),
+        (1, Some(0), None, 0, 1),
+        (1, Some(0), Some(-2), 0, 0),
+        (1, Some(0), Some(-1), 0, 0),
+        (1, Some(0), Some(0), 0, 0),
+        (1, Some(0), Some(1), 0, 1),
+        (1, Some(0), Some(2), 0, 1),
+        (1, Some(1), None, 1, 1),
+        (1, Some(1), Some(-2), 1, 1),
+        (1, Some(1), Some(-1), 1, 1),
+        (1, Some(1), Some(0), 1, 1),
+        (1, Some(1), Some(1), 1, 1),
+        (1, Some(1), Some(2), 1, 1),
+        (1, Some(2), None, 1, 1),
+        (1, Some(2), Some(-2), 1, 1),
+        (1, Some(2), Some(-1), 1, 1),
+        (1, Some(2), Some(0), 1, 1),
+        (1, Some(2), Some(1), 1, 1),
+        (1, Some(2), Some(2), 1, 1),
+    ];
+
+    #[test]
+    fn slice_range_matches_python() {
+        for &(len, start, end, lo, hi) in SLICE_CASES {
+            let got = slice_range(len, start, end);
+            assert_eq!(got, lo..hi, "len {len}, [{start:?}:{end:?}]");
+            let items: Vec<usize> = (0..len).collect();
+            assert_eq!(&items[got.clone()], &(lo..hi).collect::<Vec<_>>()[..]);
+        }
+    }
+
+    #[test]
+    fn slice_range_extremes() {
+        assert_eq!(slice_range(5, Some(i64::MIN), Some(i64::MAX)), 0..5);
+        assert_eq!(slice_range(5, Some(i64::MAX), Some(i64::MIN)), 5..5);
+        assert_eq!(slice_range(5, Some(-2), None), 3..5);
+        assert_eq!(slice_range(5, Some(1), Some(-1)), 1..4);
+        assert_eq!(slice_range(0, Some(-1), Some(1)), 0..0);
+    }
+
+    fn entry(run_id: &str, code: &str, status: RunStatus) -> HistoryEntry {
+        HistoryEntry {
+            run_id: run_id.to_string(),
+            code: code.to_string(),
+            status,
+            execution_count: Some(1),
+            generation: 1,
+            stdout: String::new(),
+            stderr: String::new(),
+            result: None,
+            error: None,
+            outputs: Vec::new(),
+            finished_at: "2025-01-02T03:04:05Z".to_string(),
+        }
+    }
+
+    #[test]
+    fn render_text_numbers_from_one_with_summaries() {
+        let a = HistoryEntry {
+            result: Some("2".into()),
+            ..entry("run-a", "1 + 1\n", RunStatus::Ok)
+        };
+        let b = HistoryEntry {
+            error: Some(ErrorInfo {
+                ename: "ZeroDivisionError".into(),
+                evalue: "division by zero".into(),
+                traceback: vec!["Traceback …".into()],
+            }),
+            stdout: "hi\n".into(),
+            ..entry(
+                "run-b",
+                "def f(x):\n    return 1 / x\nf(0)",
+                RunStatus::Error,
+            )
+        };
+        let text = render_text(&[(0, &a), (4, &b)]);
+        assert_eq!(
+            text,
+            "[1] 1 + 1\n    → ok\n    = 2\n\
+             [5] def f(x):\n        return 1 / x\n    f(0)\n    \
+             → error: ZeroDivisionError: division by zero\n    hi"
+        );
+        assert_eq!(render_text(&[]), "");
+    }
+
+    #[test]
+    fn render_text_bounds_code_and_streams() {
+        let code: Vec<String> = (1..=25).map(|i| format!("x{i} = {i}")).collect();
+        let stdout: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+        let mut data = serde_json::Map::new();
+        data.insert("image/png".into(), Value::String("iVBORw0KGgo=".into()));
+        data.insert("text/plain".into(), Value::String("<Figure>".into()));
+        let e = HistoryEntry {
+            stdout,
+            stderr: "warn\n".into(),
+            outputs: vec![HistoryOutput {
+                kind: "display_data".into(),
+                data,
+            }],
+            ..entry("run-c", &code.join("\n"), RunStatus::Ok)
+        };
+        let text = render_text(&[(2, &e)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "[3] x1 = 1");
+        assert_eq!(lines[19], "    x20 = 20");
+        assert_eq!(lines[20], "    … (5 more lines)");
+        assert_eq!(
+            &lines[21..],
+            &[
+                "    → ok",
+                "    line 1",
+                "    line 2",
+                "    line 3",
+                "    … (5 lines)",
+                "    line 9",
+                "    line 10",
+                "    stderr:",
+                "    warn",
+                "    [image/png]",
+            ]
+        );
+    }
+
+    #[test]
+    fn output_summary_shapes() {
+        let six: String = (1..=6).map(|i| format!("{i}\n")).collect();
+        let e = HistoryEntry {
+            stdout: six,
+            ..entry("r", "x", RunStatus::Timeout)
+        };
+        assert_eq!(output_summary(&e), "→ timeout\n1\n2\n3\n4\n5\n6");
+        let long = "y".repeat(300);
+        let e = HistoryEntry {
+            result: Some(format!("{long}\nsecond")),
+            error: Some(ErrorInfo {
+                ename: "KeyboardInterrupt".into(),
+                evalue: String::new(),
+                traceback: vec![],
+            }),
+            ..entry("r", "x", RunStatus::Interrupted)
+        };
+        let summary = output_summary(&e);
+        let lines: Vec<&str> = summary.lines().collect();
+        assert_eq!(lines[0], "→ interrupted: KeyboardInterrupt");
+        assert_eq!(lines[1], format!("= {}…", "y".repeat(200)));
+        assert_eq!(lines[2], "  second");
+    }
+
+    fn header(id: &str, created_at: &str) -> JournalHeader {
+        JournalHeader {
+            session_id: id.to_string(),
+            kernel: "python3".into(),
+            display_name: "Python 3 (ipykernel)".into(),
+            language: "python".into(),
+            created_at: created_at.into(),
+        }
+    }
+
+    #[test]
+    fn journal_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let head = header("my-sess", "2025-01-02T03:04:05.123Z");
+        let mut j = Journal::create(dir.path(), &head).unwrap();
+        let name = j.path().file_name().unwrap().to_str().unwrap().to_string();
+        let stamp = journal_name_stamp(name.strip_prefix("my-sess-").unwrap());
+        assert!(stamp.is_some(), "unexpected journal name {name}");
+        let mode = fs::metadata(j.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        let e = |id: &str| entry(id, &format!("x = '{id}'"), RunStatus::Ok);
+        j.append(&JournalRecord::Entry(e("r1"))).unwrap();
+        j.append(&JournalRecord::LanguageInfo(json_info(".py")))
+            .unwrap();
+        j.append(&JournalRecord::Cleared).unwrap();
+        for id in ["r2", "r3", "r4", "r5"] {
+            j.append(&JournalRecord::Entry(e(id))).unwrap();
+        }
+        j.append(&JournalRecord::Deleted(vec!["r3".into(), "r5".into()]))
+            .unwrap();
+        let with_error = HistoryEntry {
+            error: Some(ErrorInfo {
+                ename: "E".into(),
+                evalue: "v".into(),
+                traceback: vec!["tb".into()],
+            }),
+            outputs: vec![HistoryOutput {
+                kind: "execute_result".into(),
+                data: [("text/plain".to_string(), Value::String("1".into()))]
+                    .into_iter()
+                    .collect(),
+            }],
+            ..entry("r6", "1/0", RunStatus::Error)
+        };
+        j.append(&JournalRecord::Entry(with_error.clone())).unwrap();
+
+        let text = fs::read_to_string(j.path()).unwrap();
+        assert_eq!(
+            serde_json::from_str::<JournalHeader>(text.lines().next().unwrap()).unwrap(),
+            head
+        );
+        let got = read_journal(j.path()).unwrap();
+        assert_eq!(got.header, head);
+        assert_eq!(got.entries, vec![e("r2"), e("r4"), with_error]);
+        assert_eq!(got.language_info, json_info(".py"));
+    }
+
+    fn json_info(ext: &str) -> Value {
+        serde_json::json!({"name": "python", "file_extension": ext})
+    }
+
+    #[test]
+    fn journal_torn_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::create(dir.path(), &header("s", "2025-01-01T00:00:00Z")).unwrap();
+        j.append(&JournalRecord::Entry(entry("r1", "a = 1", RunStatus::Ok)))
+            .unwrap();
+        let path = j.path().to_path_buf();
+        drop(j);
+        let mut text = fs::read_to_string(&path).unwrap();
+        // A crash mid-write: the last line is cut short.
+        let full =
+            serde_json::to_string(&JournalRecord::Entry(entry("r2", "b", RunStatus::Ok))).unwrap();
+        let torn = format!("{text}{}", &full[..full.len() / 2]);
+        fs::write(&path, &torn).unwrap();
+        let got = read_journal(&path).unwrap();
+        assert_eq!(got.entries, vec![entry("r1", "a = 1", RunStatus::Ok)]);
+        assert_eq!(got.language_info, Value::Null);
+
+        // Damage in the middle: skipped, later records still apply.
+        text.push_str("{not json\n");
+        text.push_str(&full);
+        text.push('\n');
+        fs::write(&path, &text).unwrap();
+        let got = read_journal(&path).unwrap();
+        let ids: Vec<&str> = got.entries.iter().map(|e| e.run_id.as_str()).collect();
+        assert_eq!(ids, ["r1", "r2"]);
+
+        // No valid header: an error, not an empty history.
+        fs::write(&path, "{\"session_id\": \"s\"").unwrap();
+        let err = read_journal(&path).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        fs::write(&path, "").unwrap();
+        assert!(read_journal(&path).is_err());
+    }
+
+    #[test]
+    fn latest_journal_picks_newest_of_that_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, id: &str| {
+            let head = serde_json::to_string(&header(id, "2025-01-01T00:00:00Z")).unwrap();
+            fs::write(dir.path().join(name), format!("{head}\n")).unwrap();
+        };
+        write("a-20240101T000000-abcd.jsonl", "a");
+        write("a-20250101T000000-0123.jsonl", "a");
+        write("a-20241231T235959-ffff.jsonl", "a");
+        // Newer, but another session's (`a-b`, whose names also start with `a-`).
+        write("a-b-20990101T000000-ffff.jsonl", "a-b");
+        write("a-b-20980101T000000-ffff.jsonl", "a-b");
+        // Newer and named like `a`'s, but the header says otherwise.
+        write("a-20990101T000000-eeee.jsonl", "x");
+        // Not a journal name.
+        write("a-20990101T000000-eeee.jsonl.bak", "a");
+        let latest = |id: &str| {
+            latest_journal(dir.path(), id)
+                .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
+        };
+        assert_eq!(latest("a").as_deref(), Some("a-20250101T000000-0123.jsonl"));
+        assert_eq!(
+            latest("a-b").as_deref(),
+            Some("a-b-20990101T000000-ffff.jsonl")
+        );
+        assert_eq!(latest("b"), None);
+        assert_eq!(latest_journal(&dir.path().join("missing"), "a"), None);
+
+        // Two journals in the same second: the later header wins.
+        let first = Journal::create(dir.path(), &header("c", "2025-01-01T00:00:00.100Z")).unwrap();
+        let second = Journal::create(dir.path(), &header("c", "2025-01-01T00:00:00.200Z")).unwrap();
+        let got = latest_journal(dir.path(), "c").unwrap();
+        if first.path().file_name().unwrap().to_str().unwrap()[2..17]
+            == second.path().file_name().unwrap().to_str().unwrap()[2..17]
+        {
+            assert_eq!(got, second.path());
+        }
+    }
+
+    #[test]
+    fn journal_dir_location_and_mode() {
+        let os = |s: &str| std::ffi::OsString::from(s);
+        assert_eq!(
+            journal_dir_from(Some(&os("/x/state")), Some(&os("/home/u"))),
+            Some(PathBuf::from("/x/state/kernel-mcp/history"))
+        );
+        assert_eq!(
+            journal_dir_from(Some(&os("relative")), Some(&os("/home/u"))),
+            Some(PathBuf::from("/home/u/.local/state/kernel-mcp/history"))
+        );
+        assert_eq!(
+            journal_dir_from(None, Some(&os("/home/u"))),
+            Some(PathBuf::from("/home/u/.local/state/kernel-mcp/history"))
+        );
+        assert_eq!(journal_dir_from(None, None), None);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state/kernel-mcp/history");
+        create_private_dir(&dir).unwrap();
+        create_private_dir(&dir).unwrap();
+        for d in [&dir, &tmp.path().join("state")] {
+            let mode = fs::metadata(d).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", d.display());
+        }
+    }
+
+    #[test]
+    fn create_rejects_unusable_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        for id in ["", "a/b"] {
+            let err = Journal::create(dir.path(), &header(id, "2025-01-01T00:00:00Z"))
+                .err()
+                .unwrap();
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        }
+    }
 }
