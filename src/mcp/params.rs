@@ -130,7 +130,7 @@ pub struct DeleteHistoryParams {
     pub session_id: String,
     /// First index to delete, 0-based; negative counts from the end (Python slice).
     pub start: i64,
-    /// End index, exclusive. Omitted: to the end.
+    /// End index, exclusive. Omitted: only the entry at `start` is deleted.
     #[serde(default)]
     pub end: Option<i64>,
 }

@@ -181,8 +181,7 @@ impl Actor {
             last_activity: now,
             pending_notices: Vec::new(),
         };
-        // TEMP until history.rs lands: actor.journal = actor.open_journal();
-        let _ = Actor::open_journal;
+        actor.journal = actor.open_journal();
         tokio::spawn(async move {
             actor.start_kernel(StartReason::Create, None);
             actor.run().await;
@@ -412,7 +411,11 @@ impl Actor {
                 let _ = reply.send((entries, self.history.len()));
             }
             Command::DeleteHistory(start, end, reply) => {
-                let range = slice_range(self.history.len(), start, end);
+                let mut range = slice_range(self.history.len(), start, end);
+                if end.is_none() {
+                    // Only `start` given: that one entry, not everything after it.
+                    range.end = (range.start + 1).min(self.history.len());
+                }
                 let removed: Vec<String> = self.history.drain(range).map(|e| e.run_id).collect();
                 if !removed.is_empty() {
                     self.journal_append(&JournalRecord::Deleted(removed.clone()));

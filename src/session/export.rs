@@ -221,10 +221,26 @@ fn render_script(ctx: &ExportContext, entries: &[HistoryEntry]) -> String {
                 (_, RunStatus::Error) => "raised an error".to_string(),
                 (_, status) => format!("ended with status {}", status.as_str()),
             };
-            out.push_str(&format!("{comment} (this block {what} when recorded)\n"));
+            // Commented out, so the script runs to the end and rebuilds what did succeed.
+            out.push_str(&format!(
+                "{comment} (this block {what} when recorded; commented out)\n"
+            ));
+            for line in trimmed_code(&entry.code).lines() {
+                out.push_str(&format!("{comment} {line}\n"));
+            }
+            continue;
         }
-        out.push_str(trimmed_code(&entry.code));
-        out.push('\n');
+        let python = ctx.language.eq_ignore_ascii_case("python");
+        for line in trimmed_code(&entry.code).lines() {
+            // IPython magics and shell escapes are not Python.
+            let t = line.trim_start();
+            if python && (t.starts_with('%') || t.starts_with('!')) {
+                out.push_str(&format!("# {line}  (IPython-only, not run by python)\n"));
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
     }
     out
 }
@@ -535,7 +551,7 @@ mod tests {
     }
 
     #[test]
-    fn script_marks_failed_blocks() {
+    fn script_comments_out_failed_blocks_and_magics() {
         let entries = vec![
             entry("r1", 1, "x = 1"),
             zero_division("r2", 2),
@@ -543,18 +559,26 @@ mod tests {
                 status: RunStatus::Timeout,
                 ..entry("r3", 3, "sleep(100)")
             },
+            entry("r4", 4, "%matplotlib inline\ny = 2"),
         ];
         let script = render(ExportFormat::Script, &python_ctx(), &entries);
         assert!(
             script.ends_with(
-                "\nx = 1\n\n# (this block raised ZeroDivisionError when recorded)\n1 / 0\n\n\
-                 # (this block ended with status timeout when recorded)\nsleep(100)\n"
+                "\nx = 1\n\n# (this block raised ZeroDivisionError when recorded; commented out)\n# 1 / 0\n\n\
+                 # (this block ended with status timeout when recorded; commented out)\n# sleep(100)\n\n\
+                 # %matplotlib inline  (IPython-only, not run by python)\ny = 2\n"
             ),
             "{script}"
         );
         let octave = render(ExportFormat::Script, &ctx("octave", Value::Null), &entries);
         assert!(octave.starts_with("% kernel-mcp export\n% session: analysis\n"));
-        assert!(octave.contains("\n% (this block raised ZeroDivisionError when recorded)\n"));
+        assert!(octave.contains(
+            "\n% (this block raised ZeroDivisionError when recorded; commented out)\n% 1 / 0\n"
+        ));
+        assert!(
+            octave.contains("\n%matplotlib inline\n"),
+            "magics are only rewritten for Python"
+        );
     }
 
     #[test]
