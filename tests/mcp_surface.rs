@@ -1,0 +1,248 @@
+//! The MCP surface: tool list and annotations, server identity, error codes, malformed
+//! calls. Most of these start no kernel.
+
+mod common;
+
+use common::*;
+use rmcp::service::ServiceError;
+use serde_json::{Value, json};
+
+/// Every v1 tool implemented so far.
+const TOOLS: &[&str] = &[
+    "list_kernels",
+    "create_session",
+    "list_sessions",
+    "get_session",
+    "interrupt_session",
+    "restart_session",
+    "destroy_session",
+    "execute",
+    "get_execution",
+    "send_input",
+    "cancel_execution",
+    "server_info",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_has_every_tool_with_annotations() {
+    let server = Server::start().await;
+    let tools = tokio::time::timeout(CALL_TIMEOUT, server.client().list_all_tools())
+        .await
+        .expect("tools/list hangs")
+        .expect("tools/list fails");
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    let by_name = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("tool {name} missing from tools/list"))
+    };
+    for name in TOOLS {
+        let t = by_name(name);
+        assert!(
+            t["description"].as_str().is_some_and(|d| !d.is_empty()),
+            "{name} has no description"
+        );
+        assert_eq!(t["inputSchema"]["type"], "object", "{name}: {t}");
+    }
+    for name in [
+        "list_kernels",
+        "list_sessions",
+        "get_session",
+        "get_execution",
+        "server_info",
+    ] {
+        assert_eq!(
+            by_name(name)["annotations"]["readOnlyHint"],
+            true,
+            "{name} should be readOnlyHint: true"
+        );
+    }
+    for name in [
+        "create_session",
+        "execute",
+        "destroy_session",
+        "restart_session",
+    ] {
+        assert_ne!(
+            by_name(name)["annotations"]["readOnlyHint"],
+            true,
+            "{name} is not read-only"
+        );
+    }
+    assert_eq!(
+        by_name("destroy_session")["annotations"]["destructiveHint"],
+        true
+    );
+    // execute's `code` is required.
+    let required = by_name("execute")["inputSchema"]["required"].clone();
+    assert!(
+        required
+            .as_array()
+            .is_some_and(|r| r.contains(&json!("code"))),
+        "execute.code should be required: {required}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_identifies_itself_as_kernel_mcp() {
+    let server = Server::start().await;
+    let info = server.client().peer_info().expect("no initialize result");
+    let implementation = info
+        .server_info
+        .as_ref()
+        .expect("initialize result without serverInfo");
+    assert_eq!(implementation.name, "kernel-mcp");
+    assert_eq!(implementation.version, env!("CARGO_PKG_VERSION"));
+
+    let r = server.call("server_info", json!({})).await;
+    assert!(!is_error(&r), "{}", dump(&r));
+    let v = structured(&r);
+    assert_eq!(v["name"], "kernel-mcp", "{v}");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"), "{v}");
+    assert_eq!(v["session_count"], 0, "{v}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_kernels_finds_the_venv_python3() {
+    let server = Server::start().await;
+    let r = server.call("list_kernels", json!({})).await;
+    assert!(!is_error(&r), "{}", dump(&r));
+    let v = structured(&r);
+    let python3 = v["kernels"]
+        .as_array()
+        .and_then(|ks| ks.iter().find(|k| k["name"] == "python3"))
+        .unwrap_or_else(|| panic!("no python3 kernel listed: {v}"));
+    assert_eq!(python3["language"], "python", "{python3}");
+    assert_eq!(v["default_kernel"], "python3", "{v}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_session_is_session_not_found() {
+    let server = Server::start().await;
+    for (tool, args) in [
+        (
+            "execute",
+            json!({"session_id": "no-such-session", "code": "1"}),
+        ),
+        ("get_session", json!({"session_id": "no-such-session"})),
+        (
+            "interrupt_session",
+            json!({"session_id": "no-such-session"}),
+        ),
+        ("restart_session", json!({"session_id": "no-such-session"})),
+        ("destroy_session", json!({"session_id": "no-such-session"})),
+    ] {
+        let r = server.call(tool, args).await;
+        assert!(is_error(&r), "{tool}: expected isError: {}", dump(&r));
+        let v = structured(&r);
+        assert_eq!(v["error_code"], "SESSION_NOT_FOUND", "{tool}: {v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no-such-session")),
+            "{tool}: the message names the session: {v}"
+        );
+    }
+    // Nothing was created along the way.
+    let sessions = structured(&server.call("list_sessions", json!({})).await);
+    assert_eq!(sessions["sessions"], json!([]), "{sessions}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_kernel_is_kernel_not_found_naming_available_kernels() {
+    let server = Server::start().await;
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "typo", "kernel": "pyton3"}),
+        )
+        .await;
+    assert!(is_error(&r), "expected isError: {}", dump(&r));
+    let v = structured(&r);
+    assert_eq!(v["error_code"], "KERNEL_NOT_FOUND", "{v}");
+    let message = v["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("pyton3"),
+        "names the missing kernel: {message}"
+    );
+    assert!(
+        message.contains("python3"),
+        "names the available kernels: {message}"
+    );
+    let sessions = structured(&server.call("list_sessions", json!({})).await);
+    assert_eq!(sessions["sessions"], json!([]), "{sessions}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_run_id_is_execution_not_found() {
+    let server = Server::start().await;
+    let r = server
+        .call("get_execution", json!({"run_id": "no-such-run"}))
+        .await;
+    assert!(is_error(&r), "expected isError: {}", dump(&r));
+    assert_eq!(
+        structured(&r)["error_code"],
+        "EXECUTION_NOT_FOUND",
+        "{}",
+        dump(&r)
+    );
+    server.shutdown().await;
+}
+
+/// A malformed call is a tool error or a JSON-RPC error, never a hang or a dead server.
+fn assert_rejected(what: &str, outcome: Result<rmcp::model::CallToolResult, ServiceError>) {
+    match outcome {
+        Ok(r) => assert!(is_error(&r), "{what}: accepted: {}", dump(&r)),
+        Err(ServiceError::McpError(_)) => {}
+        Err(e) => panic!("{what}: expected a tool or JSON-RPC error, got {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_arguments_are_rejected_and_the_server_keeps_answering() {
+    let server = Server::start().await;
+    assert_rejected(
+        "execute code: 5",
+        server.try_call("execute", json!({"code": 5})).await,
+    );
+    assert_rejected(
+        "execute without code",
+        server.try_call("execute", json!({"session_id": "x"})).await,
+    );
+    assert_rejected(
+        "get_session session_id: []",
+        server
+            .try_call("get_session", json!({"session_id": []}))
+            .await,
+    );
+    assert_rejected(
+        "unknown tool",
+        server.try_call("no_such_tool", json!({})).await,
+    );
+    assert_rejected(
+        "execute wait_s: -1",
+        server
+            .try_call("execute", json!({"code": "1", "wait_s": -1}))
+            .await,
+    );
+    assert_rejected(
+        "create_session with a bad id",
+        server
+            .try_call("create_session", json!({"session_id": "../../etc"}))
+            .await,
+    );
+
+    let r = server.call("server_info", json!({})).await;
+    assert!(!is_error(&r), "server_info after bad calls: {}", dump(&r));
+    assert_eq!(structured(&r)["name"], "kernel-mcp");
+    server.shutdown().await;
+}
