@@ -3,7 +3,12 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use rmcp::ServiceExt;
+
+/// Longest the server takes to exit once the client has gone or a signal arrived.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
 
 use super::KernelMcp;
 use crate::session::Registry;
@@ -28,6 +33,12 @@ pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
             Ok(())
         }
     };
+    // Whatever happens during shutdown, the process ends: a wedged task must not keep it alive.
+    std::thread::spawn(|| {
+        std::thread::sleep(SHUTDOWN_DEADLINE);
+        eprintln!("kernel-mcp: shutdown took longer than {} s; exiting", SHUTDOWN_DEADLINE.as_secs());
+        std::process::exit(1);
+    });
     registry.shutdown_all().await;
     outcome
 }
