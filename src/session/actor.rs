@@ -302,6 +302,11 @@ impl Actor {
         tracing::warn!(session = %self.id, "kernel died: {info}");
         if let Some(run_id) = self.current.take() {
             if let Some(run) = self.runs.get_mut(&run_id) {
+                if run.interrupted_at.is_some() {
+                    run.notices.push(format!(
+                        "The kernel exited when it was interrupted ({info}); some kernels (e.g. xeus-python) do that instead of stopping the code."
+                    ));
+                }
                 run.notices.push(format!(
                     "The kernel died ({info}); its state is lost. A new kernel is being started for the next run."
                 ));
@@ -973,8 +978,13 @@ fn kernel_info_summary(info: &Value) -> Value {
     })
 }
 
+/// The last `n` lines of the kernel's own output, without ipykernel's start-up TCP warning.
 fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let lines: Vec<&str> = text
+        .trim_end()
+        .lines()
+        .filter(|l| !l.contains("running over TCP without encryption"))
+        .collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
