@@ -100,6 +100,44 @@ def execute_once(kc, code: str, timeout: float) -> tuple[float, dict]:
     return (time.perf_counter() - t0) * 1000.0, reply
 
 
+FLOOD_CODE = "for _ in range(50_000):\n    print('x' * 999)"
+
+
+def vmhwm_kib() -> int | None:
+    """Peak RSS of this process (VmHWM)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def flood(kc, timeout: float) -> dict:
+    """Run FLOOD_CODE (50 MB as 50 000 lines) and keep every stream text, as a client must."""
+    t0 = time.perf_counter()
+    deadline = t0 + timeout
+    msg_id = kc.execute(FLOOD_CODE, store_history=True)
+    received = 0
+    chunks = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.0, deadline - time.perf_counter()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            chunks.append(msg["content"]["text"])
+            received += len(msg["content"]["text"])
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    while True:
+        reply = kc.get_shell_msg(timeout=max(0.0, deadline - time.perf_counter()))
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    return {"ms": (time.perf_counter() - t0) * 1000.0, "bytes_received": received, "client_peak_rss_kib": vmhwm_kib()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", default="python3", help="kernelspec name (default python3)")
@@ -124,6 +162,7 @@ def main() -> int:
     exec_ms: list[float] = []
     kernel_rss = None
     client_rss = None
+    flood_result = None
 
     for i in range(max(1, args.starts)):
         km, kc, ms = start(args.kernel, args.timeout)
@@ -144,6 +183,8 @@ def main() -> int:
                 if pid is not None:
                     kernel_rss = vmrss_kib(pid)
                 client_rss = vmrss_kib()
+                flood_result = flood(kc, 300.0)
+                log(f"flood: {flood_result['ms']:.0f} ms, {flood_result['bytes_received']} bytes")
         finally:
             kc.stop_channels()
             t0 = time.perf_counter()
@@ -165,6 +206,7 @@ def main() -> int:
         "client_rss_idle_kib": client_rss_idle,
         "client_rss_kib": client_rss,
         "kernel_rss_kib": kernel_rss,
+        "flood": flood_result,
     }
     json.dump(out, sys.stdout, indent=2)
     sys.stdout.write("\n")

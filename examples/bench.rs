@@ -154,7 +154,14 @@ struct Measured {
     exec_ms: Vec<f64>,
     rss_one_session: Option<u64>,
     kernel_rss: Option<u64>,
+    /// 50 MB printed as 50 000 lines: wall time, serialized response bytes, server peak RSS.
+    flood_ms: Option<f64>,
+    flood_response_bytes: Option<f64>,
+    flood_peak_rss: Option<u64>,
 }
+
+/// The same code as FLOOD_CODE in bench/jupyter_client_ref.py.
+const FLOOD_CODE: &str = "for _ in range(50_000):\n    print('x' * 999)";
 
 async fn measure_sessions(client: &Client, server_pid: u32, o: &Opts) -> Res<Measured> {
     // (c) cold create_session; the last session stays up for (a).
@@ -201,6 +208,20 @@ async fn measure_sessions(client: &Client, server_pid: u32, o: &Opts) -> Res<Mea
     let rss_one_session = vmrss_kib(server_pid);
     let kernel_rss = kernel_pid.and_then(|p| vmrss_kib(p as u32));
 
+    // (e) 50 MB of output.
+    let t0 = Instant::now();
+    let r = call(
+        client,
+        "execute",
+        json!({"session_id": session, "code": FLOOD_CODE, "wait_s": 300}),
+    )
+    .await?;
+    let flood_ms = ms(t0);
+    check_tool(&r, "execute (flood)")?;
+    let flood_response_bytes = serde_json::to_vec(&r).map(|v| v.len() as f64).ok();
+    let flood_peak_rss = proc_status_kib(server_pid, "VmHWM:");
+    eprintln!("bench: 50 MB flood: done");
+
     let t0 = Instant::now();
     let r = call(client, "destroy_session", json!({"session_id": session})).await?;
     check_tool(&r, "destroy_session")?;
@@ -212,6 +233,9 @@ async fn measure_sessions(client: &Client, server_pid: u32, o: &Opts) -> Res<Mea
         exec_ms,
         rss_one_session,
         kernel_rss,
+        flood_ms: Some(flood_ms),
+        flood_response_bytes,
+        flood_peak_rss,
     })
 }
 
@@ -350,10 +374,15 @@ fn p95(v: &[f64]) -> Option<f64> {
 }
 
 fn vmrss_kib(pid: u32) -> Option<u64> {
+    proc_status_kib(pid, "VmRSS:")
+}
+
+/// A kB field of /proc/<pid>/status (VmRSS: current, VmHWM: peak).
+fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
@@ -431,6 +460,18 @@ fn print_table(o: &Opts, spawn_ms: &[f64], rss_idle: Option<u64>, m: &Measured, 
             rf(&["kernel_rss_kib"]),
             true,
         ),
+        (
+            "50 MB as 50 000 printed lines: execute until done".into(),
+            m.flood_ms,
+            rf(&["flood", "ms"]),
+            false,
+        ),
+        (
+            "50 MB flood: client peak RSS (VmHWM)".into(),
+            kib(m.flood_peak_rss),
+            rf(&["flood", "client_peak_rss_kib"]),
+            true,
+        ),
     ];
 
     println!();
@@ -456,6 +497,14 @@ fn print_table(o: &Opts, spawn_ms: &[f64], rss_idle: Option<u64>, m: &Measured, 
             f(ours),
             f(theirs),
             ratio(ours, theirs)
+        );
+    }
+    if let Some(b) = m.flood_response_bytes {
+        println!(
+            "50 MB flood: kernel-mcp's MCP response was {:.1} KiB (head + tail; the rest pageable); \
+             jupyter_client received {} bytes",
+            b / 1024.0,
+            r["flood"]["bytes_received"]
         );
     }
     println!(

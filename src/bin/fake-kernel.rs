@@ -7,10 +7,9 @@
 //!
 //! | request (channel)                 | what the fake sends back |
 //! |-----------------------------------|--------------------------|
-//! | `kernel_info_request` (shell, control) | busy, `kernel_info_reply` (implementation `fake-kernel`, language `fake`), idle |
+//! | `kernel_info_request` (shell)     | busy, `kernel_info_reply` (implementation `fake-kernel`, language `fake`), idle; on control: the reply only |
 //! | `execute_request` (shell)         | busy, `execute_input`, the code's outputs, `execute_reply`, idle; `execution_count` +1 unless `silent` |
 //! | `is_complete_request` (shell)     | `$FAKE_KERNEL_IS_COMPLETE` if set, else `incomplete` (indent `"  "`) when the code ends in `\`, else `complete` |
-//! | `complete_request` / `inspect_request` / `history_request` / `comm_info_request` | minimal ok replies (command names / `found: false` / `[]` / `{}`) |
 //! | other shell requests              | busy and idle only, no reply |
 //! | `interrupt_request` (control)     | `interrupt_reply {status: ok}`; interrupts a running `sleep` or `input` (not `hang`) |
 //! | `shutdown_request` (control)      | `shutdown_reply`, then exit 0 |
@@ -68,9 +67,12 @@ use zeromq::{
 /// Size of one `flood` message.
 const CHUNK: usize = 64 * 1024;
 
-/// Log a line to stderr with the fake's prefix.
+/// Log a line to stderr with the fake's prefix, in one write (stderr is unbuffered).
 macro_rules! log {
-    ($($arg:tt)*) => { eprintln!("fake-kernel[{}]: {}", std::process::id(), format_args!($($arg)*)) };
+    ($($arg:tt)*) => {{
+        let line = format!("fake-kernel[{}]: {}\n", std::process::id(), format_args!($($arg)*));
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    }};
 }
 
 /// Misbehaviour switches, read once from the environment.
@@ -168,36 +170,18 @@ enum Route {
 }
 
 async fn run(info: ConnectionInfo, cfg: Config) -> Result<(), String> {
-    let bind_err = |what: &str, e: zeromq::ZmqError| format!("binding {what}: {e}");
+    let at = |port: u16| info.endpoint(port);
     let mut shell = RouterSocket::new();
-    shell
-        .bind(&info.endpoint(info.shell_port))
-        .await
-        .map_err(|e| bind_err("shell", e))?;
+    bind(&mut shell, &at(info.shell_port), "shell").await?;
     let mut control = RouterSocket::new();
-    control
-        .bind(&info.endpoint(info.control_port))
-        .await
-        .map_err(|e| bind_err("control", e))?;
+    bind(&mut control, &at(info.control_port), "control").await?;
     let mut stdin = RouterSocket::new();
-    stdin
-        .bind(&info.endpoint(info.stdin_port))
-        .await
-        .map_err(|e| bind_err("stdin", e))?;
+    bind(&mut stdin, &at(info.stdin_port), "stdin").await?;
     let mut iopub = PubSocket::new();
-    iopub
-        .bind(&info.endpoint(info.iopub_port))
-        .await
-        .map_err(|e| bind_err("iopub", e))?;
+    bind(&mut iopub, &at(info.iopub_port), "iopub").await?;
     let mut hb = RepSocket::new();
-    hb.bind(&info.endpoint(info.hb_port))
-        .await
-        .map_err(|e| bind_err("heartbeat", e))?;
-    log!(
-        "listening on shell {} (pid {})",
-        info.shell_port,
-        std::process::id()
-    );
+    bind(&mut hb, &at(info.hb_port), "heartbeat").await?;
+    log!("listening on shell port {}", info.shell_port);
 
     let (shell_tx, shell_rx) = shell.split();
     let (control_tx, control_rx) = control.split();
@@ -237,64 +221,55 @@ async fn run(info: ConnectionInfo, cfg: Config) -> Result<(), String> {
             }
         });
     }
-    let (input_tx, input_rx) = mpsc::unbounded_channel();
-    tokio::spawn(read_loop(
-        stdin_rx,
-        kernel.signer.clone(),
-        "stdin",
-        input_tx,
-    ));
-    let (control_req_tx, mut control_req_rx) = mpsc::unbounded_channel();
-    tokio::spawn(read_loop(
-        control_rx,
-        kernel.signer.clone(),
-        "control",
-        control_req_tx,
-    ));
+    let mut input_rx = read_loop(stdin_rx, kernel.signer.clone(), "stdin");
+    let mut control_rx = read_loop(control_rx, kernel.signer.clone(), "control");
     let k = kernel.clone();
     tokio::spawn(async move {
-        while let Some(req) = control_req_rx.recv().await {
+        while let Some(req) = control_rx.recv().await {
             k.handle_control(req).await;
         }
     });
-    let (shell_req_tx, mut shell_req_rx) = mpsc::unbounded_channel();
-    tokio::spawn(read_loop(
-        shell_rx,
-        kernel.signer.clone(),
-        "shell",
-        shell_req_tx,
-    ));
-    let mut input_rx = input_rx;
-    while let Some(req) = shell_req_rx.recv().await {
+    let mut shell_rx = read_loop(shell_rx, kernel.signer.clone(), "shell");
+    while let Some(req) = shell_rx.recv().await {
         kernel.handle_shell(req, &mut input_rx).await;
     }
     Err("shell socket closed".into())
 }
 
-/// Receive and decode until the socket fails; bad messages are logged and dropped.
-async fn read_loop(
+async fn bind<S: Socket>(socket: &mut S, endpoint: &str, name: &str) -> Result<(), String> {
+    match socket.bind(endpoint).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("binding {name} to {endpoint}: {e}")),
+    }
+}
+
+/// A task that receives and decodes until the socket fails; bad messages are logged and dropped.
+fn read_loop(
     mut socket: RouterRecvHalf,
     signer: Signer,
     name: &'static str,
-    out: mpsc::UnboundedSender<Message>,
-) {
-    loop {
-        let frames = match socket.recv().await {
-            Ok(m) => m.into_vec(),
-            Err(e) => {
-                log!("{name} socket closed: {e}");
-                return;
-            }
-        };
-        match wire::decode(frames, &signer) {
-            Ok(msg) => {
-                if out.send(msg).is_err() {
+) -> mpsc::UnboundedReceiver<Message> {
+    let (out, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let frames = match socket.recv().await {
+                Ok(m) => m.into_vec(),
+                Err(e) => {
+                    log!("{name} socket closed: {e}");
                     return;
                 }
+            };
+            match wire::decode(frames, &signer) {
+                Ok(msg) => {
+                    if out.send(msg).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => log!("{name}: dropped a bad message: {e}"),
             }
-            Err(e) => log!("{name}: dropped a bad message: {e}"),
         }
-    }
+    });
+    rx
 }
 
 /// What ended an execution early.
@@ -467,30 +442,6 @@ impl Kernel {
                 }
                 Some(("is_complete_reply", c))
             }
-            "complete_request" => {
-                let pos = req.content["cursor_pos"]
-                    .as_u64()
-                    .map_or(code.len(), |p| p as usize);
-                let prefix: String = code.chars().take(pos).collect();
-                let word = prefix.rsplit('\n').next().unwrap_or("").trim_start();
-                let matches: Vec<&str> = COMMANDS
-                    .iter()
-                    .copied()
-                    .filter(|c| c.starts_with(word))
-                    .collect();
-                let end = prefix.chars().count();
-                let start = end - word.chars().count();
-                Some((
-                    "complete_reply",
-                    json!({"status": "ok", "matches": matches, "cursor_start": start, "cursor_end": end, "metadata": {}}),
-                ))
-            }
-            "inspect_request" => Some((
-                "inspect_reply",
-                json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
-            )),
-            "history_request" => Some(("history_reply", json!({"status": "ok", "history": []}))),
-            "comm_info_request" => Some(("comm_info_reply", json!({"status": "ok", "comms": {}}))),
             other => {
                 log!("shell: no reply for {other}");
                 None
@@ -509,10 +460,11 @@ impl Kernel {
         let allow_stdin = req.content["allow_stdin"].as_bool().unwrap_or(false);
         let lines: Vec<&str> = code
             .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
+            .map(str::trim_start)
+            .filter(|l| !l.trim_end().is_empty())
             .collect();
-        if lines.contains(&"abort") {
+        let has = |cmd: &str| lines.iter().any(|l| l.trim_end() == cmd);
+        if has("abort") {
             let n = self.execution_count.load(Ordering::SeqCst);
             self.reply(
                 Route::Shell,
@@ -546,7 +498,7 @@ impl Kernel {
             )
             .await;
         }
-        let reply_first = lines.contains(&"reply-first");
+        let reply_first = has("reply-first");
         let ok_reply =
             json!({"status": "ok", "execution_count": n, "user_expressions": {}, "payload": []});
         if reply_first {
@@ -601,7 +553,9 @@ impl Kernel {
         input: &mut mpsc::UnboundedReceiver<Message>,
         late: &mut Vec<(u64, String)>,
     ) -> Result<(), Failure> {
-        let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+        // Text arguments keep trailing spaces (an `input` prompt); numbers are trimmed.
+        let (cmd, rest) = line.split_once(' ').unwrap_or((line.trim_end(), ""));
+        let num = rest.trim();
         let mut interrupts = self.interrupts.subscribe();
         match cmd {
             "print" => self.stream(req, "stdout", &format!("{rest}\n")).await,
@@ -623,11 +577,11 @@ impl Kernel {
                 .await
             }
             "error" => {
-                let (ename, evalue) = rest.split_once(' ').unwrap_or((rest, ""));
+                let (ename, evalue) = num.split_once(' ').unwrap_or((num, ""));
                 return Err(fail(ename, evalue));
             }
             "sleep" => {
-                let secs = rest
+                let secs = num
                     .parse::<f64>()
                     .ok()
                     .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
@@ -638,7 +592,7 @@ impl Kernel {
                 }
             }
             "exit" => {
-                let code = rest.parse::<i32>().unwrap_or(1);
+                let code = num.parse::<i32>().unwrap_or(1);
                 log!("exit {code}: exiting without a reply");
                 std::process::exit(code);
             }
@@ -650,7 +604,7 @@ impl Kernel {
                     ));
                 }
                 while input.try_recv().is_ok() {} // stale replies
-                let prompt = line.strip_prefix("input").unwrap_or("").trim_start();
+                let prompt = rest;
                 self.reply(
                     Route::Stdin,
                     req,
@@ -668,16 +622,16 @@ impl Kernel {
                 self.stream(req, "stdout", &format!("got {value}\n")).await;
             }
             "late" => {
-                let (ms, text) = rest.split_once(' ').unwrap_or((rest, ""));
+                let (ms, text) = rest.split_once(' ').unwrap_or((num, ""));
                 let ms = ms
                     .parse::<u64>()
                     .map_err(|_| fail("ValueError", format!("bad milliseconds {ms:?}")))?;
                 late.push((ms, text.to_owned()));
             }
             "flood" => {
-                let total = rest
+                let total = num
                     .parse::<usize>()
-                    .map_err(|_| fail("ValueError", format!("bad byte count {rest:?}")))?;
+                    .map_err(|_| fail("ValueError", format!("bad byte count {num:?}")))?;
                 self.flood(req, total).await;
             }
             "abort" | "reply-first" => {}
@@ -717,21 +671,3 @@ impl Kernel {
         }
     }
 }
-
-/// Command names, for `complete_request`.
-const COMMANDS: &[&str] = &[
-    "print",
-    "eprint",
-    "result",
-    "display",
-    "error",
-    "sleep",
-    "exit",
-    "input",
-    "late",
-    "flood",
-    "abort",
-    "reply-first",
-    "invalid-utf8",
-    "hang",
-];

@@ -410,3 +410,5 @@ pub fn ename(result: &Value) -> &str {
 pub fn status(result: &Value) -> &str {
     result["status"].as_str().unwrap_or("")
 }
+
+pub mod fake;

@@ -1,0 +1,93 @@
+//! Kernelspecs for the fault-injecting fake kernel (`src/bin/fake-kernel.rs`), written into a
+//! temp dir that the server gets with `--kernelspec-dir` — never into the project's
+//! `kernelspecs/`, which real users search as a last resort.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use super::*;
+
+/// A temp dir of `<name>/kernel.json` specs that run `fake-kernel -f {connection_file}`.
+/// Keep it alive as long as the server that uses it.
+pub struct FakeSpecs {
+    dir: tempfile::TempDir,
+}
+
+impl FakeSpecs {
+    pub fn new() -> FakeSpecs {
+        FakeSpecs {
+            dir: tempfile::tempdir().expect("temp dir for fake kernelspecs"),
+        }
+    }
+
+    /// Add spec `name` (interrupt_mode `signal`) whose kernel gets `env`.
+    pub fn add(self, name: &str, env: &[(&str, &str)]) -> FakeSpecs {
+        self.add_with_mode(name, env, "signal")
+    }
+
+    /// Add spec `name` with the given `interrupt_mode` ("signal" or "message").
+    pub fn add_with_mode(
+        self,
+        name: &str,
+        env: &[(&str, &str)],
+        interrupt_mode: &str,
+    ) -> FakeSpecs {
+        let env: Map<String, Value> = env.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let spec = json!({
+            "argv": [env!("CARGO_BIN_EXE_fake-kernel"), "-f", "{connection_file}"],
+            "display_name": format!("Fake ({name})"),
+            "language": "fake",
+            "interrupt_mode": interrupt_mode,
+            "env": env,
+        });
+        let dir = self.dir.path().join(name);
+        std::fs::create_dir_all(&dir).expect("create kernelspec dir");
+        std::fs::write(dir.join("kernel.json"), spec.to_string()).expect("write kernel.json");
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Start a server that finds these specs first.
+    pub async fn start_server(&self) -> Server {
+        let dir = self.path().to_str().expect("utf-8 temp path").to_string();
+        Server::start_with_args(&["--kernelspec-dir", &dir]).await
+    }
+}
+
+impl Default for FakeSpecs {
+    fn default() -> Self {
+        FakeSpecs::new()
+    }
+}
+
+/// `create_session(session_id, kernel)` on a fake spec; panics on error.
+pub async fn create_fake_session(server: &Server, session: &str, kernel: &str) -> Value {
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": session, "kernel": kernel}),
+        )
+        .await;
+    assert!(
+        !is_error(&r),
+        "create_session({session}, {kernel}) failed: {}\n--- server stderr ---\n{}",
+        dump(&r),
+        server.stderr_tail()
+    );
+    structured(&r)
+}
+
+/// Live `fake-kernel` processes among the server's descendants.
+pub fn fake_kernels_of(server_pid: u32) -> Vec<u32> {
+    descendants(server_pid)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "fake-kernel")
+        })
+        .collect()
+}
