@@ -2,15 +2,19 @@
 #
 #   make .venv      create ./.venv and install requirements-dev.txt (ipykernel, jupyter_client, ...)
 #   make build      cargo build (debug)
-#   make test       cargo test --all-targets against the ./.venv Python environment
+#   make kernels    install the other real kernels the tests use: R (IRkernel) and Octave from
+#                   Debian (apt, needs root or sudo), bash_kernel, octave_kernel, xeus-python into .venv
+#   make test       make kernels, then cargo test --all-targets against the ./.venv Python environment
 #   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
 #   make lint       cargo fmt --check + cargo clippy -D warnings
 #   make clean-venv remove ./.venv
 #
-# Works from scratch on a machine with only Rust and python3 (>= 3.10). Nothing is
-# installed outside this directory: the venv's ipykernel wheel provides the python3
+# Works from scratch on a machine with only Rust and python3 (>= 3.10). `make .venv` installs
+# nothing outside this directory: the venv's ipykernel wheel provides the python3
 # kernelspec under .venv/share/jupyter/kernels/, which kernel-mcp finds via $VIRTUAL_ENV.
+# `make kernels` (and so `make test`) also installs Debian's r-cran-irkernel and octave
+# system-wide (skipped when already installed); IRkernel's spec is /usr/share/jupyter/kernels/ir.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -22,6 +26,11 @@ VENV   := $(CURDIR)/.venv
 VPY    := $(VENV)/bin/python
 STAMP  := $(VENV)/.requirements.stamp
 REQS   := requirements-dev.txt
+KREQS  := requirements-kernels.txt
+KSTAMP := $(VENV)/.kernels.stamp
+# Debian packages for the R and Octave kernels. --no-install-recommends keeps Octave from
+# pulling in a GUI, docs and compilers (~1 GB); neither kernel needs those.
+APT_KERNEL_PKGS := r-cran-irkernel octave
 
 # Test parallelism: each test may start real kernels; keep it modest (2-core machines).
 TEST_THREADS ?= 2
@@ -30,7 +39,7 @@ TEST_THREADS ?= 2
 # discovery (VIRTUAL_ENV wins over CONDA_PREFIX) and tell tests which interpreter to use.
 RUN_ENV := VIRTUAL_ENV=$(VENV) KERNEL_MCP_TEST_PYTHON=$(VPY)
 
-.PHONY: help venv .venv build test demo bench lint fmt clean-venv
+.PHONY: help venv .venv kernels apt-kernels build test demo bench lint fmt clean-venv
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -51,10 +60,44 @@ $(STAMP): $(REQS)
 	@touch $@
 	@echo "venv ready: $(VENV)"
 
+# Idempotent: apt runs only when a package is missing (`apt-get update` once, first), and the
+# venv part re-runs only when requirements-kernels.txt changes. A failure here stops
+# `make test` with the reason; the kernel tests also fail loudly when a kernel is missing.
+kernels: apt-kernels $(KSTAMP)
+
+apt-kernels:
+	@missing=""; \
+	for p in $(APT_KERNEL_PKGS); do \
+	  [ "$$(dpkg-query -W -f='$${Status}' $$p 2>/dev/null)" = "install ok installed" ] || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  echo "apt: installing$$missing"; \
+	  $$sudo apt-get update -q; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+	@test -f /usr/share/jupyter/kernels/ir/kernel.json || \
+	  { echo "registering IRkernel's kernelspec system-wide"; \
+	    if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	    $$sudo R --quiet --no-save -e 'IRkernel::installspec(user = FALSE)'; }
+	@command -v octave-cli >/dev/null || command -v octave >/dev/null || \
+	  { echo "error: octave not on PATH after installing it" >&2; exit 1; }
+
+$(KSTAMP): $(KREQS) $(STAMP)
+	"$(VPY)" -m pip install --disable-pip-version-check --no-input -q -r $(KREQS)
+	"$(VPY)" -m bash_kernel.install --sys-prefix
+	"$(VPY)" -m octave_kernel install --sys-prefix
+	@for k in bash octave xpython; do \
+	  test -f "$(VENV)/share/jupyter/kernels/$$k/kernel.json" || \
+	    { echo "error: $(VENV)/share/jupyter/kernels/$$k/kernel.json missing after install" >&2; exit 1; }; \
+	done
+	@touch $@
+	@echo "kernels ready: $$(ls $(VENV)/share/jupyter/kernels /usr/share/jupyter/kernels | grep -v : | tr '\n' ' ')"
+
 build:
 	$(CARGO) build
 
-test: $(STAMP)
+test: $(STAMP) kernels
 	$(RUN_ENV) $(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
 
 demo: $(STAMP)

@@ -412,3 +412,4 @@ pub fn status(result: &Value) -> &str {
 }
 
 pub mod fake;
+pub mod kernels;
