@@ -28,9 +28,15 @@ struct Cli {
 enum Command {
     /// Serve MCP (default: over stdio).
     Serve {
-        /// `stdio` (HTTP comes later).
+        /// `stdio`, or `http` (= `streamable-http`).
         #[arg(long, env = "MCP_TRANSPORT", default_value = "stdio")]
         transport: String,
+        /// Address to listen on in HTTP mode.
+        #[arg(long, env = "MCP_HOST", default_value = "127.0.0.1")]
+        host: std::net::IpAddr,
+        /// Port to listen on in HTTP mode.
+        #[arg(long, env = "MCP_PORT", default_value_t = 8000)]
+        port: u16,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
@@ -52,9 +58,18 @@ fn main() -> ExitCode {
         env_prefix.as_deref(),
         project_kernelspecs().as_deref(),
     );
-    match cli.command.unwrap_or(Command::Serve {
-        transport: "stdio".into(),
-    }) {
+    let command = cli.command.unwrap_or_else(|| Command::Serve {
+        transport: std::env::var("MCP_TRANSPORT").unwrap_or_else(|_| "stdio".into()),
+        host: std::env::var("MCP_HOST")
+            .ok()
+            .and_then(|h| h.parse().ok())
+            .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])),
+        port: std::env::var("MCP_PORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(8000),
+    });
+    match command {
         Command::Kernels => {
             for spec in search.list() {
                 println!(
@@ -76,11 +91,19 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Serve { transport } => {
-            if transport != "stdio" {
-                eprintln!("kernel-mcp: transport '{transport}' is not supported yet; use stdio");
-                return ExitCode::from(2);
-            }
+        Command::Serve {
+            transport,
+            host,
+            port,
+        } => {
+            let http = match transport.as_str() {
+                "stdio" => false,
+                "http" | "streamable-http" => true,
+                other => {
+                    eprintln!("kernel-mcp: unknown transport '{other}'; use stdio or http");
+                    return ExitCode::from(2);
+                }
+            };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,
                 Err(e) => {
@@ -89,7 +112,14 @@ fn main() -> ExitCode {
                 }
             };
             let registry = Arc::new(Registry::new(search, env_prefix, Limits::default()));
-            let result = runtime.block_on(kernel_mcp::mcp::serve::serve_stdio(registry));
+            let result = if http {
+                runtime.block_on(kernel_mcp::mcp::serve::serve_http(
+                    registry,
+                    std::net::SocketAddr::new(host, port),
+                ))
+            } else {
+                runtime.block_on(kernel_mcp::mcp::serve::serve_stdio(registry))
+            };
             // Reader threads blocked on stdin must not keep the process alive.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             match result {

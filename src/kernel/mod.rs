@@ -152,11 +152,7 @@ impl Kernel {
 
         let channels = tokio::select! {
             r = Channels::connect(&info, tx) => r.map_err(|e| launch_err(format!("connecting to the kernel: {e}")))?,
-            _ = until_exit(&mut exit) => {
-                // Let the pipe readers catch the last words.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                return Err(exited(&process));
-            }
+            _ = until_exit(&mut exit) => return Err(exited(&process)),
             _ = tokio::time::sleep_until(deadline) => return Err(timed_out(&process)),
         };
         let mut kernel = Kernel {
@@ -172,10 +168,7 @@ impl Kernel {
                 kernel.info = r;
                 Ok(kernel)
             }
-            _ = until_exit(&mut exit) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                Err(exited(&kernel.process))
-            }
+            _ = until_exit(&mut exit) => Err(exited(&kernel.process)),
             _ = tokio::time::sleep_until(deadline) => Err(timed_out(&kernel.process)),
         }
     }

@@ -21,6 +21,8 @@ use tokio::sync::watch;
 
 /// Bytes of the kernel's stdout+stderr kept for error reports.
 const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
+/// How long after the kernel exits we wait for its pipes to drain before reporting the exit.
+const PIPE_DRAIN_GRACE: Duration = Duration::from_millis(300);
 
 /// How a kernel process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,11 +94,22 @@ impl KernelProcess {
         let mut child = cmd.spawn()?;
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         let output_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let mut drains = Vec::new();
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(drain_output(out, "stdout", pid, output_tail.clone()));
+            drains.push(tokio::spawn(drain_output(
+                out,
+                "stdout",
+                pid,
+                output_tail.clone(),
+            )));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(drain_output(err, "stderr", pid, output_tail.clone()));
+            drains.push(tokio::spawn(drain_output(
+                err,
+                "stderr",
+                pid,
+                output_tail.clone(),
+            )));
         }
         let (tx, rx) = watch::channel(None);
         tokio::spawn(async move {
@@ -116,6 +129,9 @@ impl KernelProcess {
                     }
                 }
             };
+            // Announce the exit once its last words are in the tail (bounded: children of the
+            // kernel may hold the pipes open).
+            let _ = tokio::time::timeout(PIPE_DRAIN_GRACE, futures::future::join_all(drains)).await;
             tracing::debug!(pid, "kernel process ended: {info}");
             let _ = tx.send(Some(info));
         });
@@ -195,7 +211,7 @@ impl Drop for KernelProcess {
     }
 }
 
-/// Read a child pipe to its end into the shared tail buffer and tracing.
+/// Read a child pipe to its end into the shared tail buffer, logging whole lines.
 async fn drain_output(
     mut pipe: impl AsyncRead + Unpin,
     name: &'static str,
@@ -203,21 +219,38 @@ async fn drain_output(
     tail: Arc<Mutex<VecDeque<u8>>>,
 ) {
     let mut buf = vec![0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
     loop {
-        match pipe.read(&mut buf).await {
+        let n = match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => {
-                tracing::debug!(
-                    pid,
-                    "kernel {name}: {}",
-                    String::from_utf8_lossy(&buf[..n]).trim_end()
-                );
-                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
-                t.extend(&buf[..n]);
-                let excess = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
-                t.drain(..excess);
-            }
+            Ok(n) => n,
+        };
+        {
+            let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+            t.extend(&buf[..n]);
+            let excess = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
+            t.drain(..excess);
         }
+        line.extend_from_slice(&buf[..n]);
+        while let Some(end) = line.iter().position(|&b| b == b'\n') {
+            let text: Vec<u8> = line.drain(..=end).collect();
+            tracing::debug!(
+                pid,
+                "kernel {name}: {}",
+                String::from_utf8_lossy(&text).trim_end()
+            );
+        }
+        if line.len() > OUTPUT_TAIL_BYTES {
+            tracing::debug!(pid, "kernel {name}: {}", String::from_utf8_lossy(&line));
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        tracing::debug!(
+            pid,
+            "kernel {name}: {}",
+            String::from_utf8_lossy(&line).trim_end()
+        );
     }
 }
 

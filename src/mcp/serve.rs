@@ -1,5 +1,8 @@
-//! Transports. stdio: JSON-RPC on stdin/stdout, nothing else ever written to stdout. When the
-//! client closes stdin (or the server gets SIGTERM/SIGINT), every session's kernel is shut down.
+//! Transports. stdio: JSON-RPC on stdin/stdout, nothing else ever written to stdout. Streamable
+//! HTTP: rmcp's service on axum at `/mcp`, loopback by default, with rmcp's Host checks (DNS
+//! rebinding protection). Sessions belong to the process registry, so they outlive HTTP
+//! sessions. When the client closes stdin, or the server gets SIGTERM/SIGINT, every session's
+//! kernel is shut down.
 
 use std::sync::Arc;
 
@@ -36,7 +39,58 @@ pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
     // Whatever happens during shutdown, the process ends: a wedged task must not keep it alive.
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_DEADLINE);
-        eprintln!("kernel-mcp: shutdown took longer than {} s; exiting", SHUTDOWN_DEADLINE.as_secs());
+        eprintln!(
+            "kernel-mcp: shutdown took longer than {} s; exiting",
+            SHUTDOWN_DEADLINE.as_secs()
+        );
+        std::process::exit(1);
+    });
+    registry.shutdown_all().await;
+    outcome
+}
+
+/// Serve MCP over streamable HTTP on `addr` (path `/mcp`) until a termination signal, then
+/// shut every kernel down.
+pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let ct = tokio_util::sync::CancellationToken::new();
+    let mut config =
+        StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token());
+    if !addr.ip().is_loopback() {
+        // Listening beyond loopback was asked for explicitly: accept that address as Host too.
+        config = config.with_allowed_hosts([
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+            addr.ip().to_string(),
+        ]);
+        tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address can run code");
+    }
+    let factory_registry = registry.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(KernelMcp::new(factory_registry.clone())),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(
+        "serving MCP over streamable HTTP at http://{}/mcp",
+        listener.local_addr()?
+    );
+    let shutdown = ct.clone();
+    let outcome = axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let s = termination().await;
+            tracing::info!("received {s}; shutting down");
+            shutdown.cancel();
+        })
+        .await
+        .map_err(anyhow::Error::from);
+    std::thread::spawn(|| {
+        std::thread::sleep(SHUTDOWN_DEADLINE);
         std::process::exit(1);
     });
     registry.shutdown_all().await;
