@@ -1,0 +1,155 @@
+//! The streamable HTTP transport: a real `kernel-mcp serve --transport http` on a free loopback
+//! port, driven with raw HTTP/1.0 requests (one per connection), runs code in a real ipykernel,
+//! rejects a foreign Host header (DNS-rebinding protection), and on SIGTERM shuts its kernels
+//! down and exits.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// POST `body` to `/mcp`; returns (status code, headers text, JSON-RPC messages in the body).
+async fn post(
+    port: u16,
+    host: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> (u16, String, Vec<Value>) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let body = body.to_string();
+    let session_header = session
+        .map(|s| format!("mcp-session-id: {s}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST /mcp HTTP/1.0\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n{session_header}\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        stream.read_to_string(&mut response),
+    )
+    .await
+    .expect("the server answers within 60 s")
+    .expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let messages = body
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("data: ")
+                .or_else(|| l.starts_with('{').then_some(l))
+        })
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (status, head.to_string(), messages)
+}
+
+fn venv() -> std::path::PathBuf {
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv");
+    assert!(
+        venv.join("bin/python").exists(),
+        "no .venv: run `make test` (it creates .venv with ipykernel)"
+    );
+    venv
+}
+
+#[tokio::test]
+async fn http_transport_runs_code_checks_host_and_cleans_up_on_sigterm() {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
+        .args(["serve", "--transport", "http", "--port", "0"])
+        .env("VIRTUAL_ENV", venv())
+        .env("KERNEL_MCP_LOG", "kernel_mcp=info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn kernel-mcp");
+    // The server logs the address it bound.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let port: u16 = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+                return rest.split('/').next().and_then(|p| p.parse().ok());
+            }
+        }
+        None
+    })
+    .await
+    .expect("the server announces its address")
+    .expect("a port in the announcement");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (status, head, msgs) = post(port, "127.0.0.1", None, &init).await;
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(msgs[0]["result"]["serverInfo"]["name"], "kernel-mcp");
+    let session = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id: ")
+                .map(|_| l[16..].trim().to_string())
+        })
+        .expect("an mcp-session-id header");
+    post(
+        port,
+        "127.0.0.1",
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "create_session", "arguments": {"session_id": "web"}}});
+    let (_, _, msgs) = post(port, "localhost", Some(&session), &call).await;
+    let pid = msgs
+        .iter()
+        .find(|m| m["id"] == 2)
+        .expect("create_session answer")["result"]["structuredContent"]["pid"]
+        .as_i64()
+        .expect("a kernel pid");
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "execute", "arguments": {"session_id": "web", "code": "6 * 7"}}});
+    let (_, _, msgs) = post(port, "127.0.0.1", Some(&session), &call).await;
+    let result =
+        &msgs.iter().find(|m| m["id"] == 3).expect("execute answer")["result"]["structuredContent"];
+    assert_eq!(result["status"], "ok", "{result}");
+    assert_eq!(result["result"], "42");
+
+    let (status, _, _) = post(port, "evil.example.com", Some(&session), &call).await;
+    assert_eq!(status, 403, "a foreign Host header is refused");
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id().unwrap() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits after SIGTERM");
+    assert!(exit.is_ok());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kernel {pid} outlived the server"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
