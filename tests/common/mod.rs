@@ -412,4 +412,5 @@ pub fn status(result: &Value) -> &str {
 }
 
 pub mod fake;
+pub mod history;
 pub mod kernels;
