@@ -414,3 +414,4 @@ pub fn status(result: &Value) -> &str {
 pub mod fake;
 pub mod history;
 pub mod kernels;
+pub mod trust;
