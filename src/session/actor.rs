@@ -21,12 +21,18 @@ use tokio::time::Instant;
 use super::error::{ErrorCode, SessionError};
 use super::export::ExportContext;
 use super::history::{HistoryEntry, Journal, JournalHeader, JournalRecord, slice_range};
+use super::quirks::{self, Quirks};
 use super::run::Run;
 use super::types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
 use crate::config::Limits;
 use crate::kernel::{
     Channel, ExitInfo, Kernel, KernelEvent, KernelSpec, LaunchOptions, ShutdownRung, StartError,
 };
+
+/// How long a kernel gets to answer `is_complete_request` before the code runs anyway.
+const COMPLETENESS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a kernel whose stdin is a terminal is checked for code blocked reading it.
+const TERMINAL_PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Finished runs kept for `get_execution` per session (oldest dropped first).
 const KEPT_FINISHED_RUNS: usize = 256;
@@ -121,6 +127,8 @@ pub struct Actor {
     kernel: Option<Kernel>,
     exit_rx: Option<watch::Receiver<Option<ExitInfo>>>,
     kernel_info: Value,
+    /// How the current kernel bends the protocol.
+    quirks: Quirks,
     generation: u64,
     starting: Option<(StartReason, JoinHandle<Result<Kernel, StartError>>)>,
     restart_waiters: Vec<oneshot::Sender<Result<SessionInfo, SessionError>>>,
@@ -164,6 +172,7 @@ impl Actor {
             kernel: None,
             exit_rx: None,
             kernel_info: Value::Null,
+            quirks: Quirks::default(),
             generation: 0,
             starting: None,
             restart_waiters: Vec::new(),
@@ -260,6 +269,7 @@ impl Actor {
                     ));
                 }
                 self.kernel_info = kernel.info.clone();
+                self.quirks = Quirks::from_kernel_info(&kernel.info);
                 self.exit_rx = Some(kernel.exit_watch());
                 self.kernel = Some(kernel);
                 tracing::info!(session = %self.id, generation = self.generation, ?reason, "kernel ready");
@@ -600,7 +610,81 @@ impl Actor {
         let state_reset = self.last_run_generation.is_some_and(|g| g != generation);
         self.last_run_generation = Some(generation);
         let notices = std::mem::take(&mut self.pending_notices);
-        let (Some(kernel), Some(run)) = (self.kernel.as_mut(), self.runs.get_mut(&run_id)) else {
+        let quirks = self.quirks;
+        let Some(run) = self.runs.get_mut(&run_id) else {
+            return;
+        };
+        run.generation = generation;
+        run.state_reset = state_reset;
+        run.quirks = quirks;
+        if state_reset {
+            run.notices.push(format!(
+                "State reset: this ran in a new kernel (generation {generation}); variables from earlier runs are gone."
+            ));
+        }
+        run.notices.extend(notices);
+        run.started_at = Some(Instant::now());
+        run.set_status(RunStatus::Running);
+        self.current = Some(run_id.clone());
+        if quirks.check_complete {
+            self.check_completeness(&run_id).await;
+        } else {
+            self.send_execute(&run_id).await;
+        }
+    }
+
+    /// Ask whether the run's code is complete before executing it (see [`Quirks::check_complete`]);
+    /// the reply (or a short deadline) continues in [`Self::completeness_known`].
+    async fn check_completeness(&mut self, run_id: &str) {
+        let (Some(kernel), Some(run)) = (self.kernel.as_mut(), self.runs.get_mut(run_id)) else {
+            return;
+        };
+        let msg = kernel.request("is_complete_request", json!({"code": run.code}));
+        run.completeness_check = Some((msg.msg_id().to_string(), Instant::now()));
+        if let Err(e) = kernel.send(Channel::Shell, &msg).await {
+            tracing::warn!(session = %self.id, "is_complete_request not sent: {e}");
+        }
+    }
+
+    /// The is_complete_reply (or `None` after the deadline): execute, or end the run without
+    /// running incomplete code that would leave the kernel waiting for more lines.
+    async fn completeness_known(&mut self, run_id: &str, reply: Option<Value>) {
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.completeness_check = None;
+        if run.interrupted_at.is_some() {
+            // Cancelled or interrupted before it was sent: it never runs.
+            run.notices
+                .push("Interrupted before the code was sent to the kernel; it never ran.".into());
+            run.set_status(RunStatus::Interrupted);
+            self.current = None;
+            self.finish_bookkeeping(run_id);
+            Box::pin(self.start_next()).await;
+            return;
+        }
+        if let Some(r) = reply.filter(|r| r["status"] == "incomplete") {
+            let indent = r["indent"].as_str().unwrap_or_default();
+            run.error = Some(super::types::ErrorInfo {
+                ename: "IncompleteInput".into(),
+                evalue: "The code is incomplete (an unclosed bracket, string or block?); nothing was run.".into(),
+                traceback: vec![format!(
+                    "The kernel would wait for more lines{}. Complete the code and run it again.",
+                    if indent.is_empty() { String::new() } else { format!(" (suggested indent {indent:?})") }
+                )],
+            });
+            run.set_status(RunStatus::Error);
+            self.current = None;
+            self.finish_bookkeeping(run_id);
+            Box::pin(self.start_next()).await;
+            return;
+        }
+        self.send_execute(run_id).await;
+    }
+
+    /// Send the run's execute_request.
+    async fn send_execute(&mut self, run_id: &str) {
+        let (Some(kernel), Some(run)) = (self.kernel.as_mut(), self.runs.get_mut(run_id)) else {
             return;
         };
         let msg = kernel.request(
@@ -614,25 +698,24 @@ impl Actor {
                 "stop_on_error": false,
             }),
         );
-        run.generation = generation;
-        run.state_reset = state_reset;
-        if state_reset {
-            run.notices.push(format!(
-                "State reset: this ran in a new kernel (generation {generation}); variables from earlier runs are gone."
-            ));
-        }
-        run.notices.extend(notices);
         run.msg_id = Some(msg.msg_id().to_string());
-        run.started_at = Some(Instant::now());
-        run.set_status(RunStatus::Running);
-        self.by_msg.insert(msg.msg_id().to_string(), run_id.clone());
-        self.current = Some(run_id);
+        self.by_msg
+            .insert(msg.msg_id().to_string(), run_id.to_string());
         if let Err(e) = kernel.send(Channel::Shell, &msg).await {
             tracing::warn!(session = %self.id, "execute_request not sent: {e}");
         }
     }
 
     async fn handle_kernel_event(&mut self, ev: KernelEvent) {
+        if let KernelEvent::Message(Channel::Shell, msg) = &ev
+            && let Some(run_id) = self.current.clone()
+            && let Some(run) = self.runs.get(&run_id)
+            && run.completeness_check.as_ref().map(|(id, _)| id.as_str()) == msg.parent_msg_id()
+        {
+            let content = msg.content.clone();
+            self.completeness_known(&run_id, Some(content)).await;
+            return;
+        }
         self.apply_kernel_event_sync(ev);
         // Answer an input_request from the call's stdin list.
         if let Some(run_id) = self.current.clone() {
@@ -712,7 +795,10 @@ impl Actor {
         let Some(run) = self.runs.get_mut(&run_id) else {
             return;
         };
-        if run.reply.is_none() || !(run.idle || run.reply_aborted()) {
+        // No idle comes for aborted replies, except for the run an interrupt aborted (IRkernel
+        // sends it after draining its queue: wait for it so the next request is not drained too).
+        let no_idle_expected = run.reply_aborted() && run.interrupted_at.is_none();
+        if run.reply.is_none() || !(run.idle || no_idle_expected) {
             return;
         }
         let status = run.status_from_reply();
@@ -739,6 +825,41 @@ impl Actor {
             );
             run.idle = true;
             self.check_done().await;
+            return;
+        }
+        if run
+            .completeness_check
+            .as_ref()
+            .is_some_and(|(_, at)| now >= *at + COMPLETENESS_TIMEOUT)
+        {
+            // The kernel does not answer is_complete_request: just run the code.
+            self.completeness_known(&run_id, None).await;
+            return;
+        }
+        if self.quirks.stdin_is_terminal
+            && run.status == RunStatus::Running
+            && run.interrupted_at.is_none()
+            && run
+                .last_terminal_probe
+                .unwrap_or(run.started_at.unwrap_or(now))
+                + TERMINAL_PROBE_INTERVAL
+                <= now
+        {
+            run.last_terminal_probe = Some(now);
+            let pid = self.kernel.as_ref().map(|k| k.pid());
+            let reading = pid.is_some_and(|pid| {
+                quirks::any_reads_terminal(&crate::kernel::process::descendants(pid as i32))
+            });
+            run.terminal_reads = if reading { run.terminal_reads + 1 } else { 0 };
+            if run.terminal_reads >= 2 {
+                run.stdin_refused = true;
+                run.error = Some(super::types::ErrorInfo {
+                    ename: "StdinNotSupported".into(),
+                    evalue: "the code waited for input on the kernel's terminal, which this kernel (bash_kernel) never forwards; it was interrupted".into(),
+                    traceback: vec!["Pass input another way, e.g. `read x <<< 'value'` or `echo value | cmd`.".into()],
+                });
+                self.interrupt_run(&run_id).await;
+            }
             return;
         }
         let started = run.started_at.unwrap_or(now);
@@ -779,15 +900,25 @@ impl Actor {
 
     fn next_deadline(&self) -> Option<Instant> {
         let run = self.runs.get(self.current.as_ref()?)?;
-        if let (Some(at), false) = (run.reply_at, run.idle) {
-            return Some(at + self.limits.iopub_grace());
-        }
         let mut deadlines = Vec::new();
+        if let (Some(at), false) = (run.reply_at, run.idle) {
+            deadlines.push(at + self.limits.iopub_grace());
+        }
+        if let Some((_, at)) = &run.completeness_check {
+            deadlines.push(*at + COMPLETENESS_TIMEOUT);
+        }
         if let (Some(t), false) = (run.timeout, run.timed_out) {
             deadlines.push(run.started_at? + t);
         }
         if let Some(at) = run.interrupted_at {
             deadlines.push(at + self.limits.interrupt_grace());
+        }
+        if self.quirks.stdin_is_terminal
+            && run.status == RunStatus::Running
+            && run.interrupted_at.is_none()
+        {
+            deadlines
+                .push(run.last_terminal_probe.unwrap_or(run.started_at?) + TERMINAL_PROBE_INTERVAL);
         }
         deadlines.into_iter().min()
     }

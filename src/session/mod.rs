@@ -10,6 +10,7 @@ pub mod history;
 pub mod output;
 pub mod packages;
 pub mod python;
+pub mod quirks;
 pub mod registry;
 pub mod run;
 pub mod types;

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::history::{ENTRY_STREAM_BYTES, HistoryEntry, HistoryOutput};
 use super::output::{clean_text, head_tail};
+use super::quirks::Quirks;
 use super::types::{
     ErrorInfo, ExecutionResult, ImageData, OutputItem, Prompt, RunStatus, StreamTruncation,
 };
@@ -71,6 +72,16 @@ pub struct Run {
     /// Set when we interrupted it (deadline, cancel or interrupt_session).
     pub interrupted_at: Option<Instant>,
     pub timed_out: bool,
+    /// How the kernel it runs in bends the protocol.
+    pub quirks: Quirks,
+    /// An is_complete_request in flight before executing: its msg_id and when it was sent.
+    pub completeness_check: Option<(String, Instant)>,
+    /// When the kernel's terminal was last probed for a blocked read, and how many probes in a
+    /// row found one.
+    pub last_terminal_probe: Option<Instant>,
+    pub terminal_reads: u8,
+    /// The run was interrupted because it waited for input the kernel cannot forward.
+    pub stdin_refused: bool,
     /// Changes whenever the status changes; waiters watch it.
     pub phase: watch::Sender<RunStatus>,
 }
@@ -120,6 +131,11 @@ impl Run {
             timeout,
             interrupted_at: None,
             timed_out: false,
+            quirks: Quirks::default(),
+            completeness_check: None,
+            last_terminal_probe: None,
+            terminal_reads: 0,
+            stdin_refused: false,
             phase,
         }
     }
@@ -181,6 +197,19 @@ impl Run {
                     return;
                 }
                 self.take_pending_clear();
+                if msg.msg_type() == "display_data"
+                    && self.quirks.display_is_result
+                    && item.image.is_none()
+                {
+                    // IRkernel's way of returning a value.
+                    if let Some(text) = item.text {
+                        self.result = Some(match self.result.take() {
+                            Some(prev) => format!("{prev}\n{text}"),
+                            None => text,
+                        });
+                    }
+                    return;
+                }
                 if msg.msg_type() == "execute_result" {
                     if let Some(n) = c["execution_count"].as_i64() {
                         self.execution_count = Some(n);
@@ -214,7 +243,9 @@ impl Run {
             }
             "error" => {
                 self.take_pending_clear();
-                self.error = Some(error_info(c));
+                let mut e = error_info(c);
+                e.ename = self.quirks.ename(e.ename);
+                self.error = Some(e);
             }
             "execute_input" => {
                 if let Some(n) = c["execution_count"].as_i64() {
@@ -246,30 +277,56 @@ impl Run {
             self.execution_count = Some(n);
         }
         if content["status"] == "error" && self.error.is_none() {
-            self.error = Some(error_info(content));
+            let mut e = error_info(content);
+            e.ename = self.quirks.ename(e.ename);
+            self.error = Some(e);
         }
         self.reply = Some(content.clone());
         self.reply_at = Some(Instant::now());
     }
 
     /// The final status implied by the reply (and by what we did to the run).
-    pub fn status_from_reply(&self) -> RunStatus {
+    pub fn status_from_reply(&mut self) -> RunStatus {
         let status = self
             .reply
             .as_ref()
             .and_then(|r| r["status"].as_str())
-            .unwrap_or("ok");
+            .unwrap_or("ok")
+            .to_string();
         if self.timed_out {
             return RunStatus::Timeout;
         }
-        let interrupted = self.interrupted_at.is_some();
-        match status {
+        if self.stdin_refused {
+            return RunStatus::Error;
+        }
+        if self.interrupted_at.is_some() {
+            // Whatever the kernel says (octave_kernel replies `ok`), the run was cut short.
+            return RunStatus::Interrupted;
+        }
+        if status == "ok" && self.error.is_none() {
+            self.detect_error_line();
+        }
+        match status.as_str() {
             "ok" if self.error.is_some() => RunStatus::Error,
             "ok" => RunStatus::Ok,
-            "error" if interrupted => RunStatus::Interrupted,
             "error" => RunStatus::Error,
-            _ if interrupted => RunStatus::Interrupted,
             _ => RunStatus::Aborted,
+        }
+    }
+
+    /// Kernels that report errors as output lines (see [`Quirks::error_line_prefix`]): the
+    /// first such stdout line becomes the run's error.
+    fn detect_error_line(&mut self) {
+        let Some(prefix) = self.quirks.error_line_prefix else {
+            return;
+        };
+        let text = cached_clean(&self.stdout, &mut self.stdout_clean);
+        if let Some(line) = text.lines().find(|l| l.starts_with(prefix)) {
+            self.error = Some(ErrorInfo {
+                ename: prefix.trim_end_matches([':', ' ']).to_string(),
+                evalue: line[prefix.len()..].trim().to_string(),
+                traceback: vec![line.to_string()],
+            });
         }
     }
 

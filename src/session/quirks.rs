@@ -1,0 +1,115 @@
+//! Where kernels bend the protocol, and what the session does about it. Decided once per kernel
+//! from its `kernel_info_reply` (implementation and language), so the rest of the session code
+//! stays generic. Facts behind each rule: `shared/notes/jupyter-protocol.md` §6.
+
+use serde_json::Value;
+
+/// Per-kernel adjustments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quirks {
+    /// Values arrive as `display_data` instead of `execute_result` (IRkernel): text-only ones
+    /// become the run's `result`.
+    pub display_is_result: bool,
+    /// Errors arrive as stdout lines with this prefix and reply status `ok` (octave_kernel).
+    pub error_line_prefix: Option<&'static str>,
+    /// Code is read from a terminal by a REPL that waits for more lines when code is
+    /// incomplete (metakernel/pexpect kernels): ask `is_complete_request` first.
+    pub check_complete: bool,
+    /// The kernel never sends `input_request`: code that reads stdin blocks on the kernel's
+    /// terminal (bash_kernel), so the session watches for that and interrupts.
+    pub stdin_is_terminal: bool,
+    /// `ename` comes as `<class 'NameError'>` (xeus-python).
+    pub ename_is_class_repr: bool,
+}
+
+impl Quirks {
+    /// The quirks of the kernel that sent `info` (a kernel_info_reply content).
+    pub fn from_kernel_info(info: &Value) -> Quirks {
+        let implementation = info["implementation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let language = info["language_info"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        Quirks {
+            display_is_result: implementation == "irkernel",
+            error_line_prefix: (language == "octave").then_some("error: "),
+            check_complete: language == "octave",
+            stdin_is_terminal: implementation == "bash_kernel",
+            ename_is_class_repr: implementation == "xeus-python",
+        }
+    }
+
+    /// `NameError` from `<class 'NameError'>` when the kernel writes class reprs.
+    pub fn ename(&self, ename: String) -> String {
+        if !self.ename_is_class_repr {
+            return ename;
+        }
+        match ename
+            .strip_prefix("<class '")
+            .and_then(|s| s.strip_suffix("'>"))
+        {
+            Some(inner) => inner.to_string(),
+            None => ename,
+        }
+    }
+}
+
+/// True if one of `pids` is blocked in `read(0, …)` on a terminal: code waiting for input that
+/// a pexpect-driven kernel will never deliver. (pexpect gives the shell its own session, so
+/// callers pass the kernel's descendants, not its process group.) Linux only (/proc).
+pub fn any_reads_terminal(pids: &[i32]) -> bool {
+    pids.iter().any(|pid| {
+        let path = std::path::PathBuf::from(format!("/proc/{pid}"));
+        // `/proc/<pid>/syscall`: number then arguments; read(2) is 0 on x86_64, 63 on aarch64.
+        let reading_fd0 = std::fs::read_to_string(path.join("syscall"))
+            .ok()
+            .is_some_and(|s| {
+                let mut parts = s.split_whitespace();
+                let nr = parts.next();
+                let fd = parts.next();
+                matches!(nr, Some("0") | Some("63")) && fd == Some("0x0")
+            });
+        reading_fd0
+            && std::fs::read_link(path.join("fd/0"))
+                .is_ok_and(|t| t.starts_with("/dev/pts") || t.starts_with("/dev/tty"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn each_known_kernel_gets_its_quirks_and_ipykernel_none() {
+        let q = |implementation: &str, language: &str| {
+            Quirks::from_kernel_info(
+                &json!({"implementation": implementation, "language_info": {"name": language}}),
+            )
+        };
+        assert_eq!(q("ipython", "python"), Quirks::default());
+        assert!(q("IRkernel", "R").display_is_result);
+        let octave = q("Octave Kernel", "octave");
+        assert_eq!(octave.error_line_prefix, Some("error: "));
+        assert!(octave.check_complete);
+        assert!(q("bash_kernel", "bash").stdin_is_terminal);
+        assert!(q("xeus-python", "python").ename_is_class_repr);
+    }
+
+    #[test]
+    fn class_repr_enames_are_unwrapped_only_for_kernels_that_write_them() {
+        let xeus = Quirks {
+            ename_is_class_repr: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            xeus.ename("<class 'ZeroDivisionError'>".into()),
+            "ZeroDivisionError"
+        );
+        assert_eq!(xeus.ename("ValueError".into()), "ValueError");
+        assert_eq!(Quirks::default().ename("<class 'X'>".into()), "<class 'X'>");
+    }
+}
