@@ -289,6 +289,8 @@ pub fn server_command(workdir: &Path) -> tokio::process::Command {
         .env("KERNEL_MCP_LOG", "kernel_mcp=debug")
         .env_remove("CONDA_PREFIX")
         .env_remove("KERNEL_MCP_PYTHON_ENV")
+        // History journals go to the test's temp dir, not the user's ~/.local/state.
+        .env("XDG_STATE_HOME", workdir.join("state"))
         .current_dir(workdir);
     cmd
 }
