@@ -112,7 +112,7 @@ enum StartReason {
 
 enum Event {
     Command(Option<Command>),
-    Kernel(Option<KernelEvent>),
+    Kernel(KernelEvent),
     Exited(ExitInfo),
     Started(Result<Kernel, StartError>),
     Tick,
@@ -218,10 +218,7 @@ impl Actor {
                     return;
                 }
                 Event::Command(Some(cmd)) => self.handle_command(cmd).await,
-                Event::Kernel(Some(ev)) => self.handle_kernel_event(ev).await,
-                Event::Kernel(None) => {
-                    // All readers ended; the exit watch reports the death.
-                }
+                Event::Kernel(ev) => self.handle_kernel_event(ev).await,
                 Event::Exited(info) => self.kernel_died(info),
                 Event::Started(result) => self.kernel_started(result).await,
                 Event::Tick => self.check_deadlines().await,
@@ -1119,9 +1116,14 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-async fn recv_kernel(kernel: &mut Option<Kernel>) -> Option<KernelEvent> {
+/// The next kernel message; pends while there is no kernel or its readers have all ended
+/// (the exit watch reports the death).
+async fn recv_kernel(kernel: &mut Option<Kernel>) -> KernelEvent {
     match kernel {
-        Some(k) => k.recv().await,
+        Some(k) => match k.recv().await {
+            Some(ev) => ev,
+            None => std::future::pending().await,
+        },
         None => std::future::pending().await,
     }
 }
