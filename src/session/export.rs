@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::history::{HistoryEntry, error_line};
+use super::history::{HistoryEntry, describe_output, error_line};
 use super::types::RunStatus;
 
 /// Export formats of `export_history`.
@@ -140,22 +140,11 @@ fn render_transcript(entries: &[HistoryEntry]) -> String {
             out.extend(result_lines.map(|l| format!("  {l}")));
         }
         for output in &entry.outputs {
-            let images: Vec<&String> = output
-                .data
-                .keys()
-                .filter(|m| m.starts_with("image/"))
-                .collect();
-            if !images.is_empty() {
-                out.extend(images.into_iter().map(|m| format!("[{m}]")));
-            } else if output.kind == "display_data" {
-                match output.data.get("text/plain").and_then(Value::as_str) {
-                    Some(text) => push_text_lines(&mut out, text),
-                    None => {
-                        let mimes: Vec<&str> = output.data.keys().map(String::as_str).collect();
-                        out.push(format!("[{}]", mimes.join(", ")));
-                    }
-                }
-            }
+            out.extend(describe_output(output, |text| {
+                let mut lines = Vec::new();
+                push_text_lines(&mut lines, text);
+                lines
+            }));
         }
         if let Some(err) = &entry.error {
             for tb in &err.traceback {

@@ -166,27 +166,39 @@ pub fn output_summary(entry: &HistoryEntry) -> String {
         }
     }
     for output in &entry.outputs {
-        let images: Vec<&String> = output
-            .data
-            .keys()
-            .filter(|m| m.starts_with("image/"))
-            .collect();
-        if !images.is_empty() {
-            lines.extend(images.into_iter().map(|m| format!("[{m}]")));
-        } else if output.kind == "display_data" {
-            match output.data.get("text/plain").and_then(Value::as_str) {
-                Some(text) => {
-                    let first = text.lines().next().unwrap_or("");
-                    lines.push(clip_line(first, TEXT_LINE_CHARS));
-                }
-                None => {
-                    let mimes: Vec<&str> = output.data.keys().map(String::as_str).collect();
-                    lines.push(format!("[{}]", mimes.join(", ")));
-                }
-            }
-        }
+        lines.extend(describe_output(output, |text| {
+            vec![clip_line(
+                text.lines().next().unwrap_or(""),
+                TEXT_LINE_CHARS,
+            )]
+        }));
     }
     lines.join("\n")
+}
+
+/// How a display output reads as text: `[image/png]` per image; else a `display_data`'s
+/// text/plain, shown through `text`; else its MIME types in brackets. An `execute_result`
+/// without images adds nothing (its text is the entry's `result`).
+pub(crate) fn describe_output(
+    output: &HistoryOutput,
+    text: impl FnOnce(&str) -> Vec<String>,
+) -> Vec<String> {
+    let images: Vec<String> = output
+        .data
+        .keys()
+        .filter(|m| m.starts_with("image/"))
+        .map(|m| format!("[{m}]"))
+        .collect();
+    if !images.is_empty() || output.kind != "display_data" {
+        return images;
+    }
+    match output.data.get("text/plain").and_then(Value::as_str) {
+        Some(t) => text(t),
+        None => {
+            let mimes: Vec<&str> = output.data.keys().map(String::as_str).collect();
+            vec![format!("[{}]", mimes.join(", "))]
+        }
+    }
 }
 
 /// `ename: first line of evalue`, or just `ename` when the value is empty.
