@@ -104,24 +104,38 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let runtime = match tokio::runtime::Runtime::new() {
+            // Two runtimes: the MCP side on one thread, so requests reach their session in the
+            // order they arrived (rmcp spawns a task per request; a single-threaded scheduler
+            // polls them first-in first-out), and the sessions (actors, kernel sockets,
+            // decoding) on the multi-threaded one.
+            let runtimes = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .and_then(|mcp| Ok((mcp, tokio::runtime::Runtime::new()?)));
+            let (mcp_runtime, session_runtime) = match runtimes {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("kernel-mcp: cannot start the async runtime: {e}");
                     return ExitCode::FAILURE;
                 }
             };
-            let registry = Arc::new(Registry::new(search, env_prefix, Limits::default()));
+            let registry = Arc::new(Registry::new(
+                search,
+                env_prefix,
+                Limits::default(),
+                session_runtime.handle().clone(),
+            ));
             let result = if http {
-                runtime.block_on(kernel_mcp::mcp::serve::serve_http(
+                mcp_runtime.block_on(kernel_mcp::mcp::serve::serve_http(
                     registry,
                     std::net::SocketAddr::new(host, port),
                 ))
             } else {
-                runtime.block_on(kernel_mcp::mcp::serve::serve_stdio(registry))
+                mcp_runtime.block_on(kernel_mcp::mcp::serve::serve_stdio(registry))
             };
             // Reader threads blocked on stdin must not keep the process alive.
-            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            mcp_runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            session_runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

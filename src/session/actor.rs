@@ -155,6 +155,7 @@ pub struct Actor {
 impl Actor {
     /// Spawn the actor; it starts the kernel at once. `created` gets the outcome of that start.
     pub fn spawn(
+        runtime: &tokio::runtime::Handle,
         id: String,
         spec: KernelSpec,
         opts: LaunchOptions,
@@ -191,7 +192,7 @@ impl Actor {
             pending_notices: Vec::new(),
         };
         actor.journal = actor.open_journal();
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             actor.start_kernel(StartReason::Create, None);
             actor.run().await;
         })

@@ -45,13 +45,22 @@ pub struct Registry {
     pub env_prefix: Option<PathBuf>,
     pub limits: Arc<Limits>,
     counter: std::sync::atomic::AtomicU64,
+    /// Where session actors run.
+    sessions_runtime: tokio::runtime::Handle,
     /// Interpreters known to import ipykernel (the probe costs a Python start-up).
     ipykernel_ok: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 impl Registry {
-    pub fn new(search: KernelSearch, env_prefix: Option<PathBuf>, limits: Limits) -> Registry {
+    /// `sessions` is the runtime session actors (and their kernels' sockets) run on.
+    pub fn new(
+        search: KernelSearch,
+        env_prefix: Option<PathBuf>,
+        limits: Limits,
+        sessions: tokio::runtime::Handle,
+    ) -> Registry {
         Registry {
+            sessions_runtime: sessions,
             sessions: Mutex::new(HashMap::new()),
             runs: Mutex::new(HashMap::new()),
             default_lock: tokio::sync::Mutex::new(()),
@@ -136,7 +145,15 @@ impl Registry {
             sessions.insert(id.clone(), handle.clone());
         }
         let (created_tx, created_rx) = oneshot::channel();
-        Actor::spawn(id.clone(), spec, opts, self.limits.clone(), rx, created_tx);
+        Actor::spawn(
+            &self.sessions_runtime,
+            id.clone(),
+            spec,
+            opts,
+            self.limits.clone(),
+            rx,
+            created_tx,
+        );
         let result = created_rx
             .await
             .unwrap_or_else(|_| Err(SessionError::gone(&id)));
