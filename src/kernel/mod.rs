@@ -63,7 +63,7 @@ pub enum StartError {
     )]
     Timeout {
         kernel: String,
-        timeout_s: u64,
+        timeout_s: f64,
         output_tail: String,
     },
 }
@@ -146,7 +146,7 @@ impl Kernel {
         };
         let timed_out = |process: &KernelProcess| StartError::Timeout {
             kernel: spec.name.clone(),
-            timeout_s: opts.startup_timeout.as_secs(),
+            timeout_s: opts.startup_timeout.as_secs_f64(),
             output_tail: process.output_tail(),
         };
 

@@ -21,6 +21,21 @@ use crate::session::{ErrorCode, SessionError, SessionHandle, packages, python};
 /// How long complete/inspect wait for the kernel.
 const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `cursor_pos` (code points) or the end of `code`. Errors: `INVALID_ARGUMENT` past the end.
+fn cursor(code: &str, cursor_pos: Option<usize>) -> Result<usize, SessionError> {
+    let len = code.chars().count();
+    match cursor_pos {
+        None => Ok(len),
+        Some(p) if p <= len => Ok(p),
+        Some(p) => Err(SessionError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "cursor_pos {p} is past the end of the code ({len} characters); omit it to use the end."
+            ),
+        )),
+    }
+}
+
 async fn is_python(handle: &SessionHandle) -> Result<bool, SessionError> {
     Ok(handle.info().await?.language.eq_ignore_ascii_case("python"))
 }
@@ -64,6 +79,24 @@ impl KernelMcp {
             let code = if info.language.eq_ignore_ascii_case("python") {
                 python::run_file_code(&path.display().to_string(), &argv)
             } else {
+                let expected = info.kernel_info["language_info"]["file_extension"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim_start_matches('.')
+                    .to_ascii_lowercase();
+                let actual = path
+                    .extension()
+                    .map(|e| e.to_string_lossy().to_ascii_lowercase())
+                    .unwrap_or_default();
+                if !expected.is_empty() && !actual.is_empty() && actual != expected {
+                    return render::error(&SessionError::new(
+                        ErrorCode::InvalidArgument,
+                        format!(
+                            "{} is a .{actual} file, but session '{}' runs {} (.{expected} files). Run it in a session of its own language.",
+                            path.display(), info.session_id, info.language
+                        ),
+                    ));
+                }
                 if !argv.is_empty() {
                     return render::error(&SessionError::new(
                         ErrorCode::Unsupported,
@@ -139,8 +172,8 @@ impl KernelMcp {
         Parameters(p): Parameters<CompleteParams>,
     ) -> Result<CallToolResult, McpError> {
         guarded("complete", async {
+            let cursor = tri!(cursor(&p.code, p.cursor_pos));
             let handle = tri!(self.registry.get(&p.session_id));
-            let cursor = p.cursor_pos.unwrap_or(p.code.chars().count());
             let reply = tri!(
                 handle
                     .request("complete_request", json!({"code": p.code, "cursor_pos": cursor}), true, INTROSPECTION_TIMEOUT)
@@ -163,8 +196,8 @@ impl KernelMcp {
         Parameters(p): Parameters<InspectParams>,
     ) -> Result<CallToolResult, McpError> {
         guarded("inspect", async {
+            let cursor = tri!(cursor(&p.code, p.cursor_pos));
             let handle = tri!(self.registry.get(&p.session_id));
-            let cursor = p.cursor_pos.unwrap_or(p.code.chars().count());
             let content = json!({"code": p.code, "cursor_pos": cursor, "detail_level": p.detail_level.unwrap_or(0).min(1)});
             let reply = tri!(handle.request("inspect_request", content, true, INTROSPECTION_TIMEOUT).await);
             let found = reply["found"].as_bool().unwrap_or(false);

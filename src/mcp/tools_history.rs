@@ -194,6 +194,19 @@ impl KernelMcp {
                     .unwrap_or_else(|| std::env::current_dir().unwrap_or_default())
                     .join(path);
             }
+            if path.is_dir() {
+                return render::error(
+                    &SessionError::new(
+                        ErrorCode::IoError,
+                        format!(
+                            "{} is a directory; give a file path (e.g. {}/history.ipynb).",
+                            path.display(),
+                            path.display()
+                        ),
+                    )
+                    .with_details(json!({"path": path})),
+                );
+            }
             if path.extension().is_none() {
                 let ext = match format {
                     ExportFormat::Script => export::script_extension(&src.ctx),

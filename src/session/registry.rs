@@ -111,8 +111,24 @@ impl Registry {
                 }
             },
         };
+        if req.python.is_some() && req.kernel.is_some() {
+            return Err(SessionError::new(
+                ErrorCode::InvalidArgument,
+                "Give either `kernel` (a kernelspec name) or `python` (an interpreter or venv), not both.",
+            ));
+        }
+        if let Some(bad) = req
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains(['=', '\0']))
+        {
+            return Err(SessionError::new(
+                ErrorCode::InvalidArgument,
+                format!("{bad:?} is not an environment variable name."),
+            ));
+        }
         let cwd = match &req.cwd {
-            Some(c) if c.is_dir() => c.clone(),
+            Some(c) if c.is_dir() => std::path::absolute(c).unwrap_or_else(|_| c.clone()),
             Some(c) => {
                 return Err(SessionError::new(
                     ErrorCode::InvalidArgument,

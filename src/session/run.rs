@@ -156,21 +156,26 @@ impl Run {
 
     /// Count `n` bytes against the per-run cap; false when they must be dropped.
     fn admit(&mut self, n: usize) -> bool {
+        self.admit_up_to(n) == n
+    }
+
+    /// Count up to `n` bytes against the per-run cap; returns how many may be kept (the rest
+    /// is dropped, with a notice the first time).
+    fn admit_up_to(&mut self, n: usize) -> usize {
         if self.status.is_final() {
             self.late_output += n;
         }
-        if self.stored_bytes + n > MAX_STORED_BYTES {
-            if !self.dropped_notice {
-                self.dropped_notice = true;
-                self.notices.push(format!(
-                    "Output beyond {} MiB was dropped for this run.",
-                    MAX_STORED_BYTES / (1024 * 1024)
-                ));
-            }
-            return false;
+        let room = MAX_STORED_BYTES.saturating_sub(self.stored_bytes);
+        let kept = n.min(room);
+        if kept < n && !self.dropped_notice {
+            self.dropped_notice = true;
+            self.notices.push(format!(
+                "Output beyond {} MiB was dropped for this run: the text shown and pageable ends there, not at the real end of the output.",
+                MAX_STORED_BYTES / (1024 * 1024)
+            ));
         }
-        self.stored_bytes += n;
-        true
+        self.stored_bytes += kept;
+        kept
     }
 
     /// Apply one iopub message whose parent is this run's request.
@@ -179,7 +184,13 @@ impl Run {
         match msg.msg_type() {
             "stream" => {
                 let text = c["text"].as_str().unwrap_or_default();
-                if text.is_empty() || !self.admit(text.len()) {
+                // Keep what fits under the cap, cut at a character boundary.
+                let mut kept = self.admit_up_to(text.len());
+                while !text.is_char_boundary(kept) {
+                    kept -= 1;
+                }
+                let text = &text[..kept];
+                if text.is_empty() {
                     return;
                 }
                 self.take_pending_clear();
