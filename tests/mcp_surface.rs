@@ -241,6 +241,15 @@ async fn malformed_arguments_are_rejected_and_the_server_keeps_answering() {
             .await,
     );
 
+    // Wrong argument types are tool errors with the contract's error_code, like any other.
+    let r = server.call("execute", json!({"code": 5})).await;
+    assert_eq!(
+        structured(&r)["error_code"],
+        "INVALID_ARGUMENT",
+        "{}",
+        dump(&r)
+    );
+
     let r = server.call("server_info", json!({})).await;
     assert!(!is_error(&r), "server_info after bad calls: {}", dump(&r));
     assert_eq!(structured(&r)["name"], "kernel-mcp");

@@ -508,6 +508,34 @@ impl KernelMcp {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for KernelMcp {
+    /// The router's dispatch, plus one fix-up: arguments that do not deserialize are rejected
+    /// by rmcp before any tool runs, as a bare `isError` text; give them the contract's
+    /// `{error_code: INVALID_ARGUMENT, message, details}` like every other tool error.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        let tool = request.name.to_string();
+        let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        let mut response = self.tool_router.call(tcc).await?;
+        if let rmcp::model::CallToolResponse::Complete(r) = &mut response
+            && r.is_error == Some(true)
+            && r.structured_content.is_none()
+        {
+            let message: String = r
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let message =
+                format!("Invalid arguments for {tool}: {message}. See the tool's input schema.");
+            *r = render::error(&SessionError::new(ErrorCode::InvalidArgument, message));
+        }
+        Ok(response)
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
