@@ -119,6 +119,15 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
+            if let Ok(dir) = kernel_mcp::session::history::Journal::dir() {
+                let pruned = kernel_mcp::session::history::prune_journals(
+                    &dir,
+                    kernel_mcp::session::history::JOURNAL_RETENTION,
+                );
+                if pruned > 0 {
+                    tracing::info!("removed {pruned} history journals older than 30 days");
+                }
+            }
             let registry = Arc::new(Registry::new(
                 search,
                 env_prefix,

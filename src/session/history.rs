@@ -449,6 +449,30 @@ pub fn read_journal(path: &Path) -> std::io::Result<JournalContents> {
     })
 }
 
+/// Journals kept: older ones are removed when a server starts.
+pub const JOURNAL_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// Delete `*.jsonl` journals in `dir` last written more than `max_age` ago; returns how many.
+/// Best effort: unreadable entries are skipped.
+pub fn prune_journals(dir: &Path, max_age: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age > max_age)
+        })
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
 /// The most recent journal of `session_id` in `dir` (by file name timestamp), if any.
 ///
 /// Candidates are files named exactly `<session_id>-<%Y%m%dT%H%M%S>-<4 hex>.jsonl` whose
@@ -988,5 +1012,32 @@ mod tests {
                 .unwrap();
             assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
         }
+    }
+
+    #[test]
+    fn pruning_removes_only_old_journals() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old-20200101T000000-abcd.jsonl");
+        let new = dir.path().join("new-20260101T000000-abcd.jsonl");
+        let other = dir.path().join("notes.txt");
+        for p in [&old, &new, &other] {
+            std::fs::write(p, "{}\n").unwrap();
+        }
+        let long_ago =
+            std::time::SystemTime::now() - std::time::Duration::from_secs(90 * 24 * 3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&other)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        assert_eq!(prune_journals(dir.path(), JOURNAL_RETENTION), 1);
+        assert!(!old.exists() && new.exists() && other.exists());
     }
 }
