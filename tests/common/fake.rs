@@ -66,19 +66,7 @@ impl Default for FakeSpecs {
 
 /// `create_session(session_id, kernel)` on a fake spec; panics on error.
 pub async fn create_fake_session(server: &Server, session: &str, kernel: &str) -> Value {
-    let r = server
-        .call(
-            "create_session",
-            json!({"session_id": session, "kernel": kernel}),
-        )
-        .await;
-    assert!(
-        !is_error(&r),
-        "create_session({session}, {kernel}) failed: {}\n--- server stderr ---\n{}",
-        dump(&r),
-        server.stderr_tail()
-    );
-    structured(&r)
+    server.create_session_on(session, kernel).await
 }
 
 /// Live `fake-kernel` processes among the server's descendants.

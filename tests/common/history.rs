@@ -6,12 +6,8 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
 use super::*;
 
@@ -58,48 +54,7 @@ impl Default for StateHome {
 
 /// Like [`Server::start_with_args`], with extra environment variables for the server.
 pub async fn start_with_env(env: &[(&str, &OsStr)], args: &[&str]) -> Server {
-    require_venv();
-    let workdir = tempfile::tempdir().expect("create a temp dir for the server");
-    let mut cmd = server_command(workdir.path());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.args(args);
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn kernel-mcp");
-    let pid = transport.id().expect("server pid");
-    let buf = Arc::new(Mutex::new(Vec::new()));
-    if let Some(mut stderr) = stderr {
-        let buf = buf.clone();
-        tokio::spawn(async move {
-            let mut chunk = [0u8; 8192];
-            while let Ok(n) = stderr.read(&mut chunk).await {
-                if n == 0 {
-                    break;
-                }
-                buf.lock().unwrap().extend_from_slice(&chunk[..n]);
-            }
-        });
-    }
-    let client = match tokio::time::timeout(CALL_TIMEOUT, ().serve(transport)).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => panic!(
-            "MCP initialize failed: {e}\n--- server stderr ---\n{}",
-            String::from_utf8_lossy(&buf.lock().unwrap())
-        ),
-        Err(_) => panic!(
-            "MCP initialize timed out\n--- server stderr ---\n{}",
-            String::from_utf8_lossy(&buf.lock().unwrap())
-        ),
-    };
-    Server {
-        client: Some(client),
-        pid,
-        stderr: buf,
-        workdir,
-    }
+    Server::start_with(env, args).await
 }
 
 /// SIGKILL the server (no cleanup of its own: its kernels must die of their parent-death

@@ -54,19 +54,7 @@ pub async fn require_kernel(server: &Server, kernel: &str) -> Value {
 
 /// `create_session(session_id, kernel)`; panics (with the server's words) when it fails.
 pub async fn create_kernel_session(server: &Server, session: &str, kernel: &str) -> Value {
-    let r = server
-        .call(
-            "create_session",
-            json!({"session_id": session, "kernel": kernel}),
-        )
-        .await;
-    assert!(
-        !is_error(&r),
-        "create_session(kernel={kernel}) failed: {}\n--- server stderr ---\n{}",
-        text(&r),
-        server.stderr_tail()
-    );
-    structured(&r)
+    server.create_session_on(session, kernel).await
 }
 
 /// `execute` with extra arguments (`timeout_s`, `wait_s`, `stdin`…); returns the structured

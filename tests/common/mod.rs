@@ -83,29 +83,14 @@ impl Server {
 
     /// Like [`Server::start`], with extra command-line arguments for the server.
     pub async fn start_with_args(args: &[&str]) -> Server {
-        require_venv();
-        let workdir = tempfile::tempdir().expect("create a temp dir for the server");
-        let mut cmd = server_command(workdir.path());
-        cmd.args(args);
-        let (transport, stderr) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn kernel-mcp");
-        let pid = transport.id().expect("server pid");
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        if let Some(mut stderr) = stderr {
-            let buf = buf.clone();
-            tokio::spawn(async move {
-                let mut chunk = [0u8; 8192];
-                while let Ok(n) = stderr.read(&mut chunk).await {
-                    if n == 0 {
-                        break;
-                    }
-                    buf.lock().unwrap().extend_from_slice(&chunk[..n]);
-                }
-            });
-        }
-        let client = match tokio::time::timeout(CALL_TIMEOUT, ().serve(transport)).await {
+        Server::start_with(&[], args).await
+    }
+
+    /// Like [`Server::start`], with extra environment variables and arguments for the server.
+    pub async fn start_with(env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> Server {
+        let spawned = spawn_server(env, args);
+        let buf = spawned.stderr.clone();
+        let client = match tokio::time::timeout(CALL_TIMEOUT, ().serve(spawned.transport)).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => panic!(
                 "MCP initialize failed: {e}\n--- server stderr ---\n{}",
@@ -118,9 +103,9 @@ impl Server {
         };
         Server {
             client: Some(client),
-            pid,
+            pid: spawned.pid,
             stderr: buf,
-            workdir,
+            workdir: spawned.workdir,
         }
     }
 
@@ -181,12 +166,21 @@ impl Server {
 
     /// `create_session` with this id (default kernel); returns SessionInfo, panics on error.
     pub async fn create_session(&self, session: &str) -> Value {
-        let r = self
-            .call("create_session", json!({"session_id": session}))
-            .await;
+        self.create_session_with(json!({"session_id": session}))
+            .await
+    }
+
+    /// `create_session` on kernelspec `kernel`; panics (with the server's words) when it fails.
+    pub async fn create_session_on(&self, session: &str, kernel: &str) -> Value {
+        self.create_session_with(json!({"session_id": session, "kernel": kernel}))
+            .await
+    }
+
+    async fn create_session_with(&self, args: Value) -> Value {
+        let r = self.call("create_session", args.clone()).await;
         assert!(
             !is_error(&r),
-            "create_session({session}) failed: {}\n--- server stderr ---\n{}",
+            "create_session({args}) failed: {}\n--- server stderr ---\n{}",
             text(&r),
             self.stderr_tail()
         );
@@ -293,6 +287,51 @@ pub fn server_command(workdir: &Path) -> tokio::process::Command {
         .env("XDG_STATE_HOME", workdir.join("state"))
         .current_dir(workdir);
     cmd
+}
+
+/// A spawned server process, before the MCP client connects.
+pub struct Spawned {
+    pub transport: TokioChildProcess,
+    pub pid: u32,
+    /// Everything the server wrote to stderr so far (drained by a background task).
+    pub stderr: Arc<Mutex<Vec<u8>>>,
+    pub workdir: tempfile::TempDir,
+}
+
+/// Spawn `kernel-mcp` ([`server_command`] in a fresh temp dir, plus `env` and `args`) with
+/// its stderr drained into a buffer. Panics (with the reason) when the venv is missing.
+pub fn spawn_server(env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> Spawned {
+    require_venv();
+    let workdir = tempfile::tempdir().expect("create a temp dir for the server");
+    let mut cmd = server_command(workdir.path());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.args(args);
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kernel-mcp");
+    let pid = transport.id().expect("server pid");
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    if let Some(mut stderr) = stderr {
+        let buf = buf.clone();
+        tokio::spawn(async move {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                buf.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+    }
+    Spawned {
+        transport,
+        pid,
+        stderr: buf,
+        workdir,
+    }
 }
 
 /// `structuredContent` of a result (panics when absent: every tool sets it).

@@ -2,19 +2,16 @@
 //! notifications, stream paging, and temporary kernelspecs.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
-use super::{CALL_TIMEOUT, Server, pid_alive, require_venv, server_command, structured, terminate};
+use super::{CALL_TIMEOUT, Server, pid_alive, spawn_server, structured, terminate};
 
 /// A client handler that records every `notifications/progress` it receives.
 #[derive(Clone, Default)]
@@ -49,27 +46,13 @@ pub struct ProgressServer {
 
 impl ProgressServer {
     pub async fn start() -> ProgressServer {
-        require_venv();
-        let workdir = tempfile::tempdir().expect("create a temp dir for the server");
-        let cmd = server_command(workdir.path());
-        let (transport, stderr) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn kernel-mcp");
-        let pid = transport.id().expect("server pid");
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        if let Some(mut stderr) = stderr {
-            let buf = buf.clone();
-            tokio::spawn(async move {
-                let mut chunk = [0u8; 8192];
-                while let Ok(n) = stderr.read(&mut chunk).await {
-                    if n == 0 {
-                        break;
-                    }
-                    buf.lock().unwrap().extend_from_slice(&chunk[..n]);
-                }
-            });
-        }
+        let spawned = spawn_server(&[], &[]);
+        let (transport, pid, buf, workdir) = (
+            spawned.transport,
+            spawned.pid,
+            spawned.stderr,
+            spawned.workdir,
+        );
         let handler = Counting::default();
         let client = tokio::time::timeout(CALL_TIMEOUT, handler.clone().serve(transport))
             .await
