@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::history::{HistoryEntry, describe_output, error_line};
+use super::history::{HistoryEntry, describe_output, error_line, indent};
 use super::types::RunStatus;
 
 /// Export formats of `export_history`.
@@ -159,15 +159,6 @@ fn render_transcript(entries: &[HistoryEntry]) -> String {
         text.push('\n');
     }
     text
-}
-
-/// `line` indented by 4 spaces (an empty line stays empty: no trailing whitespace).
-fn indent(line: &str) -> String {
-    if line.is_empty() {
-        String::new()
-    } else {
-        format!("    {line}")
-    }
 }
 
 /// Push each line of `text` (trailing newlines dropped).

@@ -230,7 +230,7 @@ fn head_tail_lines(text: &str) -> Vec<String> {
 }
 
 /// `line` indented by 4 spaces (an empty line stays empty: no trailing whitespace).
-fn indent(line: &str) -> String {
+pub(crate) fn indent(line: &str) -> String {
     if line.is_empty() {
         String::new()
     } else {
