@@ -22,7 +22,7 @@ pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
     let server = KernelMcp::new(registry.clone());
     let outcome = tokio::select! {
         r = async {
-            match server.serve(rmcp::transport::stdio()).await {
+            match server.serve(rmcp::transport::stdio_pipes()).await {
                 Ok(service) => service.waiting().await.map(|reason| tracing::info!(?reason, "MCP connection ended")).map_err(anyhow::Error::from),
                 Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
                     tracing::info!("client closed the connection before initializing");
