@@ -1,5 +1,5 @@
 //! Turning a kernelspec into a command line and environment (jupyter_client `format_kernel_cmd`).
-//! Owns template substitution in argv, resolution of a `python` argv[0], `~` expansion, and
+//! Owns template substitution in argv, resolution of a `python` `argv[0]`, `~` expansion, and
 //! `$VAR` expansion of the spec's `env`.
 
 use std::path::{Path, PathBuf};
@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use super::spec::KernelSpec;
 
 /// argv with `{connection_file}`, `{resource_dir}`, `{prefix}` substituted (unknown `{x}` kept), and
-/// argv[0] `python` / `python3` / `python3.X` resolved: `<prefix>/bin/<argv0>` (or `<prefix>/bin/python`)
+/// `argv[0]` `python` / `python3` / `python3.X` resolved: `<prefix>/bin/<argv0>` (or `<prefix>/bin/python`)
 /// when the spec lives in `<prefix>/share/jupyter/kernels/<name>`, else `<env_prefix>/bin/python` when an
 /// environment is selected, else via `which`. Errors: the program cannot be found (message names it).
 ///
 /// Templates are replaced anywhere inside an argument (`--f={connection_file}` works). `{prefix}` is the
 /// spec's own prefix (as above), else `env_prefix`, else left as is. `connection_file` is used as given
 /// (pass an absolute path). A leading `~` / `~/` in any argument is expanded from `$HOME`; any other
-/// argv[0] is otherwise kept as is (the OS searches `PATH` at spawn).
+/// `argv[0]` is otherwise kept as is (the OS searches `PATH` at spawn).
 pub fn build_argv(
     spec: &KernelSpec,
     connection_file: &Path,
