@@ -10,7 +10,7 @@
 //! grace, its kernel is restarted.
 //!
 //! This file holds the state, the loop, the commands and the records it hands out;
-//! [`lifecycle`] starts, replaces and stops kernels; [`running`] runs code.
+//! `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
