@@ -17,6 +17,17 @@ async fn post(
     session: Option<&str>,
     body: &Value,
 ) -> (u16, String, Vec<Value>) {
+    post_with(port, host, session, "", body).await
+}
+
+/// [`post`] with extra header lines (each ending in `\r\n`).
+async fn post_with(
+    port: u16,
+    host: &str,
+    session: Option<&str>,
+    extra_headers: &str,
+    body: &Value,
+) -> (u16, String, Vec<Value>) {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect");
@@ -26,7 +37,7 @@ async fn post(
         .unwrap_or_default();
     let request = format!(
         "POST /mcp HTTP/1.0\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\n{session_header}\
+         Accept: application/json, text/event-stream\r\n{session_header}{extra_headers}\
          Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
@@ -132,6 +143,24 @@ async fn http_transport_runs_code_checks_host_and_cleans_up_on_sigterm() {
 
     let (status, _, _) = post(port, "evil.example.com", Some(&session), &call).await;
     assert_eq!(status, 403, "a foreign Host header is refused");
+    let (status, _, _) = post_with(
+        port,
+        "127.0.0.1",
+        Some(&session),
+        "Origin: http://evil.example\r\n",
+        &call,
+    )
+    .await;
+    assert_eq!(status, 403, "a page from a foreign origin is refused");
+    let (status, _, _) = post_with(
+        port,
+        "127.0.0.1",
+        Some(&session),
+        "Origin: http://localhost:3000\r\n",
+        &call,
+    )
+    .await;
+    assert_eq!(status, 200, "a page served from this machine is accepted");
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id().unwrap() as i32),

@@ -56,8 +56,17 @@ pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> 
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
     let ct = tokio_util::sync::CancellationToken::new();
-    let mut config =
-        StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token());
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(ct.child_token())
+        // Browsers send Origin: only pages served from this machine may call us.
+        .with_allowed_origins([
+            "http://localhost:*",
+            "http://127.0.0.1:*",
+            "http://[::1]:*",
+            "https://localhost:*",
+            "https://127.0.0.1:*",
+            "https://[::1]:*",
+        ]);
     if !addr.ip().is_loopback() {
         // Listening beyond loopback was asked for explicitly: accept that address as Host too.
         config = config.with_allowed_hosts([

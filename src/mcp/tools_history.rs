@@ -46,7 +46,8 @@ impl KernelMcp {
             });
         }
         let not_found = || {
-            let mut e = SessionError::session_not_found(session_id, &[]);
+            let known: Vec<String> = self.registry.session_ids();
+            let mut e = SessionError::session_not_found(session_id, &known);
             e.message
                 .push_str(" No history journal for it was found either.");
             e

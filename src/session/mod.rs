@@ -39,6 +39,11 @@ impl SessionHandle {
         &self.id
     }
 
+    /// True if both handles talk to the same actor (not merely the same session name).
+    pub fn same_session(&self, other: &SessionHandle) -> bool {
+        self.tx.same_channel(&other.tx)
+    }
+
     async fn call<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,

@@ -12,6 +12,9 @@ pub struct Quirks {
     pub display_is_result: bool,
     /// Errors arrive as stdout lines with this prefix and reply status `ok` (octave_kernel).
     pub error_line_prefix: Option<&'static str>,
+    /// An interrupted execution is answered `ok`, with no error (octave_kernel), so the reply
+    /// cannot tell a cut-short run from a finished one.
+    pub interrupt_replies_ok: bool,
     /// Code is read from a terminal by a REPL that waits for more lines when code is
     /// incomplete (metakernel/pexpect kernels): ask `is_complete_request` first.
     pub check_complete: bool,
@@ -37,6 +40,7 @@ impl Quirks {
             display_is_result: implementation == "irkernel",
             error_line_prefix: (language == "octave").then_some("error: "),
             check_complete: language == "octave",
+            interrupt_replies_ok: language == "octave",
             stdin_is_terminal: implementation == "bash_kernel",
             ename_is_class_repr: implementation == "xeus-python",
         }
@@ -95,6 +99,7 @@ mod tests {
         let octave = q("Octave Kernel", "octave");
         assert_eq!(octave.error_line_prefix, Some("error: "));
         assert!(octave.check_complete);
+        assert!(octave.interrupt_replies_ok);
         assert!(q("bash_kernel", "bash").stdin_is_terminal);
         assert!(q("xeus-python", "python").ename_is_class_repr);
     }

@@ -20,6 +20,9 @@ use crate::kernel::{KernelSpec, LaunchOptions, ShutdownRung};
 /// Name of the session `execute` uses when no `session_id` is given.
 pub const DEFAULT_SESSION: &str = "default";
 
+/// Run ids remembered for `get_execution` across all sessions before the map is pruned.
+const MAX_TRACKED_RUNS: usize = 100_000;
+
 /// Commands buffered per session actor.
 const COMMAND_BUFFER: usize = 64;
 
@@ -37,8 +40,8 @@ pub struct CreateRequest {
 /// All sessions of this server process.
 pub struct Registry {
     sessions: Mutex<HashMap<String, SessionHandle>>,
-    /// run_id → session_id.
-    runs: Mutex<HashMap<String, String>>,
+    /// run_id → session_id, and the run ids in submission order (to forget the oldest).
+    runs: Mutex<(HashMap<String, String>, std::collections::VecDeque<String>)>,
     /// Serializes the lazy creation of the default session.
     default_lock: tokio::sync::Mutex<()>,
     pub search: KernelSearch,
@@ -62,7 +65,7 @@ impl Registry {
         Registry {
             sessions_runtime: sessions,
             sessions: Mutex::new(HashMap::new()),
-            runs: Mutex::new(HashMap::new()),
+            runs: Mutex::new(Default::default()),
             default_lock: tokio::sync::Mutex::new(()),
             search,
             env_prefix,
@@ -78,6 +81,11 @@ impl Registry {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
         format!("{prefix}{n}")
+    }
+
+    /// The ids of the live sessions, sorted.
+    pub fn session_ids(&self) -> Vec<String> {
+        self.known()
     }
 
     fn known(&self) -> Vec<String> {
@@ -174,9 +182,15 @@ impl Registry {
             .await
             .unwrap_or_else(|_| Err(SessionError::gone(&id)));
         if result.is_err() {
-            // Nothing half-created remains: end the actor and forget the name.
+            // Nothing half-created remains: end the actor and forget the name — unless the name
+            // was destroyed meanwhile and now belongs to a newer session.
             let _ = handle.destroy().await;
-            self.forget(&id);
+            let ours = lock(&self.sessions)
+                .get(&id)
+                .is_some_and(|h| h.same_session(&handle));
+            if ours {
+                self.forget(&id);
+            }
         }
         result
     }
@@ -292,7 +306,10 @@ impl Registry {
 
     fn forget(&self, id: &str) {
         lock(&self.sessions).remove(id);
-        lock(&self.runs).retain(|_, s| s != id);
+        let mut runs = lock(&self.runs);
+        runs.0.retain(|_, s| s != id);
+        let (by_id, order) = &mut *runs;
+        order.retain(|r| by_id.contains_key(r));
     }
 
     /// Queue a run in `handle`'s session; returns its id and a receiver of its status.
@@ -303,7 +320,15 @@ impl Registry {
     ) -> Result<super::actor::Submitted, SessionError> {
         req.run_id = self.next_run_id();
         let submitted = handle.submit(req).await?;
-        lock(&self.runs).insert(submitted.0.clone(), handle.id().to_string());
+        let mut runs = lock(&self.runs);
+        runs.0.insert(submitted.0.clone(), handle.id().to_string());
+        runs.1.push_back(submitted.0.clone());
+        // Sessions keep at most 256 finished runs each: the oldest ids are long forgotten.
+        while runs.1.len() > MAX_TRACKED_RUNS {
+            if let Some(old) = runs.1.pop_front() {
+                runs.0.remove(&old);
+            }
+        }
         Ok(submitted)
     }
 
@@ -313,7 +338,7 @@ impl Registry {
 
     /// The session holding run `run_id`. Errors: `EXECUTION_NOT_FOUND`.
     pub fn session_of_run(&self, run_id: &str) -> Result<SessionHandle, SessionError> {
-        let session = lock(&self.runs).get(run_id).cloned().ok_or_else(|| {
+        let session = lock(&self.runs).0.get(run_id).cloned().ok_or_else(|| {
             SessionError::new(
                 ErrorCode::ExecutionNotFound,
                 format!("Run '{run_id}' not found. Run ids come from execute results; runs of destroyed sessions are forgotten."),

@@ -71,6 +71,8 @@ pub struct Run {
     pub timeout: Option<Duration>,
     /// Set when we interrupted it (deadline, cancel or interrupt_session).
     pub interrupted_at: Option<Instant>,
+    /// When the interrupt was last sent (it is repeated until the run stops or the grace ends).
+    pub last_interrupt_at: Option<Instant>,
     pub timed_out: bool,
     /// How the kernel it runs in bends the protocol.
     pub quirks: Quirks,
@@ -130,6 +132,7 @@ impl Run {
             finished_at: None,
             timeout,
             interrupted_at: None,
+            last_interrupt_at: None,
             timed_out: false,
             quirks: Quirks::default(),
             completeness_check: None,
@@ -233,18 +236,6 @@ impl Run {
                 }
                 self.outputs.push(item);
             }
-            "update_display_data" => {
-                let item = output_item("display_data", c);
-                if let Some(id) = &item.display_id {
-                    for o in self
-                        .outputs
-                        .iter_mut()
-                        .filter(|o| o.display_id.as_ref() == Some(id))
-                    {
-                        *o = item.clone();
-                    }
-                }
-            }
             "clear_output" => {
                 if c["wait"].as_bool().unwrap_or(false) {
                     self.pending_clear = true;
@@ -267,6 +258,21 @@ impl Run {
                 self.idle = true;
             }
             _ => {}
+        }
+    }
+
+    /// Apply an `update_display_data`: replace the outputs that carry its `display_id`.
+    pub fn update_display(&mut self, content: &Value) {
+        let item = output_item("display_data", content);
+        let Some(id) = &item.display_id else {
+            return;
+        };
+        for o in self
+            .outputs
+            .iter_mut()
+            .filter(|o| o.display_id.as_ref() == Some(id))
+        {
+            *o = item.clone();
         }
     }
 
@@ -304,15 +310,22 @@ impl Run {
             .and_then(|r| r["status"].as_str())
             .unwrap_or("ok")
             .to_string();
-        if self.timed_out {
-            return RunStatus::Timeout;
-        }
         if self.stdin_refused {
             return RunStatus::Error;
         }
-        if self.interrupted_at.is_some() {
-            // Whatever the kernel says (octave_kernel replies `ok`), the run was cut short.
+        // Did the deadline or interrupt cut the run short, or did it finish first?
+        let cut_short = status != "ok" || self.error.is_some() || self.quirks.interrupt_replies_ok;
+        if self.timed_out && cut_short {
+            return RunStatus::Timeout;
+        }
+        if self.interrupted_at.is_some() && cut_short {
             return RunStatus::Interrupted;
+        }
+        if self.timed_out || self.interrupted_at.is_some() {
+            self.notices.push(
+                "The code finished before the interrupt took effect; its result is complete."
+                    .into(),
+            );
         }
         if status == "ok" && self.error.is_none() {
             self.detect_error_line();
@@ -491,10 +504,27 @@ fn output_item(kind: &str, content: &Value) -> OutputItem {
     let mime_types: Vec<String> = data
         .map(|d| d.keys().cloned().collect())
         .unwrap_or_default();
-    let text = data
+    let plain = data
         .and_then(|d| d.get("text/plain"))
         .and_then(mime_text)
         .map(|t| clean_text(&t).into_owned());
+    // A bare `<IPython.core.display.HTML object>` placeholder says nothing: prefer the HTML
+    // or Markdown as text when there is one.
+    let placeholder = plain
+        .as_deref()
+        .is_none_or(|t| t.starts_with('<') && t.ends_with(" object>"));
+    let richer = || {
+        let d = data?;
+        if let Some(html) = d.get("text/html").and_then(mime_text) {
+            return Some(html_to_text(&html));
+        }
+        d.get("text/markdown").and_then(mime_text)
+    };
+    let text = if placeholder {
+        richer().or(plain)
+    } else {
+        plain
+    };
     let image = data.and_then(|d| {
         IMAGE_MIMES.iter().find_map(|m| {
             let b64 = mime_text(d.get(*m)?)?;
@@ -521,6 +551,36 @@ fn output_item(kind: &str, content: &Value) -> OutputItem {
     }
 }
 
+/// HTML reduced to its text: tags dropped, the common entities decoded, blank runs collapsed.
+fn html_to_text(html: &str) -> String {
+    let mut out = String::with_capacity(html.len());
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => {
+                in_tag = false;
+                out.push(' ');
+            }
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    let decoded = out
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&nbsp;", " ")
+        .replace("&amp;", "&");
+    decoded
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A MIME bundle value as text: a string, or a list of strings joined (nbformat style).
 fn mime_text(v: &Value) -> Option<String> {
     match v {
@@ -544,5 +604,84 @@ fn error_info(c: &Value) -> ErrorInfo {
                     .collect()
             })
             .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn html_only_displays_read_as_their_text() {
+        let item = output_item(
+            "display_data",
+            &json!({"data": {"text/plain": "<IPython.core.display.HTML object>",
+                             "text/html": "<b>Total</b>: 3 &lt; 4 &amp; ok"}}),
+        );
+        assert_eq!(item.text.as_deref(), Some("Total : 3 < 4 & ok"));
+        let plain = output_item(
+            "display_data",
+            &json!({"data": {"text/plain": "42", "text/html": "<i>42</i>"}}),
+        );
+        assert_eq!(
+            plain.text.as_deref(),
+            Some("42"),
+            "a real text/plain is kept"
+        );
+    }
+
+    #[test]
+    fn a_display_update_replaces_the_output_with_that_display_id() {
+        let mut run = Run::new(
+            "r".into(),
+            "s".into(),
+            String::new(),
+            true,
+            None,
+            Vec::new(),
+        );
+        let show = |text: &str| {
+            let mut m = Message::new(
+                "display_data",
+                json!({"data": {"text/plain": text}, "transient": {"display_id": "d1"}}),
+                "s",
+            );
+            m.parent_header = None;
+            m
+        };
+        run.apply_iopub(&show("v1"));
+        run.update_display(
+            &json!({"data": {"text/plain": "v2"}, "transient": {"display_id": "d1"}}),
+        );
+        run.update_display(
+            &json!({"data": {"text/plain": "other"}, "transient": {"display_id": "d2"}}),
+        );
+        assert_eq!(run.outputs.len(), 1);
+        assert_eq!(run.outputs[0].text.as_deref(), Some("v2"));
+    }
+
+    #[test]
+    fn a_run_that_finishes_before_its_interrupt_lands_is_ok_unless_the_kernel_cannot_tell() {
+        let finished = |quirks: Quirks| {
+            let mut run = Run::new(
+                "r".into(),
+                "s".into(),
+                String::new(),
+                true,
+                None,
+                Vec::new(),
+            );
+            run.quirks = quirks;
+            run.interrupted_at = Some(Instant::now());
+            run.apply_reply(&json!({"status": "ok", "execution_count": 1}));
+            run.status_from_reply()
+        };
+        assert_eq!(finished(Quirks::default()), RunStatus::Ok);
+        let octave = Quirks {
+            interrupt_replies_ok: true,
+            ..Default::default()
+        };
+        assert_eq!(finished(octave), RunStatus::Interrupted);
     }
 }

@@ -37,6 +37,8 @@ mod running;
 
 /// How long a kernel gets to answer `is_complete_request` before the code runs anyway.
 const COMPLETENESS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often an interrupt is repeated while the run has not stopped (before the grace ends).
+const INTERRUPT_REPEAT: Duration = Duration::from_secs(1);
 /// How often a kernel whose stdin is a terminal is checked for code blocked reading it.
 const TERMINAL_PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -374,6 +376,9 @@ impl Actor {
             req.timeout,
             req.stdin,
         );
+        let mut run = run;
+        // The kernel it is expected to run in; set again when it starts.
+        run.generation = self.generation.max(1);
         let rx = run.watch();
         self.queue.push_back(req.run_id.clone());
         self.runs.insert(req.run_id.clone(), run);

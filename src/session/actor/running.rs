@@ -58,6 +58,7 @@ impl Actor {
     pub(super) async fn interrupt_run(&mut self, run_id: &str) {
         if let Some(run) = self.runs.get_mut(run_id) {
             run.interrupted_at.get_or_insert_with(Instant::now);
+            run.last_interrupt_at = Some(Instant::now());
             run.input_request = None;
             run.prompt = None;
             if run.status == RunStatus::AwaitingInput {
@@ -224,6 +225,13 @@ impl Actor {
             let _ = waiter.send(Ok(msg.content));
             return;
         }
+        if channel == Channel::Iopub && msg.msg_type() == "update_display_data" {
+            // It may update a display made by any earlier run (`display_id`), not just this one.
+            for run in self.runs.values_mut() {
+                run.update_display(&msg.content);
+            }
+            return;
+        }
         let Some(run_id) = msg
             .parent_msg_id()
             .and_then(|p| self.by_msg.get(p))
@@ -348,6 +356,19 @@ impl Actor {
             self.interrupt_run(&run_id).await;
             return;
         }
+        if let (Some(at), Some(last)) = (run.interrupted_at, run.last_interrupt_at)
+            && run.reply.is_none()
+            && now < at + interrupt_grace
+            && now >= last + INTERRUPT_REPEAT
+        {
+            // A signal that arrives before the kernel starts the code is ignored (ipykernel
+            // only turns SIGINT into KeyboardInterrupt while executing): send it again.
+            run.last_interrupt_at = Some(now);
+            if let Some(k) = self.kernel.as_mut() {
+                k.interrupt().await;
+            }
+            return;
+        }
         if let Some(at) = run.interrupted_at
             && now >= at + interrupt_grace
             && run.reply.is_none()
@@ -385,6 +406,9 @@ impl Actor {
         }
         if let Some(at) = run.interrupted_at {
             deadlines.push(at + self.limits.interrupt_grace());
+            if let (Some(last), None) = (run.last_interrupt_at, &run.reply) {
+                deadlines.push(last + INTERRUPT_REPEAT);
+            }
         }
         if self.quirks.stdin_is_terminal
             && run.status == RunStatus::Running
