@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use crate::session::types::{ExecutionResult, RunStatus, SessionInfo};
 use crate::session::{ErrorCode, SessionError};
 
+/// Base64 image data one response may carry in all (MCP clients drop messages over 16 MiB).
+const MAX_IMAGE_BYTES_PER_RESPONSE: usize = 8 * 1024 * 1024;
+
 /// A successful result: `text` first, then `extra` blocks; `structured` as structuredContent.
 pub fn success(
     text: String,
@@ -52,9 +55,18 @@ fn to_value(v: &impl Serialize) -> Value {
 pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult {
     let mut images = Vec::new();
     let mut notices = r.notices.clone();
+    let mut image_budget = MAX_IMAGE_BYTES_PER_RESPONSE;
     for o in &r.outputs {
         if let Some(img) = &o.image {
-            if img.bytes <= max_image_bytes {
+            if img.bytes <= max_image_bytes && img.data.len() > image_budget {
+                notices.push(format!(
+                    "An image of {} bytes ({}) was left out: this response already carries {} MiB of images. Save figures to files (e.g. fig.savefig(...)) or show fewer per cell.",
+                    img.bytes,
+                    img.mime,
+                    MAX_IMAGE_BYTES_PER_RESPONSE / (1024 * 1024)
+                ));
+            } else if img.bytes <= max_image_bytes {
+                image_budget -= img.data.len();
                 images.push(ContentBlock::image(img.data.clone(), img.mime.clone()));
             } else {
                 notices.push(format!(
