@@ -7,62 +7,21 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Stdio;
-use std::time::Duration;
 
-use common::server_command;
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use common::raw::{RawClient, call_line};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn back_to_back_executes_run_in_the_order_they_were_sent() {
-    let workdir = tempfile::tempdir().unwrap();
-    let mut child = server_command(workdir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn kernel-mcp");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // Responses may come in any order: keep the ones read ahead.
-    let mut seen: HashMap<i64, Value> = HashMap::new();
-    let mut read_until = async |id: i64| -> Value {
-        loop {
-            if let Some(msg) = seen.remove(&id) {
-                return msg;
-            }
-            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-                .await
-                .expect("a response within 60 s")
-                .expect("read stdout")
-                .expect("server still running");
-            let msg: Value = serde_json::from_str(&line).expect("JSON-RPC line");
-            if let Some(n) = msg["id"].as_i64() {
-                seen.insert(n, msg);
-            }
-        }
-    };
-    let call = |id: i64, tool: &str, args: Value| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
-            .to_string()
-            + "\n"
-    };
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    stdin
-        .write_all(format!("{init}\n").as_bytes())
-        .await
-        .unwrap();
-    read_until(0).await;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let create = call(1, "create_session", json!({"session_id": "fifo"}));
-    stdin
-        .write_all(format!("{initialized}\n{create}").as_bytes())
-        .await
-        .unwrap();
-    let created = read_until(1).await;
+    let mut client = RawClient::start().await;
+    client
+        .write(&call_line(
+            1,
+            "create_session",
+            json!({"session_id": "fifo"}),
+        ))
+        .await;
+    let created = client.read(1).await;
     assert_eq!(created["result"]["isError"], false, "{created}");
 
     let mut next_id = 2;
@@ -75,7 +34,7 @@ async fn back_to_back_executes_run_in_the_order_they_were_sent() {
             .iter()
             .enumerate()
             .map(|(i, code)| {
-                call(
+                call_line(
                     first + i as i64,
                     "execute",
                     json!({"session_id": "fifo", "code": code}),
@@ -83,12 +42,12 @@ async fn back_to_back_executes_run_in_the_order_they_were_sent() {
             })
             .collect();
         next_id += codes.len() as i64;
-        stdin.write_all(batch.as_bytes()).await.unwrap();
+        client.write(&batch).await;
         let mut results = HashMap::new();
         for id in first..next_id {
             results.insert(
                 id,
-                read_until(id).await["result"]["structuredContent"].clone(),
+                client.read(id).await["result"]["structuredContent"].clone(),
             );
         }
         let counts: Vec<i64> = (first..next_id)
@@ -107,7 +66,8 @@ async fn back_to_back_executes_run_in_the_order_they_were_sent() {
             "[0, 1, 2, 3, 4, 5, 6, 7]"
         );
     }
-    drop(stdin);
-    let exit = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
-    assert!(exit.is_ok(), "the server exits when its stdin closes");
+    assert!(
+        client.close().await,
+        "the server exits when its stdin closes"
+    );
 }

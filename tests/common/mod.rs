@@ -455,4 +455,5 @@ pub fn status(result: &Value) -> &str {
 pub mod fake;
 pub mod history;
 pub mod kernels;
+pub mod raw;
 pub mod trust;

@@ -1,0 +1,97 @@
+//! A raw JSON-RPC client over the server's stdio: lines are written exactly when and in the
+//! order the test says (the rmcp client sends each message from its own task, so its wire
+//! order is not the call order), and responses are matched by id in any order.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use super::server_command;
+
+/// A `kernel-mcp` driven with raw JSON-RPC lines.
+pub struct RawClient {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    /// Responses read ahead of the one being waited for.
+    seen: HashMap<i64, Value>,
+    _workdir: tempfile::TempDir,
+}
+
+/// One `tools/call` request line (with its newline).
+pub fn call_line(id: i64, tool: &str, args: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": args}})
+    .to_string()
+        + "\n"
+}
+
+impl RawClient {
+    /// Spawn the server, `initialize` (id 0) and send `notifications/initialized`.
+    pub async fn start() -> RawClient {
+        let workdir = tempfile::tempdir().unwrap();
+        let mut child = server_command(workdir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn kernel-mcp");
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut client = RawClient {
+            child,
+            stdin,
+            lines,
+            seen: HashMap::new(),
+            _workdir: workdir,
+        };
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "1"}}});
+        client.write(&format!("{init}\n")).await;
+        client.read(0).await;
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        client.write(&format!("{initialized}\n")).await;
+        client
+    }
+
+    /// Write `text` (one or more complete lines) in one write.
+    pub async fn write(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin
+            .write_all(text.as_bytes())
+            .await
+            .expect("write to the server");
+    }
+
+    /// The response with `id` (waiting up to 60 s for each line).
+    pub async fn read(&mut self, id: i64) -> Value {
+        loop {
+            if let Some(msg) = self.seen.remove(&id) {
+                return msg;
+            }
+            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+                .await
+                .expect("a response within 60 s")
+                .expect("read stdout")
+                .expect("server still running");
+            let msg: Value = serde_json::from_str(&line).expect("JSON-RPC line");
+            if let Some(n) = msg["id"].as_i64() {
+                self.seen.insert(n, msg);
+            }
+        }
+    }
+
+    /// Close stdin and wait (bounded) for the server to exit; true if it did.
+    pub async fn close(mut self) -> bool {
+        drop(self.stdin.take());
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .is_ok()
+    }
+}
