@@ -4,6 +4,7 @@
 //! to sessions.
 
 pub mod actor;
+pub mod display;
 pub mod error;
 pub mod export;
 pub mod history;
