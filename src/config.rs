@@ -19,6 +19,8 @@ pub struct Limits {
     pub max_image_bytes: usize,
     /// Runs waiting per session beyond the running one.
     pub queue_length: usize,
+    /// Sessions per server; one more is `LIMIT_EXCEEDED`.
+    pub max_sessions: usize,
     /// Default kernel start-up timeout (seconds).
     pub startup_timeout_s: u64,
     /// Grace after an interrupt before a timed-out run's kernel is restarted (seconds).
@@ -38,6 +40,7 @@ impl Default for Limits {
             stored_bytes_per_run: crate::session::run::MAX_STORED_BYTES,
             max_image_bytes: 1024 * 1024,
             queue_length: 64,
+            max_sessions: 64,
             startup_timeout_s: 60,
             interrupt_grace_s: 5,
             shutdown_grace_s: 2.5,

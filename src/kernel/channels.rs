@@ -45,6 +45,9 @@ pub enum KernelEvent {
     Message(Channel, Message),
     /// A socket's reader stopped (the socket closed or failed).
     ChannelClosed(Channel, String),
+    /// The kernel is gone (its process exited, or a remote server says so). Sent once, after
+    /// the messages it sent before.
+    Exited(super::ExitInfo),
 }
 
 /// The send halves of the kernel's sockets; reader tasks are aborted on drop.

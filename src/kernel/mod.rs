@@ -11,12 +11,14 @@ pub mod channels;
 pub mod connection;
 pub mod discovery;
 pub mod process;
+pub mod seam;
 pub mod spec;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -25,6 +27,7 @@ use tokio::time::Instant;
 pub use channels::{Channel, Channels, KernelEvent};
 pub use connection::ConnectionInfo;
 pub use process::{ExitInfo, KernelProcess};
+pub use seam::{KernelIo, KernelLauncher, LocalLauncher};
 pub use spec::{InterruptMode, KernelSpec};
 
 use crate::wire::Message;
@@ -88,6 +91,11 @@ pub struct Kernel {
     process: KernelProcess,
     channels: Channels,
     events: mpsc::UnboundedReceiver<KernelEvent>,
+    /// False once every socket reader has ended (the channel is closed).
+    events_open: bool,
+    /// True once [`KernelEvent::Exited`] was handed out.
+    exit_reported: bool,
+    exit: tokio::sync::watch::Receiver<Option<ExitInfo>>,
     connection_file: PathBuf,
 }
 
@@ -158,9 +166,12 @@ impl Kernel {
         let mut kernel = Kernel {
             spec: spec.clone(),
             info: Value::Null,
+            exit: process.exit_watch(),
             process,
             channels,
             events: rx,
+            events_open: true,
+            exit_reported: false,
             connection_file: guard.keep(),
         };
         tokio::select! {
@@ -229,50 +240,23 @@ impl Kernel {
         self.process.exit_info()
     }
 
-    /// A receiver that becomes `Some` when the kernel process exits.
-    pub fn exit_watch(&self) -> tokio::sync::watch::Receiver<Option<ExitInfo>> {
-        self.process.exit_watch()
-    }
-
-    /// The last few KiB of the kernel's own stdout/stderr.
-    pub fn output_tail(&self) -> String {
-        self.process.output_tail()
-    }
-
-    /// A new request message in this kernel's client session.
-    pub fn request(&self, msg_type: &str, content: Value) -> Message {
-        self.channels.request(msg_type, content)
-    }
-
-    /// A reply to a kernel message (e.g. `input_reply` to an `input_request`).
-    pub fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message {
-        Message::reply_to(&parent.header, msg_type, content, &self.channels.session)
-    }
-
-    /// Send `msg` on `channel`.
-    pub async fn send(&mut self, channel: Channel, msg: &Message) -> Result<(), String> {
-        self.channels.send(channel, msg).await
-    }
-
-    /// The next message from any socket. Cancel-safe.
-    pub async fn recv(&mut self) -> Option<KernelEvent> {
-        self.events.recv().await
-    }
-
-    /// A message already received, without waiting.
-    pub fn try_recv(&mut self) -> Option<KernelEvent> {
-        self.events.try_recv().ok()
-    }
-
-    /// Interrupt per the kernelspec's `interrupt_mode`: SIGINT to the process group, or
-    /// `interrupt_request` on control. Best effort; the caller watches the run's reply.
-    pub async fn interrupt(&mut self) {
-        match self.spec.interrupt_mode {
-            InterruptMode::Signal => self.process.signal(Signal::SIGINT),
-            InterruptMode::Message => {
-                let msg = self.request("interrupt_request", json!({}));
-                if let Err(e) = self.send(Channel::Control, &msg).await {
-                    tracing::warn!("interrupt_request not sent: {e}");
+    /// The next socket message, or the exit once the process is gone and the messages it
+    /// sent before are delivered (see [`KernelIo::next_event`]).
+    async fn next_event_inner(&mut self) -> KernelEvent {
+        loop {
+            if self.exit_reported {
+                return std::future::pending().await;
+            }
+            tokio::select! {
+                // Messages first: what the kernel sent before it died belongs to its runs.
+                biased;
+                ev = self.events.recv(), if self.events_open => match ev {
+                    Some(ev) => return ev,
+                    None => self.events_open = false,
+                },
+                info = exit_of(&mut self.exit) => {
+                    self.exit_reported = true;
+                    return KernelEvent::Exited(info);
                 }
             }
         }
@@ -284,12 +268,17 @@ impl Kernel {
         let rung = if self.exit_info().is_some() {
             ShutdownRung::Graceful
         } else {
-            let msg = self.request("shutdown_request", json!({"restart": false}));
-            let _ = self.send(Channel::Control, &msg).await;
+            let msg = self
+                .channels
+                .request("shutdown_request", json!({"restart": false}));
+            // A stopped or wedged kernel must not hold the ladder up.
+            let _ = tokio::time::timeout(grace, self.channels.send(Channel::Control, &msg)).await;
             if self.process.wait_exit(grace).await.is_some() {
                 ShutdownRung::Graceful
             } else {
                 self.process.signal(Signal::SIGTERM);
+                // A stopped kernel (SIGSTOP, a debugger) acts on SIGTERM only once continued.
+                self.process.signal(Signal::SIGCONT);
                 if self.process.wait_exit(grace).await.is_some() {
                     ShutdownRung::Terminated
                 } else {
@@ -309,6 +298,82 @@ impl Drop for Kernel {
     fn drop(&mut self) {
         // The process kills its group on drop; the connection file goes here.
         let _ = std::fs::remove_file(&self.connection_file);
+    }
+}
+
+impl KernelIo for Kernel {
+    fn info(&self) -> &Value {
+        &self.info
+    }
+
+    fn pid(&self) -> Option<u32> {
+        Some(self.process.pid())
+    }
+
+    fn request(&self, msg_type: &str, content: Value) -> Message {
+        self.channels.request(msg_type, content)
+    }
+
+    fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message {
+        Message::reply_to(&parent.header, msg_type, content, &self.channels.session)
+    }
+
+    fn send<'a>(
+        &'a mut self,
+        channel: Channel,
+        msg: &'a Message,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.channels.send(channel, msg))
+    }
+
+    fn next_event(&mut self) -> BoxFuture<'_, KernelEvent> {
+        Box::pin(self.next_event_inner())
+    }
+
+    fn try_next_event(&mut self) -> Option<KernelEvent> {
+        self.events.try_recv().ok()
+    }
+
+    /// Per the kernelspec's `interrupt_mode`: SIGINT to the process group, or
+    /// `interrupt_request` on control.
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            match self.spec.interrupt_mode {
+                InterruptMode::Signal => {
+                    self.process.signal(Signal::SIGINT);
+                    Ok(())
+                }
+                InterruptMode::Message => {
+                    let msg = self.channels.request("interrupt_request", json!({}));
+                    self.channels.send(Channel::Control, &msg).await
+                }
+            }
+        })
+    }
+
+    fn shutdown(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ShutdownRung> {
+        Box::pin((*self).shutdown(grace))
+    }
+
+    fn output_tail(&self) -> String {
+        self.process.output_tail()
+    }
+
+    fn reads_terminal(&self) -> bool {
+        process::any_reads_terminal(&process::descendants(self.process.pid() as i32))
+    }
+}
+
+/// The exit, once the process has exited; pends for ever if the watch is gone.
+async fn exit_of(rx: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
+    // The watch guard must not live across an await (it is not Send).
+    let exit = rx.wait_for(|e| e.is_some()).await.map(|v| *v);
+    match exit {
+        Ok(v) => v.unwrap_or(ExitInfo {
+            code: None,
+            signal: None,
+        }),
+        Err(_) => std::future::pending().await,
     }
 }
 

@@ -254,6 +254,27 @@ async fn drain_output(
     }
 }
 
+/// True if one of `pids` is blocked in `read(0, …)` on a terminal: code waiting for input that
+/// a pexpect-driven kernel will never deliver. (pexpect gives the shell its own session, so
+/// callers pass the kernel's descendants, not its process group.) Linux only (/proc).
+pub fn any_reads_terminal(pids: &[i32]) -> bool {
+    pids.iter().any(|pid| {
+        let path = std::path::PathBuf::from(format!("/proc/{pid}"));
+        // `/proc/<pid>/syscall`: number then arguments; read(2) is 0 on x86_64, 63 on aarch64.
+        let reading_fd0 = std::fs::read_to_string(path.join("syscall"))
+            .ok()
+            .is_some_and(|s| {
+                let mut parts = s.split_whitespace();
+                let nr = parts.next();
+                let fd = parts.next();
+                matches!(nr, Some("0") | Some("63")) && fd == Some("0x0")
+            });
+        reading_fd0
+            && std::fs::read_link(path.join("fd/0"))
+                .is_ok_and(|t| t.starts_with("/dev/pts") || t.starts_with("/dev/tty"))
+    })
+}
+
 /// All live descendants of `root`, from the ppid links in /proc (Linux; empty elsewhere).
 pub fn descendants(root: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {

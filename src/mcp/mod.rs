@@ -1,31 +1,15 @@
-//! The MCP surface: tool parameters ([`params`]), the tools ([`server`]), rendering of records
-//! into `CallToolResult`s ([`render`]) and the transports ([`serve`]).
+//! The MCP surface: tool parameters ([`params`]), the handler ([`server`]) and its tools
+//! (`tools_*.rs`), errors at the edge ([`error`]), rendering of records into
+//! `CallToolResult`s ([`render`]) and the transports ([`serve`]).
 
-/// `Result<T, SessionError>` → `T`, or return the error as a tool result.
-macro_rules! tri {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(e) => return render::error(&e),
-        }
-    };
-}
-
-/// `Result<T, CallToolResult>` → `T`, or return the tool result.
-macro_rules! tri_result {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(r) => return r,
-        }
-    };
-}
-
+pub mod error;
 pub mod params;
 pub mod render;
 pub mod serve;
 pub mod server;
 mod tools_code;
 mod tools_history;
+mod tools_run;
+mod tools_session;
 
 pub use server::KernelMcp;

@@ -1,5 +1,6 @@
 //! Records → `CallToolResult`: `structuredContent` carries the contract's JSON, a short text
 //! block carries the same for models that read text, and images become `image` blocks.
+//! Errors are rendered by [`super::error::ToolError`].
 
 use std::fmt::Write;
 
@@ -8,7 +9,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::session::types::{ExecutionResult, RunStatus, SessionInfo};
-use crate::session::{ErrorCode, SessionError};
 
 /// Base64 image data one response may carry in all (MCP clients drop messages over 16 MiB).
 const MAX_IMAGE_BYTES_PER_RESPONSE: usize = 8 * 1024 * 1024;
@@ -24,27 +24,6 @@ pub fn success(
     let mut r = CallToolResult::success(content);
     r.structured_content = Some(to_value(structured));
     r
-}
-
-/// A tool error the model can act on: `isError`, `{error_code, message, details}`.
-pub fn error(e: &SessionError) -> CallToolResult {
-    let code = serde_json::to_value(e.code).unwrap_or(Value::Null);
-    let code_str = code.as_str().unwrap_or("INTERNAL_ERROR").to_string();
-    let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
-        "{code_str}: {}",
-        e.message
-    ))]);
-    r.structured_content = Some(json!({
-        "error_code": code,
-        "message": e.message,
-        "details": e.details,
-    }));
-    r
-}
-
-/// Shorthand for an `INVALID_ARGUMENT` tool error.
-pub fn invalid(message: impl Into<String>) -> CallToolResult {
-    error(&SessionError::new(ErrorCode::InvalidArgument, message))
 }
 
 fn to_value(v: &impl Serialize) -> Value {
@@ -143,6 +122,15 @@ pub fn execution_text(r: &ExecutionResult, notices: &[String]) -> String {
             r.run_id
         );
     }
+    if let Some(parts) = &r.truncated {
+        let names: Vec<&str> = parts.keys().map(String::as_str).collect();
+        let _ = writeln!(
+            t,
+            "Shortened: {}. Page the full text with get_execution(run_id=\"{}\", stream=..., offset=..., limit=...).",
+            names.join(", "),
+            r.run_id
+        );
+    }
     if matches!(r.status, RunStatus::Running | RunStatus::Queued) {
         let _ = writeln!(
             t,
@@ -164,10 +152,7 @@ pub fn session_text(s: &SessionInfo) -> String {
         s.session_id,
         s.kernel,
         s.display_name,
-        serde_json::to_value(s.status)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default(),
+        s.status.as_str(),
         s.generation,
         s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
         s.history_count,
@@ -176,5 +161,74 @@ pub fn session_text(s: &SessionInfo) -> String {
             .as_ref()
             .map(|r| format!(", running {r}"))
             .unwrap_or_default()
+    )
+}
+
+/// One line per kernelspec, then the default kernel.
+pub fn kernels_text(kernels: &[Value], default: Option<&str>) -> String {
+    let lines: Vec<String> = kernels
+        .iter()
+        .map(|k| {
+            format!(
+                "{} — {} ({})",
+                k["name"].as_str().unwrap_or(""),
+                k["display_name"].as_str().unwrap_or(""),
+                k["language"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    format!(
+        "{}\ndefault kernel: {}",
+        lines.join("\n"),
+        default.unwrap_or("none")
+    )
+}
+
+/// `  name: type summary` per variable, each on its own line.
+pub fn variables_text(vars: &[Value]) -> String {
+    let mut t = String::new();
+    for var in vars {
+        let _ = write!(
+            t,
+            "\n  {}: {} {}",
+            var["name"].as_str().unwrap_or(""),
+            var["type"].as_str().unwrap_or(""),
+            var["summary"].as_str().unwrap_or("")
+        );
+    }
+    t
+}
+
+/// What a history replay did.
+pub fn replay_text(replay: &crate::session::ops::Replay) -> String {
+    match (replay.stopped_at, replay.runs.last()) {
+        (Some(i), Some(last)) => format!(
+            "re-ran {} blocks; stopped at index {i} ({}): see runs[-1] and get_execution for details",
+            replay.runs.len(),
+            last.status.as_str()
+        ),
+        _ => format!("re-ran {} blocks, all ok", replay.runs.len()),
+    }
+}
+
+/// What an install did, and its output's tail.
+pub fn install_text(
+    outcome: &crate::session::packages::InstallOutcome,
+    packages: &[String],
+) -> String {
+    format!(
+        "{} {}{}\n{}",
+        if outcome.ok {
+            "installed"
+        } else {
+            "install FAILED:"
+        },
+        packages.join(" "),
+        if outcome.restart_recommended {
+            " (restart recommended: an installed package replaced one that may already be imported)"
+        } else {
+            ""
+        },
+        outcome.output.trim_end()
     )
 }

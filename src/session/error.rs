@@ -1,7 +1,12 @@
-//! Errors a caller can act on, with the contract's codes (DESIGN §4 "Errors").
+//! What can go wrong in a session call, as a typed enum with the contract's codes
+//! ([`ErrorCode`], DESIGN §4 "Errors") and structured details. The messages state the facts
+//! in the session's own words; what to do next in terms of MCP tools is added at the edge
+//! (`mcp/error.rs`), so the CLI and other front ends can give their own advice.
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use super::ids::RunId;
 
 /// Machine-readable error code (serialized as `SESSION_NOT_FOUND` etc.).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -24,47 +29,147 @@ pub enum ErrorCode {
     InternalError,
 }
 
-/// An error with its code, a message that says what to do next, and structured details.
+impl ErrorCode {
+    /// The contract's string, e.g. `"SESSION_NOT_FOUND"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::SessionNotFound => "SESSION_NOT_FOUND",
+            ErrorCode::SessionAlreadyExists => "SESSION_ALREADY_EXISTS",
+            ErrorCode::SessionBusy => "SESSION_BUSY",
+            ErrorCode::SessionDead => "SESSION_DEAD",
+            ErrorCode::QueueFull => "QUEUE_FULL",
+            ErrorCode::KernelNotFound => "KERNEL_NOT_FOUND",
+            ErrorCode::KernelStartFailed => "KERNEL_START_FAILED",
+            ErrorCode::StateChanged => "STATE_CHANGED",
+            ErrorCode::ExecutionNotFound => "EXECUTION_NOT_FOUND",
+            ErrorCode::NotAwaitingInput => "NOT_AWAITING_INPUT",
+            ErrorCode::Unsupported => "UNSUPPORTED",
+            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorCode::LimitExceeded => "LIMIT_EXCEEDED",
+            ErrorCode::IoError => "IO_ERROR",
+            ErrorCode::InternalError => "INTERNAL_ERROR",
+        }
+    }
+}
+
+/// An error from a session or the registry.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
-pub struct SessionError {
-    pub code: ErrorCode,
-    pub message: String,
-    pub details: Value,
+pub enum SessionError {
+    /// No live session has this id (and, for history, no journal either).
+    #[error("Session '{id}' not found.{}", if *.journal_checked { " No history journal for it was found either." } else { "" })]
+    NotFound {
+        id: String,
+        /// The live sessions, sorted.
+        known: Vec<String>,
+        journal_checked: bool,
+    },
+    /// The session's actor ended while the call was in flight (it was destroyed).
+    #[error("Session '{0}' was destroyed.")]
+    Gone(String),
+    #[error("Session '{0}' already exists.")]
+    AlreadyExists(String),
+    /// A request that needs an idle kernel arrived while a run executes.
+    #[error("Session '{session}' is running {run}.")]
+    Busy { session: String, run: RunId },
+    /// The kernel did not answer a shell request in time.
+    #[error("The kernel did not answer {msg_type} within {timeout_s} s (it may be busy).")]
+    NoReply { msg_type: String, timeout_s: u64 },
+    /// The kernel was replaced before it answered.
+    #[error("The kernel was replaced before it answered {msg_type}.")]
+    Replaced { msg_type: String },
+    /// The session has no kernel right now (its start failed, or it is being replaced).
+    #[error("Session '{session}' has no running kernel ({why}).")]
+    Dead { session: String, why: String },
+    #[error("Session '{session}' already has {waiting} runs waiting.")]
+    QueueFull { session: String, waiting: usize },
+    #[error("{message}")]
+    KernelNotFound { message: String, details: Value },
+    #[error("{message}")]
+    KernelStartFailed { message: String, details: Value },
+    /// `expected_generation` does not match.
+    #[error(
+        "Session '{session}' is at generation {generation}, not {expected}: its kernel was replaced and earlier state is gone."
+    )]
+    StateChanged {
+        session: String,
+        generation: u64,
+        expected: u64,
+    },
+    /// No session knows this run (never existed, or forgotten).
+    #[error("Run '{0}' not found (finished runs are kept for a while, then forgotten).")]
+    RunNotFound(String),
+    #[error("Run '{run}' is {status} and not waiting for input.")]
+    NotAwaitingInput { run: RunId, status: &'static str },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// A file could not be read or written.
+    #[error("{message}")]
+    Io { path: String, message: String },
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl SessionError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> SessionError {
-        SessionError {
-            code,
-            message: message.into(),
-            details: Value::Null,
+    /// The contract's code for this error.
+    pub fn code(&self) -> ErrorCode {
+        use SessionError as E;
+        match self {
+            E::NotFound { .. } | E::Gone(_) => ErrorCode::SessionNotFound,
+            E::AlreadyExists(_) => ErrorCode::SessionAlreadyExists,
+            E::Busy { .. } | E::NoReply { .. } | E::Replaced { .. } => ErrorCode::SessionBusy,
+            E::Dead { .. } => ErrorCode::SessionDead,
+            E::QueueFull { .. } => ErrorCode::QueueFull,
+            E::KernelNotFound { .. } => ErrorCode::KernelNotFound,
+            E::KernelStartFailed { .. } => ErrorCode::KernelStartFailed,
+            E::StateChanged { .. } => ErrorCode::StateChanged,
+            E::RunNotFound(_) => ErrorCode::ExecutionNotFound,
+            E::NotAwaitingInput { .. } => ErrorCode::NotAwaitingInput,
+            E::Unsupported(_) => ErrorCode::Unsupported,
+            E::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            E::LimitExceeded(_) => ErrorCode::LimitExceeded,
+            E::Io { .. } => ErrorCode::IoError,
+            E::Internal(_) => ErrorCode::InternalError,
         }
     }
 
-    pub fn with_details(mut self, details: Value) -> SessionError {
-        self.details = details;
-        self
-    }
-
-    pub fn session_not_found(id: &str, known: &[String]) -> SessionError {
-        let hint = if known.is_empty() {
-            "There are no sessions; create one with create_session (or call execute without session_id for the default session).".to_string()
-        } else {
-            format!("Existing sessions: {}.", known.join(", "))
-        };
-        SessionError::new(
-            ErrorCode::SessionNotFound,
-            format!("Session '{id}' not found. {hint}"),
-        )
-        .with_details(serde_json::json!({"session_id": id, "sessions": known}))
+    /// Structured details for the caller (`null` when there are none).
+    pub fn details(&self) -> Value {
+        use SessionError as E;
+        match self {
+            E::NotFound { id, known, .. } => json!({"session_id": id, "sessions": known}),
+            E::Gone(id) | E::AlreadyExists(id) => json!({"session_id": id}),
+            E::Busy { session, run } => json!({"session_id": session, "run_id": run}),
+            E::QueueFull { session, waiting } => {
+                json!({"session_id": session, "queue_length": waiting})
+            }
+            E::KernelNotFound { details, .. } | E::KernelStartFailed { details, .. } => {
+                details.clone()
+            }
+            E::StateChanged {
+                generation,
+                expected,
+                ..
+            } => json!({"generation": generation, "expected_generation": expected}),
+            E::RunNotFound(run) => json!({"run_id": run}),
+            E::NotAwaitingInput { run, status } => json!({"run_id": run, "status": status}),
+            E::Io { path, .. } => json!({"path": path}),
+            _ => Value::Null,
+        }
     }
 
     /// The session's actor is gone (destroyed meanwhile).
-    pub fn gone(id: &str) -> SessionError {
-        SessionError::new(
-            ErrorCode::SessionNotFound,
-            format!("Session '{id}' was destroyed. Create a new one with create_session."),
-        )
+    pub(crate) fn gone(id: &str) -> SessionError {
+        SessionError::Gone(id.to_string())
+    }
+
+    pub(crate) fn io(path: &std::path::Path, message: impl Into<String>) -> SessionError {
+        SessionError::Io {
+            path: path.display().to_string(),
+            message: message.into(),
+        }
     }
 }

@@ -2,31 +2,49 @@
 //! FIFO queue, the runs and the generation; callers hold a cloneable [`SessionHandle`]. The
 //! [`Registry`] belongs to the process (not to an MCP connection) and maps names and run ids
 //! to sessions.
+//!
+//! Layout: `actor/` (the loop and its handlers), `run/` (one run: phase, collected output,
+//! bounded response), `runs.rs` (a session's runs), `ids.rs`, `history/` and `export.rs`
+//! (history, journal, exports), `display.rs` and `output.rs` (what the agent sees of outputs),
+//! `quirks.rs` and `language.rs` (per-kernel and per-language behaviour), `ops.rs` (session
+//! operations built from several actor calls), `registry.rs`, `error.rs`, `types.rs`.
 
 pub mod actor;
 pub mod display;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod history;
+pub mod ids;
+pub mod language;
+pub mod ops;
 pub mod output;
 pub mod packages;
 pub mod python;
 pub mod quirks;
 pub mod registry;
 pub mod run;
+pub mod runs;
 pub mod types;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use actor::Command;
-pub use actor::ExecuteRequest;
+use actor::{Actor, Command};
+pub use actor::{ExecuteRequest, SessionDesc, Submitted};
 pub use error::{ErrorCode, SessionError};
+pub use ids::RunId;
 pub use registry::{CreateRequest, Registry};
+pub use run::Part;
 pub use types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
 
+use crate::config::Limits;
 use crate::kernel::ShutdownRung;
+
+/// Commands buffered per session actor.
+const COMMAND_BUFFER: usize = 64;
 
 /// A cheap, cloneable handle to one session's actor.
 #[derive(Clone)]
@@ -35,7 +53,27 @@ pub struct SessionHandle {
     tx: mpsc::Sender<Command>,
 }
 
+/// The outcome of a session's first kernel start.
+pub type Created = oneshot::Receiver<Result<SessionInfo, SessionError>>;
+
 impl SessionHandle {
+    /// Spawn a session actor on `runtime`; it starts its first kernel at once, and `Created`
+    /// resolves when that kernel is ready (or failed to start).
+    pub fn spawn(
+        runtime: &tokio::runtime::Handle,
+        desc: SessionDesc,
+        limits: Arc<Limits>,
+    ) -> (SessionHandle, Created) {
+        let (tx, rx) = mpsc::channel(COMMAND_BUFFER);
+        let (created_tx, created_rx) = oneshot::channel();
+        let handle = SessionHandle {
+            id: desc.id.clone(),
+            tx,
+        };
+        Actor::spawn(runtime, desc, limits, rx, created_tx);
+        (handle, created_rx)
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -58,57 +96,66 @@ impl SessionHandle {
     }
 
     /// Queue a run; returns its id and a receiver of its status.
-    pub async fn submit(&self, req: ExecuteRequest) -> Result<actor::Submitted, SessionError> {
+    /// Errors: `SESSION_DEAD`, `STATE_CHANGED`, `QUEUE_FULL`.
+    pub async fn submit(&self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
         self.call(|tx| Command::Submit(req, tx)).await?
     }
 
-    /// The run's record now, or `None` if this session does not know it.
-    pub async fn get_run(&self, run_id: &str) -> Result<Option<ExecutionResult>, SessionError> {
-        self.call(|tx| Command::GetRun(run_id.to_string(), tx))
-            .await
+    /// The run's record now (every part bounded). Errors: `EXECUTION_NOT_FOUND`.
+    pub async fn get_run(&self, run: &RunId) -> Result<ExecutionResult, SessionError> {
+        self.call(|tx| Command::GetRun(run.clone(), tx))
+            .await?
+            .ok_or_else(|| SessionError::RunNotFound(run.to_string()))
     }
 
     /// A receiver of the run's status changes. Errors: `EXECUTION_NOT_FOUND`.
-    pub async fn watch_run(
-        &self,
-        run_id: &str,
-    ) -> Result<watch::Receiver<RunStatus>, SessionError> {
-        self.call(|tx| Command::WatchRun(run_id.to_string(), tx))
+    pub async fn watch_run(&self, run: &RunId) -> Result<watch::Receiver<RunStatus>, SessionError> {
+        self.call(|tx| Command::WatchRun(run.clone(), tx))
             .await?
+            .ok_or_else(|| SessionError::RunNotFound(run.to_string()))
     }
 
-    /// A page of one stream of a run (bytes of its cleaned UTF-8 text).
-    pub async fn stream_page(
+    /// A page of one part of a run: bytes `[offset, offset + limit)` of its full text.
+    /// Errors: `EXECUTION_NOT_FOUND`.
+    pub async fn page(
         &self,
-        run_id: &str,
-        stream: &str,
+        run: &RunId,
+        part: Part,
         offset: usize,
         limit: usize,
-    ) -> Result<Option<output::StreamPage>, SessionError> {
-        self.call(|tx| {
-            Command::StreamPage(run_id.to_string(), stream.to_string(), offset, limit, tx)
+    ) -> Result<output::StreamPage, SessionError> {
+        self.call(|reply| Command::Page {
+            run: run.clone(),
+            part,
+            offset,
+            limit,
+            reply,
         })
-        .await
+        .await?
+        .ok_or_else(|| SessionError::RunNotFound(run.to_string()))
     }
 
     /// The run's latest output line (or its status), for progress messages.
-    pub async fn run_tail(&self, run_id: &str) -> Result<Option<String>, SessionError> {
-        self.call(|tx| Command::RunTail(run_id.to_string(), tx))
-            .await
+    pub async fn run_tail(&self, run: &RunId) -> Result<Option<String>, SessionError> {
+        self.call(|tx| Command::RunTail(run.clone(), tx)).await
     }
 
     pub async fn info(&self) -> Result<SessionInfo, SessionError> {
         self.call(Command::Info).await
     }
 
-    /// Interrupt the running run, if any; returns its id.
-    pub async fn interrupt(&self) -> Result<(SessionInfo, Option<String>), SessionError> {
+    /// Interrupt the running run, if any; returns its id. Never restarts the kernel.
+    pub async fn interrupt(&self) -> Result<(SessionInfo, Option<RunId>), SessionError> {
         self.call(Command::Interrupt).await
     }
 
     /// Replace the kernel; answers once the new one is ready.
     pub async fn restart(&self, clear_history: bool) -> Result<SessionInfo, SessionError> {
-        self.call(|tx| Command::Restart(clear_history, tx)).await?
+        self.call(|reply| Command::Restart {
+            clear_history,
+            reply,
+        })
+        .await?
     }
 
     /// History entries `[start, end)` (Python slice semantics) with indices, and the total.
@@ -117,20 +164,24 @@ impl SessionHandle {
         start: Option<i64>,
         end: Option<i64>,
     ) -> Result<(Vec<(usize, history::HistoryEntry)>, usize), SessionError> {
-        self.call(|tx| Command::History(start, end, tx)).await
+        self.call(|reply| Command::History { start, end, reply })
+            .await
     }
 
-    /// Delete history entries `[start, end)`; returns how many.
+    /// Delete history entries `[start, end)` (only `start` when `end` is `None`); returns
+    /// how many.
     pub async fn delete_history(
         &self,
         start: Option<i64>,
         end: Option<i64>,
     ) -> Result<usize, SessionError> {
-        self.call(|tx| Command::DeleteHistory(start, end, tx)).await
+        self.call(|reply| Command::DeleteHistory { start, end, reply })
+            .await
     }
 
     /// Send a shell request and wait up to `timeout` for its reply's content.
-    /// Errors: `SESSION_BUSY` (with `idle_only` while a run executes, or on timeout).
+    /// Errors: `SESSION_BUSY` (with `idle_only` while a run executes, or when no reply came
+    /// in time), `SESSION_DEAD`, `LIMIT_EXCEEDED` (too many requests waiting).
     pub async fn request(
         &self,
         msg_type: &str,
@@ -138,47 +189,29 @@ impl SessionHandle {
         idle_only: bool,
         timeout: Duration,
     ) -> Result<serde_json::Value, SessionError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(Command::Request {
-                msg_type: msg_type.to_string(),
-                content,
-                idle_only,
-                reply: tx,
-            })
-            .await
-            .map_err(|_| SessionError::gone(&self.id))?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(SessionError::gone(&self.id)),
-            Err(_) => Err(SessionError::new(
-                ErrorCode::SessionBusy,
-                format!(
-                    "The kernel did not answer {msg_type} within {} s (it may be busy).",
-                    timeout.as_secs()
-                ),
-            )),
-        }
+        self.call(|reply| Command::Request {
+            msg_type: msg_type.to_string(),
+            content,
+            idle_only,
+            timeout,
+            reply,
+        })
+        .await?
     }
 
-    /// Names and language_info for exporting this session's history.
-    pub async fn export_context(&self) -> Result<export::ExportContext, SessionError> {
-        self.call(Command::ExportContext).await
-    }
-
+    /// Answer the run's `input()` prompt. Errors: `EXECUTION_NOT_FOUND`, `NOT_AWAITING_INPUT`.
     pub async fn send_input(
         &self,
-        run_id: &str,
+        run: &RunId,
         value: String,
     ) -> Result<watch::Receiver<RunStatus>, SessionError> {
-        self.call(|tx| Command::SendInput(run_id.to_string(), value, tx))
+        self.call(|tx| Command::SendInput(run.clone(), value, tx))
             .await?
     }
 
-    /// Remove a queued run, or interrupt a running one.
-    pub async fn cancel(&self, run_id: &str) -> Result<(), SessionError> {
-        self.call(|tx| Command::Cancel(run_id.to_string(), tx))
-            .await?
+    /// Remove a queued run, or interrupt a running one. Errors: `EXECUTION_NOT_FOUND`.
+    pub async fn cancel(&self, run: &RunId) -> Result<(), SessionError> {
+        self.call(|tx| Command::Cancel(run.clone(), tx)).await?
     }
 
     /// Shut the kernel down (ladder) and end the actor.

@@ -181,7 +181,7 @@ pub fn head_tail(text: &str, limit: usize) -> (String, Option<usize>) {
     }
     let omitted = tail_start - head_end;
     let shown = format!(
-        "{}\n[… {omitted} bytes omitted; page through them with get_execution(run_id, stream, offset, limit) …]\n{}",
+        "{}\n[… {omitted} bytes omitted …]\n{}",
         &text[..head_end],
         &text[tail_start..]
     );

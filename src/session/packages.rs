@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use super::error::{ErrorCode, SessionError};
+use super::error::SessionError;
 
 /// Longest an install may take.
 pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
@@ -29,19 +29,17 @@ pub struct InstallOutcome {
 /// Reject specifiers that would be read as installer options (e.g. `--index-url`).
 pub fn validate(packages: &[String]) -> Result<(), SessionError> {
     if packages.is_empty() {
-        return Err(SessionError::new(
-            ErrorCode::InvalidArgument,
-            "packages is empty: name at least one package.",
+        return Err(SessionError::InvalidArgument(
+            "packages is empty: name at least one package.".into(),
         ));
     }
     if let Some(bad) = packages
         .iter()
         .find(|p| p.trim().is_empty() || p.trim_start().starts_with('-'))
     {
-        return Err(SessionError::new(
-            ErrorCode::InvalidArgument,
-            format!("{bad:?} is not a package requirement (options are not accepted)."),
-        ));
+        return Err(SessionError::InvalidArgument(format!(
+            "{bad:?} is not a package requirement (options are not accepted)."
+        )));
     }
     Ok(())
 }
@@ -74,8 +72,8 @@ pub async fn install(python: &Path, packages: &[String]) -> Result<InstallOutcom
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
-            SessionError::new(
-                ErrorCode::IoError,
+            SessionError::io(
+                Path::new(&command[0]),
                 format!("cannot run {}: {e}", command[0]),
             )
         })?;
@@ -99,13 +97,10 @@ pub async fn install(python: &Path, packages: &[String]) -> Result<InstallOutcom
     let (bytes, status) = tokio::time::timeout(INSTALL_TIMEOUT, run)
         .await
         .map_err(|_| {
-            SessionError::new(
-                ErrorCode::LimitExceeded,
-                format!(
-                    "The install did not finish within {} s and was stopped.",
-                    INSTALL_TIMEOUT.as_secs()
-                ),
-            )
+            SessionError::LimitExceeded(format!(
+                "The install did not finish within {} s and was stopped.",
+                INSTALL_TIMEOUT.as_secs()
+            ))
         })?;
     let text = String::from_utf8_lossy(&bytes);
     let mut start = text.len().saturating_sub(OUTPUT_TAIL_BYTES);

@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{SessionError, SessionHandle};
-use crate::session::error::ErrorCode;
 
 /// How long a silent expression may take.
 const EXPRESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,22 +65,15 @@ pub async fn eval_json(handle: &SessionHandle, expr: &str) -> Result<Value, Sess
         .await?;
     let v = &reply["user_expressions"]["v"];
     if v["status"] != "ok" {
-        return Err(SessionError::new(
-            ErrorCode::InternalError,
-            format!(
-                "The kernel could not evaluate the helper expression: {} {}",
-                v["ename"].as_str().unwrap_or(""),
-                v["evalue"].as_str().unwrap_or("")
-            ),
-        ));
+        return Err(SessionError::Internal(format!(
+            "The kernel could not evaluate the helper expression: {} {}",
+            v["ename"].as_str().unwrap_or(""),
+            v["evalue"].as_str().unwrap_or("")
+        )));
     }
     let text = v["data"]["text/plain"].as_str().unwrap_or_default();
-    decode_hex_repr(text).ok_or_else(|| {
-        SessionError::new(
-            ErrorCode::InternalError,
-            format!("Unexpected helper result: {text:.200}"),
-        )
-    })
+    decode_hex_repr(text)
+        .ok_or_else(|| SessionError::Internal(format!("Unexpected helper result: {text:.200}")))
 }
 
 /// `'7b22…'` (the repr of a hex string) → the JSON value it encodes.

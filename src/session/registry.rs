@@ -7,24 +7,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::{mpsc, oneshot};
 
 use super::SessionHandle;
-use super::actor::{Actor, ExecuteRequest};
-use super::error::{ErrorCode, SessionError};
+use super::actor::{ExecuteRequest, SessionDesc, Submitted};
+use super::error::SessionError;
+use super::history::Journal;
+use super::ids::RunId;
 use super::types::SessionInfo;
 use crate::config::Limits;
 use crate::kernel::discovery::KernelSearch;
-use crate::kernel::{KernelSpec, LaunchOptions, ShutdownRung};
+use crate::kernel::{KernelSpec, LaunchOptions, LocalLauncher, ShutdownRung};
 
 /// Name of the session `execute` uses when no `session_id` is given.
 pub const DEFAULT_SESSION: &str = "default";
 
 /// Run ids remembered for `get_execution` across all sessions before the map is pruned.
 const MAX_TRACKED_RUNS: usize = 100_000;
-
-/// Commands buffered per session actor.
-const COMMAND_BUFFER: usize = 64;
 
 /// What `create_session` asks for (validated by the MCP layer's types, checked here).
 #[derive(Debug, Clone, Default)]
@@ -41,7 +39,7 @@ pub struct CreateRequest {
 pub struct Registry {
     sessions: Mutex<HashMap<String, SessionHandle>>,
     /// run_id → session_id, and the run ids in submission order (to forget the oldest).
-    runs: Mutex<(HashMap<String, String>, std::collections::VecDeque<String>)>,
+    runs: Mutex<(HashMap<RunId, String>, std::collections::VecDeque<RunId>)>,
     /// Serializes the lazy creation of the default session.
     default_lock: tokio::sync::Mutex<()>,
     pub search: KernelSearch,
@@ -52,6 +50,8 @@ pub struct Registry {
     sessions_runtime: tokio::runtime::Handle,
     /// Interpreters known to import ipykernel (the probe costs a Python start-up).
     ipykernel_ok: Mutex<std::collections::HashSet<PathBuf>>,
+    /// Where sessions journal their history; `None`: no journals.
+    journal_dir: Option<PathBuf>,
 }
 
 impl Registry {
@@ -72,6 +72,9 @@ impl Registry {
             limits: Arc::new(limits),
             counter: std::sync::atomic::AtomicU64::new(0),
             ipykernel_ok: Mutex::new(Default::default()),
+            journal_dir: Journal::dir()
+                .inspect_err(|e| tracing::warn!("history journals are off: {e}"))
+                .ok(),
         }
     }
 
@@ -120,64 +123,62 @@ impl Registry {
             },
         };
         if req.python.is_some() && req.kernel.is_some() {
-            return Err(SessionError::new(
-                ErrorCode::InvalidArgument,
-                "Give either `kernel` (a kernelspec name) or `python` (an interpreter or venv), not both.",
+            return Err(SessionError::InvalidArgument(
+                "Give either `kernel` (a kernelspec name) or `python` (an interpreter or venv), not both.".into(),
             ));
+        }
+        let live = lock(&self.sessions).len();
+        if live >= self.limits.max_sessions {
+            return Err(SessionError::LimitExceeded(format!(
+                "This server already runs {live} sessions, its limit; destroy one you no longer need first."
+            )));
         }
         if let Some(bad) = req
             .env
             .keys()
             .find(|k| k.is_empty() || k.contains(['=', '\0']))
         {
-            return Err(SessionError::new(
-                ErrorCode::InvalidArgument,
-                format!("{bad:?} is not an environment variable name."),
-            ));
+            return Err(SessionError::InvalidArgument(format!(
+                "{bad:?} is not an environment variable name."
+            )));
         }
         let cwd = match &req.cwd {
             Some(c) if c.is_dir() => std::path::absolute(c).unwrap_or_else(|_| c.clone()),
             Some(c) => {
-                return Err(SessionError::new(
-                    ErrorCode::InvalidArgument,
-                    format!("cwd '{}' is not an existing directory.", c.display()),
-                ));
+                return Err(SessionError::InvalidArgument(format!(
+                    "cwd '{}' is not an existing directory.",
+                    c.display()
+                )));
             }
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         };
         let spec = self.resolve_spec(&req, &cwd).await?;
         let opts = LaunchOptions {
-            cwd,
+            cwd: cwd.clone(),
             env: req.env.clone(),
             env_prefix: self.env_prefix.clone(),
             startup_timeout: req
                 .startup_timeout
                 .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s)),
         };
-        let (tx, rx) = mpsc::channel(COMMAND_BUFFER);
-        let handle = SessionHandle { id: id.clone(), tx };
+        let desc = SessionDesc {
+            id: id.clone(),
+            spec: spec.clone(),
+            cwd,
+            launcher: Arc::new(LocalLauncher { spec, opts }),
+            journal_dir: self.journal_dir.clone(),
+        };
+        let handle;
+        let created_rx;
         {
             let mut sessions = lock(&self.sessions);
             if sessions.contains_key(&id) {
-                return Err(SessionError::new(
-                    ErrorCode::SessionAlreadyExists,
-                    format!(
-                        "Session '{id}' already exists. Use it, pick another session_id, or destroy_session it first."
-                    ),
-                ));
+                return Err(SessionError::AlreadyExists(id));
             }
+            (handle, created_rx) =
+                SessionHandle::spawn(&self.sessions_runtime, desc, self.limits.clone());
             sessions.insert(id.clone(), handle.clone());
         }
-        let (created_tx, created_rx) = oneshot::channel();
-        Actor::spawn(
-            &self.sessions_runtime,
-            id.clone(),
-            spec,
-            opts,
-            self.limits.clone(),
-            rx,
-            created_tx,
-        );
         let result = created_rx
             .await
             .unwrap_or_else(|_| Err(SessionError::gone(&id)));
@@ -214,13 +215,13 @@ impl Registry {
                 path
             };
             if !interpreter.exists() {
-                return Err(SessionError::new(
-                    ErrorCode::KernelNotFound,
-                    format!(
+                return Err(SessionError::KernelNotFound {
+                    message: format!(
                         "Python interpreter '{}' does not exist. Pass an interpreter path or a venv directory.",
                         interpreter.display()
                     ),
-                ));
+                    details: json!({"python": interpreter}),
+                });
             }
             self.check_ipykernel(&interpreter).await?;
             return Ok(python_spec(&interpreter));
@@ -233,21 +234,20 @@ impl Registry {
         }
         let name = match &req.kernel {
             Some(k) => k.clone(),
-            None => self.default_kernel().ok_or_else(|| {
-                SessionError::new(
-                    ErrorCode::KernelNotFound,
-                    format!(
-                        "No kernelspecs found. Install one (e.g. `pip install ipykernel`). Searched: {}",
-                        self.search.dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
-                    ),
-                )
+            None => self.default_kernel().ok_or_else(|| SessionError::KernelNotFound {
+                message: format!(
+                    "No kernelspecs found. Install one (e.g. `pip install ipykernel`). Searched: {}",
+                    self.search.dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+                ),
+                details: json!({"searched": self.search.dirs()}),
             })?,
         };
-        self.search.find(&name).map_err(|e| {
-            SessionError::new(ErrorCode::KernelNotFound, e.to_string()).with_details(json!({
+        self.search.find(&name).map_err(|e| SessionError::KernelNotFound {
+            message: e.to_string(),
+            details: json!({
                 "kernel": e.name, "available": e.available,
                 "searched": e.searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            }))
+            }),
         })
     }
 
@@ -264,7 +264,11 @@ impl Registry {
     /// The handle of session `id`. Errors: `SESSION_NOT_FOUND` naming the existing sessions.
     pub fn get(&self, id: &str) -> Result<SessionHandle, SessionError> {
         let found = lock(&self.sessions).get(id).cloned();
-        found.ok_or_else(|| SessionError::session_not_found(id, &self.known()))
+        found.ok_or_else(|| SessionError::NotFound {
+            id: id.to_string(),
+            known: self.known(),
+            journal_checked: false,
+        })
     }
 
     /// Session `id`, or — when `id` is `None` — the `default` session, created on first use.
@@ -316,9 +320,8 @@ impl Registry {
     pub async fn submit(
         &self,
         handle: &SessionHandle,
-        mut req: ExecuteRequest,
-    ) -> Result<super::actor::Submitted, SessionError> {
-        req.run_id = self.next_run_id();
+        req: ExecuteRequest,
+    ) -> Result<Submitted, SessionError> {
         let submitted = handle.submit(req).await?;
         let mut runs = lock(&self.runs);
         runs.0.insert(submitted.0.clone(), handle.id().to_string());
@@ -332,18 +335,13 @@ impl Registry {
         Ok(submitted)
     }
 
-    fn next_run_id(&self) -> String {
-        format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
-    }
-
     /// The session holding run `run_id`. Errors: `EXECUTION_NOT_FOUND`.
-    pub fn session_of_run(&self, run_id: &str) -> Result<SessionHandle, SessionError> {
-        let session = lock(&self.runs).0.get(run_id).cloned().ok_or_else(|| {
-            SessionError::new(
-                ErrorCode::ExecutionNotFound,
-                format!("Run '{run_id}' not found. Run ids come from execute results; runs of destroyed sessions are forgotten."),
-            )
-        })?;
+    pub fn session_of_run(&self, run_id: &RunId) -> Result<SessionHandle, SessionError> {
+        let session = lock(&self.runs)
+            .0
+            .get(run_id)
+            .cloned()
+            .ok_or_else(|| SessionError::RunNotFound(run_id.to_string()))?;
         self.get(&session)
     }
 
@@ -374,11 +372,12 @@ async fn check_ipykernel(interpreter: &std::path::Path) -> Result<(), SessionErr
     } else {
         String::new()
     };
-    Err(SessionError::new(
-        ErrorCode::KernelStartFailed,
-        format!("'{exe}' cannot import ipykernel, so it cannot run a kernel. Install it with: {exe} -m pip install ipykernel{uv}"),
-    )
-    .with_details(json!({"python": interpreter, "install_command": format!("{exe} -m pip install ipykernel")})))
+    Err(SessionError::KernelStartFailed {
+        message: format!(
+            "'{exe}' cannot import ipykernel, so it cannot run a kernel. Install it with: {exe} -m pip install ipykernel{uv}"
+        ),
+        details: json!({"python": interpreter, "install_command": format!("{exe} -m pip install ipykernel")}),
+    })
 }
 
 /// A kernelspec that runs ipykernel from `interpreter`.
@@ -411,12 +410,9 @@ fn validate_session_id(id: &str) -> Result<(), SessionError> {
     if ok {
         Ok(())
     } else {
-        Err(SessionError::new(
-            ErrorCode::InvalidArgument,
-            format!(
-                "Invalid session_id '{id}': use 1-64 characters from letters, digits, '.', '_' and '-'."
-            ),
-        ))
+        Err(SessionError::InvalidArgument(format!(
+            "Invalid session_id '{id}': use 1-64 characters from letters, digits, '.', '_' and '-'."
+        )))
     }
 }
 

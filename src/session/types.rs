@@ -16,6 +16,20 @@ pub enum SessionStatus {
     Dead,
 }
 
+impl SessionStatus {
+    /// The contract's string for this status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Starting => "starting",
+            SessionStatus::Idle => "idle",
+            SessionStatus::Busy => "busy",
+            SessionStatus::AwaitingInput => "awaiting_input",
+            SessionStatus::Restarting => "restarting",
+            SessionStatus::Dead => "dead",
+        }
+    }
+}
+
 /// State of one run (one `execute_request`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

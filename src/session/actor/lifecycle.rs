@@ -6,16 +6,13 @@ use super::*;
 
 impl Actor {
     /// Start a kernel in the background, after shutting `old` down if given.
-    pub(super) fn start_kernel(&mut self, reason: StartReason, old: Option<Kernel>) {
-        for (_, waiter) in self.pending.drain() {
-            let _ = waiter.send(Err(SessionError::new(
-                ErrorCode::SessionBusy,
-                "The kernel was replaced before it answered; try again.",
-            )));
+    pub(super) fn start_kernel(&mut self, reason: StartReason, old: Option<Box<dyn KernelIo>>) {
+        for (_, p) in self.pending.drain() {
+            let _ = p.reply.send(Err(SessionError::Replaced {
+                msg_type: p.msg_type,
+            }));
         }
-        self.exit_rx = None;
-        let spec = self.spec.clone();
-        let opts = self.opts.clone();
+        let launcher = self.desc.launcher.clone();
         let grace = self.limits.shutdown_grace();
         self.starting = Some((
             reason,
@@ -23,12 +20,12 @@ impl Actor {
                 if let Some(old) = old {
                     old.shutdown(grace).await;
                 }
-                Kernel::start(&spec, &opts).await
+                launcher.start().await
             }),
         ));
     }
 
-    pub(super) async fn kernel_started(&mut self, result: Result<Kernel, StartError>) {
+    pub(super) fn kernel_started(&mut self, result: Result<Box<dyn KernelIo>, StartError>) {
         let reason = self
             .starting
             .take()
@@ -37,16 +34,16 @@ impl Actor {
         match result {
             Ok(kernel) => {
                 self.generation += 1;
-                if self.kernel_info["language_info"] != kernel.info["language_info"] {
+                let info = kernel.info().clone();
+                if self.kernel_info["language_info"] != info["language_info"] {
                     self.journal_append(&JournalRecord::LanguageInfo(
-                        kernel.info["language_info"].clone(),
+                        info["language_info"].clone(),
                     ));
                 }
-                self.kernel_info = kernel.info.clone();
-                self.quirks = Quirks::from_kernel_info(&kernel.info);
-                self.exit_rx = Some(kernel.exit_watch());
+                self.quirks = Quirks::from_kernel_info(&info);
+                self.kernel_info = info;
                 self.kernel = Some(kernel);
-                tracing::info!(session = %self.id, generation = self.generation, ?reason, "kernel ready");
+                tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {
                     let _ = w.send(Ok(info.clone()));
@@ -54,12 +51,13 @@ impl Actor {
                 for w in self.restart_waiters.drain(..) {
                     let _ = w.send(Ok(info.clone()));
                 }
-                self.start_next().await;
             }
             Err(e) => {
-                tracing::warn!(session = %self.id, "kernel start failed: {e}");
-                let err = SessionError::new(ErrorCode::KernelStartFailed, e.to_string())
-                    .with_details(json!({"kernel": self.spec.name}));
+                tracing::warn!(session = %self.desc.id, "kernel start failed: {e}");
+                let err = SessionError::KernelStartFailed {
+                    message: e.to_string(),
+                    details: json!({"kernel": self.desc.spec.name}),
+                };
                 if let Some(w) = self.create_waiter.take() {
                     let _ = w.send(Err(err.clone()));
                 }
@@ -72,37 +70,36 @@ impl Actor {
         }
     }
 
-    /// The kernel process exited on its own (crash, `os._exit`, external kill).
-    pub(super) fn kernel_died(&mut self, info: ExitInfo) {
+    /// The kernel is gone on its own (crash, `os._exit`, external kill).
+    pub(super) fn kernel_died(&mut self, info: crate::kernel::ExitInfo) {
         let Some(mut kernel) = self.kernel.take() else {
-            self.exit_rx = None;
             return;
         };
-        // Apply what the readers already delivered before declaring the death.
-        while let Some(ev) = kernel.try_recv() {
-            self.apply_kernel_event_sync(ev);
+        // Apply what the kernel already delivered before declaring the death.
+        while let Some(ev) = kernel.try_next_event() {
+            if let KernelEvent::Message(channel, msg) = ev {
+                self.apply_message(channel, msg);
+            }
         }
         let tail = kernel.output_tail();
-        tracing::warn!(session = %self.id, "kernel died: {info}");
-        if let Some(run_id) = self.current.take() {
-            if let Some(run) = self.runs.get_mut(&run_id) {
-                if run.interrupted_at.is_some() {
-                    run.notices.push(format!(
-                        "The kernel exited when it was interrupted ({info}); some kernels (e.g. xeus-python) do that instead of stopping the code."
-                    ));
-                }
+        tracing::warn!(session = %self.desc.id, "kernel died: {info}");
+        if let Some(run) = self.runs.current_mut() {
+            if run.phase.was_interrupted() {
                 run.notices.push(format!(
-                    "The kernel died ({info}); its state is lost. A new kernel is being started for the next run."
+                    "The kernel exited when it was interrupted ({info}); some kernels (e.g. xeus-python) do that instead of stopping the code."
                 ));
-                if !tail.trim().is_empty() {
-                    run.notices.push(format!(
-                        "The kernel's last output:\n{}",
-                        last_lines(&tail, 20)
-                    ));
-                }
-                run.set_status(RunStatus::KernelDied);
             }
-            self.finish_bookkeeping(&run_id);
+            run.notices.push(format!(
+                "The kernel died ({info}); its state is lost. A new kernel is being started for the next run."
+            ));
+            if !tail.trim().is_empty() {
+                run.notices.push(format!(
+                    "The kernel's last output:\n{}",
+                    last_lines(&tail, 20)
+                ));
+            }
+            run.set_status(RunStatus::KernelDied);
+            self.finish_current();
         }
         self.cancel_queued(&format!(
             "Cancelled: the kernel died ({info}) before this run started; it was not run in the new kernel."
@@ -110,52 +107,51 @@ impl Actor {
         self.pending_notices.push(format!(
             "The previous kernel died ({info}); this run executed in a new kernel."
         ));
+        // Dropping a local kernel kills whatever is left of its process group.
         drop(kernel);
         self.start_kernel(StartReason::Recover, None);
     }
 
+    /// End the session: cancel its runs, stop a start under way, shut the kernel down.
     pub(super) async fn destroy(&mut self) -> ShutdownRung {
         self.cancel_queued("Cancelled: the session was destroyed.");
-        if let Some(run_id) = self.current.take()
-            && let Some(run) = self.runs.get_mut(&run_id)
-        {
+        if let Some(run) = self.runs.current_mut() {
             run.notices
                 .push("The session was destroyed while this run was executing.".into());
             run.set_status(RunStatus::Cancelled);
+            self.finish_current();
         }
         if let Some((_, handle)) = self.starting.take() {
             handle.abort();
             // Aborting drops the starting kernel, which kills its process group.
             let _ = handle.await;
         }
-        let err = SessionError::gone(&self.id);
+        let err = SessionError::gone(&self.desc.id);
         if let Some(w) = self.create_waiter.take() {
             let _ = w.send(Err(err.clone()));
         }
         for w in self.restart_waiters.drain(..) {
             let _ = w.send(Err(err.clone()));
         }
-        self.exit_rx = None;
+        for (_, p) in self.pending.drain() {
+            let _ = p.reply.send(Err(err.clone()));
+        }
         match self.kernel.take() {
             Some(k) => k.shutdown(self.limits.shutdown_grace()).await,
             None => ShutdownRung::Graceful,
         }
     }
 
-    // ---- commands ----
-
-    pub(super) fn restart(&mut self, reply: oneshot::Sender<Result<SessionInfo, SessionError>>) {
+    pub(super) fn restart(&mut self, reply: Reply<Result<SessionInfo, SessionError>>) {
         self.restart_waiters.push(reply);
         if self.starting.is_some() {
             return; // A start is under way; its outcome answers this restart too.
         }
-        if let Some(run_id) = self.current.take() {
-            if let Some(run) = self.runs.get_mut(&run_id) {
-                run.notices
-                    .push("The session was restarted while this run was executing.".into());
-                run.set_status(RunStatus::Cancelled);
-            }
-            self.finish_bookkeeping(&run_id);
+        if let Some(run) = self.runs.current_mut() {
+            run.notices
+                .push("The session was restarted while this run was executing.".into());
+            run.set_status(RunStatus::Cancelled);
+            self.finish_current();
         }
         self.cancel_queued("Cancelled: the session was restarted before this run started.");
         let old = self.kernel.take();

@@ -1,18 +1,26 @@
-//! The session actor: one task per session owning its kernel, queue and runs as plain local
-//! state (no mutex). Callers talk to it through [`super::SessionHandle`] commands with a oneshot
-//! reply. The loop `select!`s over commands, kernel messages, the kernel's exit, a kernel start
-//! finishing and the nearest deadline, turns each into an `Event` and handles it.
+//! The session actor: one task per session owning its kernel, queue, runs and history as plain
+//! local state (no mutex). Callers talk to it through [`super::SessionHandle`] commands with a
+//! oneshot reply. The loop `select!`s over commands, the kernel's events, a kernel start
+//! finishing and the nearest deadline, turns each into an [`Event`] and handles it; then it
+//! finishes the current run if it is complete and starts the next one (`advance`), the one
+//! place a run begins.
+//!
+//! Every branch of the `select!` is cancel-safe: mpsc receivers, the kernel's `next_event`
+//! (cancel-safe by the seam's contract), a `JoinHandle` and a sleep. The kernel is reached only
+//! through the [`KernelIo`] seam, and every send to it has a deadline, so a stopped or wedged
+//! kernel never blocks the actor.
 //!
 //! Semantics (DESIGN §3): one run at a time, FIFO queue; a run is done on `execute_reply` and
-//! iopub `idle` (bounded wait for idle; none expected for aborted replies); on kernel death the
-//! running run ends `kernel_died`, queued runs are cancelled and a new kernel is started
-//! (generation + 1); a run past its `timeout_s` is interrupted, and if still busy after the
-//! grace, its kernel is restarted.
+//! iopub `idle`; on kernel death the running run ends `kernel_died`, queued runs are cancelled
+//! and a new kernel is started (generation + 1); a run past its `timeout_s` is interrupted,
+//! and if still busy after the grace, its kernel is restarted. An interrupt asked for by a
+//! caller never restarts the kernel.
 //!
-//! This file holds the state, the loop, the commands and the records it hands out;
-//! `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code.
+//! This file holds the state, the loop and the records it hands out; `commands.rs` answers
+//! commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,36 +29,46 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::error::{ErrorCode, SessionError};
-use super::export::ExportContext;
-use super::history::{HistoryEntry, Journal, JournalHeader, JournalRecord, slice_range};
-use super::quirks::{self, Quirks};
-use super::run::Run;
+use super::error::SessionError;
+use super::history::{HistoryEntry, Journal, JournalHeader, JournalRecord};
+use super::ids::{MsgId, RunId};
+use super::output::StreamPage;
+use super::quirks::Quirks;
+use super::run::{Bounds, Deadline, Part};
+use super::runs::RunTable;
 use super::types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
 use crate::config::Limits;
 use crate::kernel::{
-    Channel, ExitInfo, Kernel, KernelEvent, KernelSpec, LaunchOptions, ShutdownRung, StartError,
+    Channel, KernelEvent, KernelIo, KernelLauncher, KernelSpec, ShutdownRung, StartError,
 };
+use crate::wire::Message;
 
+mod commands;
 mod lifecycle;
 mod running;
 
-/// How long a kernel gets to answer `is_complete_request` before the code runs anyway.
-const COMPLETENESS_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often an interrupt is repeated while the run has not stopped (before the grace ends).
-const INTERRUPT_REPEAT: Duration = Duration::from_secs(1);
-/// How often a kernel whose stdin is a terminal is checked for code blocked reading it.
-const TERMINAL_PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// Longest a message may take to be handed to the kernel's transport.
+const SEND_DEADLINE: Duration = Duration::from_secs(5);
+/// Shell requests (complete, inspect, helper expressions) awaiting replies per session.
+pub const MAX_PENDING_REQUESTS: usize = 64;
 
-/// Finished runs kept for `get_execution` per session (oldest dropped first).
-const KEPT_FINISHED_RUNS: usize = 256;
-/// Output bytes kept across a session's finished runs; the oldest runs are forgotten beyond it.
-const KEPT_FINISHED_BYTES: usize = 256 * 1024 * 1024;
+/// What a session is, besides its kernel: fixed for its life.
+#[derive(Clone)]
+pub struct SessionDesc {
+    pub id: String,
+    /// The kernelspec its kernels come from (names, language).
+    pub spec: KernelSpec,
+    pub cwd: PathBuf,
+    /// Starts each of its kernels.
+    pub launcher: Arc<dyn KernelLauncher>,
+    /// Where its history journal goes; `None`: no journal.
+    pub journal_dir: Option<PathBuf>,
+}
 
 /// A validated execute request.
 #[derive(Debug, Clone)]
 pub struct ExecuteRequest {
-    pub run_id: String,
+    pub run_id: RunId,
     pub code: String,
     pub store_history: bool,
     pub timeout: Option<Duration>,
@@ -58,56 +76,75 @@ pub struct ExecuteRequest {
     pub expected_generation: Option<u64>,
 }
 
+impl ExecuteRequest {
+    /// A request for `code` with the defaults (stored in history, no timeout, no input).
+    pub fn new(code: impl Into<String>) -> ExecuteRequest {
+        ExecuteRequest {
+            run_id: RunId::new(),
+            code: code.into(),
+            store_history: true,
+            timeout: None,
+            stdin: Vec::new(),
+            expected_generation: None,
+        }
+    }
+}
+
 /// What a submitted run gives back: its id and a receiver of its status changes.
-pub type Submitted = (String, watch::Receiver<RunStatus>);
+pub type Submitted = (RunId, watch::Receiver<RunStatus>);
+
+type Reply<T> = oneshot::Sender<T>;
 
 /// Commands to the actor; each carries its reply channel.
 pub enum Command {
-    Submit(
-        ExecuteRequest,
-        oneshot::Sender<Result<Submitted, SessionError>>,
-    ),
-    GetRun(String, oneshot::Sender<Option<ExecutionResult>>),
-    WatchRun(
-        String,
-        oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>,
-    ),
-    StreamPage(
-        String,
-        String,
-        usize,
-        usize,
-        oneshot::Sender<Option<super::output::StreamPage>>,
-    ),
-    RunTail(String, oneshot::Sender<Option<String>>),
-    Info(oneshot::Sender<SessionInfo>),
-    Interrupt(oneshot::Sender<(SessionInfo, Option<String>)>),
-    Restart(bool, oneshot::Sender<Result<SessionInfo, SessionError>>),
+    Submit(ExecuteRequest, Reply<Result<Submitted, SessionError>>),
+    GetRun(RunId, Reply<Option<ExecutionResult>>),
+    WatchRun(RunId, Reply<Option<watch::Receiver<RunStatus>>>),
+    /// A page of one part of a run (stdout, stderr, result, traceback).
+    Page {
+        run: RunId,
+        part: Part,
+        offset: usize,
+        limit: usize,
+        reply: Reply<Option<StreamPage>>,
+    },
+    RunTail(RunId, Reply<Option<String>>),
+    Info(Reply<SessionInfo>),
+    /// Interrupt the current run; replies with the session and that run's id.
+    Interrupt(Reply<(SessionInfo, Option<RunId>)>),
+    Restart {
+        clear_history: bool,
+        reply: Reply<Result<SessionInfo, SessionError>>,
+    },
     SendInput(
+        RunId,
         String,
-        String,
-        oneshot::Sender<Result<watch::Receiver<RunStatus>, SessionError>>,
+        Reply<Result<watch::Receiver<RunStatus>, SessionError>>,
     ),
-    Cancel(String, oneshot::Sender<Result<(), SessionError>>),
-    Destroy(oneshot::Sender<ShutdownRung>),
+    Cancel(RunId, Reply<Result<(), SessionError>>),
+    Destroy(Reply<ShutdownRung>),
     /// Entries `[start, end)` (Python slice) with their indices, and the total count.
-    History(
-        Option<i64>,
-        Option<i64>,
-        oneshot::Sender<(Vec<(usize, HistoryEntry)>, usize)>,
-    ),
-    /// Delete entries `[start, end)`; replies with the number deleted.
-    DeleteHistory(Option<i64>, Option<i64>, oneshot::Sender<usize>),
+    History {
+        start: Option<i64>,
+        end: Option<i64>,
+        reply: Reply<(Vec<(usize, HistoryEntry)>, usize)>,
+    },
+    /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the count.
+    DeleteHistory {
+        start: Option<i64>,
+        end: Option<i64>,
+        reply: Reply<usize>,
+    },
     /// A shell request (`complete_request`, `inspect_request`, a silent `execute_request`…)
-    /// answered with the reply's content. With `idle_only`, fails at once while a run executes.
+    /// answered with the reply's content, or an error at `timeout`. With `idle_only`, fails at
+    /// once while a run executes.
     Request {
         msg_type: String,
         content: Value,
         idle_only: bool,
-        reply: oneshot::Sender<Result<Value, SessionError>>,
+        timeout: Duration,
+        reply: Reply<Result<Value, SessionError>>,
     },
-    /// The export context (kernel names, language_info) of this session.
-    ExportContext(oneshot::Sender<ExportContext>),
 }
 
 /// Why a new kernel is being started.
@@ -118,42 +155,58 @@ enum StartReason {
     Recover,
 }
 
+/// A shell request waiting for its reply.
+struct Pending {
+    msg_type: String,
+    deadline: Instant,
+    timeout: Duration,
+    reply: Reply<Result<Value, SessionError>>,
+}
+
+/// What woke the actor. (A kernel message is the common case and is moved, not boxed: one
+/// allocation per message would cost more than the size difference.)
+#[allow(clippy::large_enum_variant)]
 enum Event {
     Command(Option<Command>),
     Kernel(KernelEvent),
-    Exited(ExitInfo),
-    Started(Result<Kernel, StartError>),
-    Tick,
+    Started(Result<Box<dyn KernelIo>, StartError>),
+    Due(Due),
 }
 
+/// A deadline that came.
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    Run(Deadline),
+    /// The oldest pending shell request went unanswered.
+    Request,
+}
+
+type Starting = (
+    StartReason,
+    JoinHandle<Result<Box<dyn KernelIo>, StartError>>,
+);
+
 pub struct Actor {
-    id: String,
-    spec: KernelSpec,
-    opts: LaunchOptions,
+    desc: SessionDesc,
     limits: Arc<Limits>,
+    bounds: Bounds,
     commands: mpsc::Receiver<Command>,
-    kernel: Option<Kernel>,
-    exit_rx: Option<watch::Receiver<Option<ExitInfo>>>,
+    kernel: Option<Box<dyn KernelIo>>,
     kernel_info: Value,
     /// How the current kernel bends the protocol.
     quirks: Quirks,
     generation: u64,
-    starting: Option<(StartReason, JoinHandle<Result<Kernel, StartError>>)>,
-    restart_waiters: Vec<oneshot::Sender<Result<SessionInfo, SessionError>>>,
-    create_waiter: Option<oneshot::Sender<Result<SessionInfo, SessionError>>>,
-    runs: HashMap<String, Run>,
-    /// msg_id of an execute_request → run_id.
-    by_msg: HashMap<String, String>,
-    finished_order: VecDeque<String>,
-    queue: VecDeque<String>,
-    current: Option<String>,
+    starting: Option<Starting>,
+    restart_waiters: Vec<Reply<Result<SessionInfo, SessionError>>>,
+    create_waiter: Option<Reply<Result<SessionInfo, SessionError>>>,
+    runs: RunTable,
     /// Generation of the kernel the last started run executed in.
     last_run_generation: Option<u64>,
     history: Vec<HistoryEntry>,
-    /// Where history is journalled; `None` if the journal could not be created.
+    /// Where history is journalled; `None` if there is no journal.
     journal: Option<Journal>,
     /// Shell requests awaiting their reply, by msg_id.
-    pending: HashMap<String, oneshot::Sender<Result<Value, SessionError>>>,
+    pending: HashMap<MsgId, Pending>,
     created_at: chrono::DateTime<chrono::Utc>,
     last_activity: chrono::DateTime<chrono::Utc>,
     /// Notices for the next run (e.g. the kernel was replaced after a crash).
@@ -161,36 +214,32 @@ pub struct Actor {
 }
 
 impl Actor {
-    /// Spawn the actor; it starts the kernel at once. `created` gets the outcome of that start.
+    /// Spawn the actor on `runtime`; it starts the kernel at once. `created` gets the outcome
+    /// of that start.
     pub fn spawn(
         runtime: &tokio::runtime::Handle,
-        id: String,
-        spec: KernelSpec,
-        opts: LaunchOptions,
+        desc: SessionDesc,
         limits: Arc<Limits>,
         commands: mpsc::Receiver<Command>,
-        created: oneshot::Sender<Result<SessionInfo, SessionError>>,
+        created: Reply<Result<SessionInfo, SessionError>>,
     ) -> JoinHandle<()> {
         let now = chrono::Utc::now();
         let mut actor = Actor {
-            id,
-            spec,
-            opts,
+            runs: RunTable::new(limits.queue_length),
+            bounds: Bounds {
+                part_bytes: limits.stream_bytes,
+                ..Bounds::default()
+            },
+            desc,
             limits,
             commands,
             kernel: None,
-            exit_rx: None,
             kernel_info: Value::Null,
             quirks: Quirks::default(),
             generation: 0,
             starting: None,
             restart_waiters: Vec::new(),
             create_waiter: Some(created),
-            runs: HashMap::new(),
-            by_msg: HashMap::new(),
-            finished_order: VecDeque::new(),
-            queue: VecDeque::new(),
-            current: None,
             last_run_generation: None,
             history: Vec::new(),
             journal: None,
@@ -199,8 +248,8 @@ impl Actor {
             last_activity: now,
             pending_notices: Vec::new(),
         };
-        actor.journal = actor.open_journal();
         runtime.spawn(async move {
+            actor.journal = actor.open_journal();
             actor.start_kernel(StartReason::Create, None);
             actor.run().await;
         })
@@ -208,181 +257,82 @@ impl Actor {
 
     async fn run(&mut self) {
         loop {
-            let deadline = self.next_deadline();
+            let due = self.next_deadline();
             let event = tokio::select! {
                 c = self.commands.recv() => Event::Command(c),
-                e = recv_kernel(&mut self.kernel) => Event::Kernel(e),
-                x = wait_exit(&mut self.exit_rx) => Event::Exited(x),
+                e = next_event(&mut self.kernel) => Event::Kernel(e),
                 s = wait_started(&mut self.starting) => Event::Started(s),
-                _ = sleep_until(deadline) => Event::Tick,
+                d = sleep_until(due) => Event::Due(d),
             };
             match event {
                 Event::Command(None) => {
                     self.destroy().await;
                     return;
                 }
-                Event::Command(Some(Command::Destroy(reply))) => {
-                    let rung = self.destroy().await;
-                    let _ = reply.send(rung);
-                    return;
+                Event::Command(Some(cmd)) => {
+                    if self.handle_command(cmd).await.is_break() {
+                        return;
+                    }
                 }
-                Event::Command(Some(cmd)) => self.handle_command(cmd).await,
                 Event::Kernel(ev) => self.handle_kernel_event(ev).await,
-                Event::Exited(info) => self.kernel_died(info),
-                Event::Started(result) => self.kernel_started(result).await,
-                Event::Tick => self.check_deadlines().await,
+                Event::Started(result) => self.kernel_started(result),
+                Event::Due(Due::Run(d)) => self.run_deadline(d).await,
+                Event::Due(Due::Request) => self.expire_requests(),
             }
+            self.advance().await;
         }
     }
 
-    // ---- kernel lifecycle ----
-
-    async fn handle_command(&mut self, cmd: Command) {
-        self.last_activity = chrono::Utc::now();
-        match cmd {
-            Command::Submit(req, reply) => {
-                let _ = reply.send(self.submit(req));
-                self.start_next().await;
-            }
-            Command::GetRun(run_id, reply) => {
-                let limit = self.limits.stream_bytes;
-                let r = self.runs.get_mut(&run_id).map(|r| r.to_result(limit));
-                let _ = reply.send(r);
-            }
-            Command::WatchRun(run_id, reply) => {
-                let r = self
-                    .runs
-                    .get(&run_id)
-                    .map(|r| r.watch())
-                    .ok_or_else(|| not_found(&run_id));
-                let _ = reply.send(r);
-            }
-            Command::StreamPage(run_id, stream, offset, limit, reply) => {
-                let page = self
-                    .runs
-                    .get_mut(&run_id)
-                    .map(|r| super::output::page(r.stream_text(&stream), offset, limit));
-                let _ = reply.send(page);
-            }
-            Command::RunTail(run_id, reply) => {
-                let _ = reply.send(self.runs.get(&run_id).map(|r| r.last_line()));
-            }
-            Command::Info(reply) => {
-                let _ = reply.send(self.info());
-            }
-            Command::Interrupt(reply) => {
-                let current = self.current.clone();
-                if let Some(run_id) = &current {
-                    self.interrupt_run(run_id).await;
-                }
-                let _ = reply.send((self.info(), current));
-            }
-            Command::Restart(clear_history, reply) => {
-                if clear_history {
-                    self.history.clear();
-                    self.journal_append(&JournalRecord::Cleared);
-                }
-                self.restart(reply)
-            }
-            Command::History(start, end, reply) => {
-                let range = slice_range(self.history.len(), start, end);
-                let entries = range
-                    .clone()
-                    .map(|i| (i, self.history[i].clone()))
-                    .collect();
-                let _ = reply.send((entries, self.history.len()));
-            }
-            Command::DeleteHistory(start, end, reply) => {
-                let mut range = slice_range(self.history.len(), start, end);
-                if end.is_none() {
-                    // Only `start` given: that one entry, not everything after it.
-                    range.end = (range.start + 1).min(self.history.len());
-                }
-                let removed: Vec<String> = self.history.drain(range).map(|e| e.run_id).collect();
-                if !removed.is_empty() {
-                    self.journal_append(&JournalRecord::Deleted(removed.clone()));
-                }
-                let _ = reply.send(removed.len());
-            }
-            Command::Request {
-                msg_type,
-                content,
-                idle_only,
-                reply,
-            } => {
-                self.shell_request(msg_type, content, idle_only, reply)
-                    .await
-            }
-            Command::ExportContext(reply) => {
-                let _ = reply.send(ExportContext {
-                    session_id: self.id.clone(),
-                    kernel: self.spec.name.clone(),
-                    display_name: self.spec.display_name.clone(),
-                    language: self.language(),
-                    language_info: self.kernel_info["language_info"].clone(),
-                    exported_at: chrono::Utc::now()
-                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                });
-            }
-            Command::SendInput(run_id, value, reply) => {
-                let _ = reply.send(self.send_input(&run_id, value).await);
-            }
-            Command::Cancel(run_id, reply) => {
-                let _ = reply.send(self.cancel(&run_id).await);
-            }
-            Command::Destroy(_) => unreachable!("handled in the loop"),
-        }
-    }
-
-    fn submit(&mut self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
-        if self.kernel.is_none() && self.starting.is_none() {
-            return Err(SessionError::new(
-                ErrorCode::SessionDead,
-                format!(
-                    "Session '{}' has no kernel (its start failed). Call restart_session to try again, or destroy_session.",
-                    self.id
-                ),
-            ));
-        }
-        if let Some(expected) = req.expected_generation {
-            let upcoming = if self.kernel.is_some() {
-                self.generation
-            } else {
-                self.generation + 1
+    /// The nearest deadline: the current run's, or the oldest pending request's.
+    fn next_deadline(&self) -> Option<(Instant, Due)> {
+        let run = self.runs.current().and_then(|run| {
+            let timing = super::run::Timing {
+                iopub_grace: self.limits.iopub_grace(),
+                interrupt_grace: self.limits.interrupt_grace(),
+                timeout: run.timeout,
+                probe_terminal: self.quirks.stdin_is_terminal,
             };
-            if expected != upcoming {
-                return Err(SessionError::new(
-                    ErrorCode::StateChanged,
-                    format!("Session '{}' is at generation {upcoming}, not {expected}: its kernel was replaced and earlier state is gone. Re-run the setup code, then pass expected_generation={upcoming}.", self.id),
-                )
-                .with_details(json!({"generation": upcoming, "expected_generation": expected})));
-            }
+            let awaiting = run.status() == RunStatus::AwaitingInput;
+            run.phase
+                .next_deadline(&timing, awaiting)
+                .map(|(at, d)| (at, Due::Run(d)))
+        });
+        let request = self
+            .pending
+            .values()
+            .map(|p| p.deadline)
+            .min()
+            .map(|at| (at, Due::Request));
+        [run, request]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(at, _)| *at)
+    }
+
+    /// Hand `msg` to the kernel within [`SEND_DEADLINE`]. Errors: no kernel, the transport
+    /// refused it, or the deadline passed.
+    async fn send(&mut self, channel: Channel, msg: &Message) -> Result<(), String> {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return Err("the session has no kernel".into());
+        };
+        match tokio::time::timeout(SEND_DEADLINE, kernel.send(channel, msg)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "the kernel did not take the message on {channel} within {} s",
+                SEND_DEADLINE.as_secs()
+            )),
         }
-        if self.queue.len() >= self.limits.queue_length {
-            return Err(SessionError::new(
-                ErrorCode::QueueFull,
-                format!(
-                    "Session '{}' already has {} runs waiting. Wait for them (get_execution) or cancel some (cancel_execution).",
-                    self.id,
-                    self.queue.len()
-                ),
-            ));
+    }
+
+    /// Interrupt the kernel, bounded by [`SEND_DEADLINE`]; failures are logged.
+    async fn interrupt_kernel(&mut self) {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        let outcome = tokio::time::timeout(SEND_DEADLINE, kernel.interrupt()).await;
+        if !matches!(outcome, Ok(Ok(()))) {
+            tracing::warn!(session = %self.desc.id, "interrupt not delivered: {outcome:?}");
         }
-        let run = Run::new(
-            req.run_id.clone(),
-            self.id.clone(),
-            req.code,
-            req.store_history,
-            req.timeout,
-            req.stdin,
-        );
-        let mut run = run;
-        // The kernel it is expected to run in; set again when it starts.
-        run.generation = self.generation.max(1);
-        let rx = run.watch();
-        self.queue.push_back(req.run_id.clone());
-        self.runs.insert(req.run_id.clone(), run);
-        Ok((req.run_id, rx))
     }
 
     /// The language name: from language_info when known, else the kernelspec's.
@@ -390,26 +340,27 @@ impl Actor {
         self.kernel_info["language_info"]["name"]
             .as_str()
             .map(String::from)
-            .unwrap_or_else(|| self.spec.language.clone())
+            .unwrap_or_else(|| self.desc.spec.language.clone())
     }
 
     fn open_journal(&self) -> Option<Journal> {
+        let dir = self.desc.journal_dir.as_ref()?;
         let header = JournalHeader {
-            session_id: self.id.clone(),
-            kernel: self.spec.name.clone(),
-            display_name: self.spec.display_name.clone(),
-            language: self.spec.language.clone(),
+            session_id: self.desc.id.clone(),
+            kernel: self.desc.spec.name.clone(),
+            display_name: self.desc.spec.display_name.clone(),
+            language: self.desc.spec.language.clone(),
             created_at: self
                 .created_at
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         };
-        match Journal::dir().and_then(|d| Journal::create(&d, &header)) {
+        match Journal::create(dir, &header) {
             Ok(j) => {
-                tracing::info!(session = %self.id, path = %j.path().display(), "history journal");
+                tracing::info!(session = %self.desc.id, path = %j.path().display(), "history journal");
                 Some(j)
             }
             Err(e) => {
-                tracing::warn!(session = %self.id, "history journal not created: {e}");
+                tracing::warn!(session = %self.desc.id, "history journal not created: {e}");
                 None
             }
         }
@@ -419,7 +370,7 @@ impl Actor {
         if let Some(j) = self.journal.as_mut()
             && let Err(e) = j.append(record)
         {
-            tracing::warn!(session = %self.id, "history journal write failed: {e}");
+            tracing::warn!(session = %self.desc.id, "history journal write failed: {e}");
         }
     }
 
@@ -435,8 +386,8 @@ impl Actor {
         if self.kernel.is_none() {
             return SessionStatus::Dead;
         }
-        match self.current.as_ref().and_then(|r| self.runs.get(r)) {
-            Some(run) if run.status == RunStatus::AwaitingInput => SessionStatus::AwaitingInput,
+        match self.runs.current().map(|r| r.status()) {
+            Some(RunStatus::AwaitingInput) => SessionStatus::AwaitingInput,
             Some(_) => SessionStatus::Busy,
             None => SessionStatus::Idle,
         }
@@ -447,31 +398,22 @@ impl Actor {
             t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
         };
         SessionInfo {
-            session_id: self.id.clone(),
-            kernel: self.spec.name.clone(),
+            session_id: self.desc.id.clone(),
+            kernel: self.desc.spec.name.clone(),
             language: self.language(),
-            display_name: self.spec.display_name.clone(),
+            display_name: self.desc.spec.display_name.clone(),
             status: self.status(),
             generation: self.generation,
-            pid: self.kernel.as_ref().map(|k| k.pid()),
-            cwd: self.opts.cwd.display().to_string(),
+            pid: self.kernel.as_ref().and_then(|k| k.pid()),
+            cwd: self.desc.cwd.display().to_string(),
             created_at: rfc(&self.created_at),
             last_activity: rfc(&self.last_activity),
             history_count: self.history.len(),
-            queue_length: self.queue.len(),
-            current_run_id: self.current.clone(),
+            queue_length: self.runs.queue_len(),
+            current_run_id: self.runs.current_id().map(|r| r.to_string()),
             kernel_info: kernel_info_summary(&self.kernel_info),
         }
     }
-}
-
-fn not_found(run_id: &str) -> SessionError {
-    SessionError::new(
-        ErrorCode::ExecutionNotFound,
-        format!(
-            "Run '{run_id}' not found in this session (finished runs are kept for a while, then forgotten)."
-        ),
-    )
 }
 
 /// implementation, implementation_version, language_info, protocol_version, banner.
@@ -498,35 +440,15 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// The next kernel message; pends while there is no kernel or its readers have all ended
-/// (the exit watch reports the death).
-async fn recv_kernel(kernel: &mut Option<Kernel>) -> KernelEvent {
+/// The kernel's next event; pends while there is no kernel.
+async fn next_event(kernel: &mut Option<Box<dyn KernelIo>>) -> KernelEvent {
     match kernel {
-        Some(k) => match k.recv().await {
-            Some(ev) => ev,
-            None => std::future::pending().await,
-        },
+        Some(k) => k.next_event().await,
         None => std::future::pending().await,
     }
 }
 
-async fn wait_exit(rx: &mut Option<watch::Receiver<Option<ExitInfo>>>) -> ExitInfo {
-    let Some(rx) = rx else {
-        return std::future::pending().await;
-    };
-    let exit = rx.wait_for(|e| e.is_some()).await.map(|v| *v);
-    match exit {
-        Ok(v) => v.unwrap_or(ExitInfo {
-            code: None,
-            signal: None,
-        }),
-        Err(_) => std::future::pending().await,
-    }
-}
-
-async fn wait_started(
-    starting: &mut Option<(StartReason, JoinHandle<Result<Kernel, StartError>>)>,
-) -> Result<Kernel, StartError> {
+async fn wait_started(starting: &mut Option<Starting>) -> Result<Box<dyn KernelIo>, StartError> {
     let Some((_, handle)) = starting else {
         return std::future::pending().await;
     };
@@ -539,9 +461,12 @@ async fn wait_started(
     }
 }
 
-async fn sleep_until(deadline: Option<Instant>) {
+async fn sleep_until(deadline: Option<(Instant, Due)>) -> Due {
     match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
+        Some((at, due)) => {
+            tokio::time::sleep_until(at).await;
+            due
+        }
         None => std::future::pending().await,
     }
 }

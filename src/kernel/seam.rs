@@ -1,0 +1,100 @@
+//! The kernel seam: the one interface between a session actor and a kernel.
+//!
+//! A session's policy (queue, deadlines, interrupts, escalation, death) lives in `session/`
+//! and talks to its kernel only through [`KernelIo`]; a new kernel (first start, restart,
+//! recovery) comes from a [`KernelLauncher`]. Today's implementation is the local ZeroMQ
+//! kernel ([`super::Kernel`], started by [`LocalLauncher`]); an adopted kernel (a connection
+//! file someone else started) or a kernel on a Jupyter gateway plugs in here, and the session
+//! tests drive the actor through a scripted in-process fake.
+//!
+//! The seam is honest about what differs between kernels: a remote kernel has no pid
+//! ([`KernelIo::pid`] is `None`), cannot be signalled (interrupt goes however the
+//! implementation can), and has no local terminal to probe ([`KernelIo::reads_terminal`]).
+//! Sending only hands a message to the transport; the actor bounds every send with a
+//! deadline of its own, so an implementation need not.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::{Channel, KernelEvent, KernelSpec, LaunchOptions, ShutdownRung, StartError};
+use crate::wire::Message;
+
+/// One live kernel connection, as the session actor sees it.
+///
+/// Events arrive through [`KernelIo::next_event`]: messages from every channel in arrival
+/// order per channel, and exactly one [`KernelEvent::Exited`] when the kernel is gone (after
+/// the messages it sent before dying). After that it pends for ever.
+pub trait KernelIo: Send {
+    /// The `kernel_info_reply` content the kernel answered at start-up (implementation,
+    /// language_info, protocol_version, banner…).
+    fn info(&self) -> &Value;
+
+    /// The kernel's process id, where there is a local process.
+    fn pid(&self) -> Option<u32>;
+
+    /// A new request message in this connection's client session.
+    fn request(&self, msg_type: &str, content: Value) -> Message;
+
+    /// A reply to a kernel message (e.g. `input_reply` to an `input_request`).
+    fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message;
+
+    /// Sign and send `msg` on `channel` (not iopub). `Ok` means handed to the transport.
+    /// Errors: a sentence saying why it could not be sent.
+    fn send<'a>(
+        &'a mut self,
+        channel: Channel,
+        msg: &'a Message,
+    ) -> BoxFuture<'a, Result<(), String>>;
+
+    /// The next event. Cancel-safe: dropping the future loses nothing.
+    fn next_event(&mut self) -> BoxFuture<'_, KernelEvent>;
+
+    /// An event already received, without waiting.
+    fn try_next_event(&mut self) -> Option<KernelEvent>;
+
+    /// Interrupt the running code the way this kernel is interrupted (a signal to the
+    /// process group, or `interrupt_request` on control). Best effort: the caller watches
+    /// the run's reply and repeats or escalates.
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>>;
+
+    /// Stop the kernel within about `2 × grace` (more only where a remote server is slow)
+    /// and report the rung of the shutdown ladder that stopped it.
+    fn shutdown(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ShutdownRung>;
+
+    /// The last few KiB of the kernel's own stdout/stderr, where we have them.
+    fn output_tail(&self) -> String {
+        String::new()
+    }
+
+    /// True while code in the kernel blocks reading its terminal (a kernel that never sends
+    /// `input_request`, such as bash_kernel). Only a local process can be probed.
+    fn reads_terminal(&self) -> bool {
+        false
+    }
+}
+
+/// Starts kernels of one kind for one session: the first one, and each replacement.
+pub trait KernelLauncher: Send + Sync {
+    /// Start a kernel and wait until it is ready.
+    /// Errors: [`StartError`] with the exit status and output tail when it dies during start.
+    fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>>;
+}
+
+/// Launches local kernels from a kernelspec (see [`super::Kernel::start`]).
+#[derive(Debug, Clone)]
+pub struct LocalLauncher {
+    pub spec: KernelSpec,
+    pub opts: LaunchOptions,
+}
+
+impl KernelLauncher for LocalLauncher {
+    fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
+        let (spec, opts) = (self.spec.clone(), self.opts.clone());
+        Box::pin(async move {
+            let kernel = super::Kernel::start(&spec, &opts).await?;
+            Ok(Box::new(kernel) as Box<dyn KernelIo>)
+        })
+    }
+}

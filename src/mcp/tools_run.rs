@@ -1,0 +1,239 @@
+//! Tools that run code and follow runs: execute, execute_file, get_execution (wait again, or
+//! page one part), send_input and cancel_execution. Waiting is bounded by `wait_s`; while it
+//! waits, a call with a progress token gets `notifications/progress` once a second, and MCP
+//! cancellation of an `execute` cancels its run (DESIGN §3).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::error::{ToolError, ToolResult};
+use super::params::*;
+use super::render;
+use super::server::{KernelMcp, seconds};
+use crate::session::{
+    ErrorCode, ExecuteRequest, Part, RunId, RunStatus, SessionHandle, wait_settled,
+};
+
+#[tool_router(router = run_router, vis = "pub(crate)")]
+impl KernelMcp {
+    /// Run code in a session's kernel and return stdout, stderr, the result, displays (images as image blocks) and errors.
+    /// Waits up to wait_s (default 50 s); if still running, returns status "running" and a run_id for get_execution.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
+    async fn execute(
+        &self,
+        Parameters(p): Parameters<ExecuteParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let limits = &self.registry.limits;
+        if p.code.len() > limits.max_code_bytes {
+            return Err(ToolError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "code is {} bytes; the limit is {} bytes. Put large code in a file and use execute_file.",
+                    p.code.len(),
+                    limits.max_code_bytes
+                ),
+            ));
+        }
+        let handle = self
+            .registry
+            .get_or_default(p.session_id.as_deref())
+            .await?;
+        let req = ExecuteRequest {
+            store_history: p.store_history.unwrap_or(true),
+            timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
+            stdin: p.stdin.unwrap_or_default(),
+            expected_generation: p.expected_generation,
+            ..ExecuteRequest::new(p.code)
+        };
+        self.submit_and_wait(&handle, req, p.wait_s, &ctx).await
+    }
+
+    /// Run a file in a session. Python kernels run it in the session's namespace with its real
+    /// filename in tracebacks, __file__ set and sys.argv = [path, *argv] exactly; other kernels
+    /// execute the file's contents. Relative paths resolve against the session's cwd.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
+    async fn execute_file(
+        &self,
+        Parameters(p): Parameters<ExecuteFileParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let handle = self
+            .registry
+            .get_or_default(p.session_id.as_deref())
+            .await?;
+        let argv = p.argv.unwrap_or_default();
+        let max = self.registry.limits.max_code_bytes;
+        let code = handle
+            .file_code(&PathBuf::from(&p.path), &argv, max)
+            .await?;
+        let req = ExecuteRequest {
+            timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
+            ..ExecuteRequest::new(code)
+        };
+        self.submit_and_wait(&handle, req, p.wait_s, &ctx).await
+    }
+
+    /// Get a run's result (waiting up to wait_s for it to finish), or page one part of it with
+    /// stream ("stdout", "stderr", "result" or "traceback"), offset and limit (bytes).
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn get_execution(
+        &self,
+        Parameters(p): Parameters<GetExecutionParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let run_id = RunId::from(p.run_id);
+        let handle = self.registry.session_of_run(&run_id)?;
+        if let Some(stream) = p.stream {
+            let part = Part::parse(&stream).ok_or_else(|| {
+                ToolError::invalid(format!(
+                    "stream must be \"stdout\", \"stderr\", \"result\" or \"traceback\", not {stream:?}."
+                ))
+            })?;
+            let offset = p.offset.unwrap_or(0);
+            let limit = p
+                .limit
+                .unwrap_or(self.registry.limits.stream_bytes)
+                .clamp(1, MAX_PAGE_BYTES);
+            let page = handle.page(&run_id, part, offset, limit).await?;
+            let mut v = serde_json::to_value(&page).unwrap_or_default();
+            v["run_id"] = json!(run_id);
+            v["stream"] = json!(stream);
+            return Ok(render::success(page.text.clone(), &v, vec![]));
+        }
+        let wait = seconds(p.wait_s, "wait_s")?.unwrap_or(Duration::ZERO);
+        let rx = handle.watch_run(&run_id).await?;
+        self.wait_and_render(&handle, &run_id, rx, wait, &ctx, false)
+            .await
+    }
+
+    /// Answer the input() prompt of a run whose status is "awaiting_input"; then waits like execute.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        open_world_hint = false
+    ))]
+    async fn send_input(
+        &self,
+        Parameters(p): Parameters<SendInputParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let run_id = RunId::from(p.run_id);
+        let handle = self.registry.session_of_run(&run_id)?;
+        let rx = handle.send_input(&run_id, p.value).await?;
+        let wait = Duration::from_secs_f64(self.registry.limits.default_wait_s);
+        self.wait_and_render(&handle, &run_id, rx, wait, &ctx, false)
+            .await
+    }
+
+    /// Cancel a run: a queued run never executes; a running one is interrupted.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        open_world_hint = false
+    ))]
+    async fn cancel_execution(&self, Parameters(p): Parameters<RunIdParams>) -> ToolResult {
+        let run_id = RunId::from(p.run_id);
+        let handle = self.registry.session_of_run(&run_id)?;
+        handle.cancel(&run_id).await?;
+        // Give an interrupt a moment to land before reporting.
+        if let Ok(mut rx) = handle.watch_run(&run_id).await {
+            wait_settled(&mut rx, Duration::from_secs(2)).await;
+        }
+        let r = handle.get_run(&run_id).await?;
+        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+    }
+}
+
+/// Largest page `get_execution` returns at once (bytes).
+const MAX_PAGE_BYTES: usize = 1024 * 1024;
+
+impl KernelMcp {
+    /// Queue `req` in `handle`'s session and wait for it like `execute` does.
+    async fn submit_and_wait(
+        &self,
+        handle: &SessionHandle,
+        req: ExecuteRequest,
+        wait_s: Option<f64>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let limits = &self.registry.limits;
+        let wait =
+            seconds(wait_s, "wait_s")?.unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
+        let (run_id, rx) = self.registry.submit(handle, req).await?;
+        self.wait_and_render(handle, &run_id, rx, wait, ctx, true)
+            .await
+    }
+
+    /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the
+    /// request carries a token; on MCP cancellation of an `execute`, cancel the run.
+    async fn wait_and_render(
+        &self,
+        handle: &SessionHandle,
+        run_id: &RunId,
+        mut rx: watch::Receiver<RunStatus>,
+        wait: Duration,
+        ctx: &RequestContext<RoleServer>,
+        cancel_on_abort: bool,
+    ) -> ToolResult {
+        let deadline = tokio::time::Instant::now() + wait;
+        let token = ctx.meta.get_progress_token();
+        let mut ticks = 0u32;
+        loop {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let step = if token.is_some() {
+                remaining.min(Duration::from_secs(1))
+            } else {
+                remaining
+            };
+            tokio::select! {
+                settled = wait_settled(&mut rx, step) => {
+                    if settled || tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
+                }
+                _ = ctx.ct.cancelled() => {
+                    if cancel_on_abort {
+                        let _ = handle.cancel(run_id).await;
+                    }
+                    break;
+                }
+            }
+            if let Some(t) = &token {
+                ticks += 1;
+                let message = handle
+                    .run_tail(run_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                let _ = ctx
+                    .peer
+                    .notify_progress(
+                        ProgressNotificationParam::new(t.clone(), ticks as f64)
+                            .with_message(message),
+                    )
+                    .await;
+            }
+        }
+        let r = handle.get_run(run_id).await?;
+        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+    }
+}

@@ -1,0 +1,296 @@
+//! The actor's answers to commands: submit, read runs and pages, interrupt, cancel, input,
+//! history, shell requests. Each handler changes state and replies; starting the next run is
+//! left to the loop's `advance`.
+
+use std::ops::ControlFlow;
+
+use super::*;
+use crate::session::history::slice_range;
+use crate::session::run::{Interrupting, Phase, Run, page_part};
+
+impl Actor {
+    /// Answer `cmd`; `Break` when the session is over (destroyed).
+    pub(super) async fn handle_command(&mut self, cmd: Command) -> ControlFlow<()> {
+        self.last_activity = chrono::Utc::now();
+        match cmd {
+            Command::Submit(req, reply) => {
+                let _ = reply.send(self.submit(req));
+            }
+            Command::GetRun(id, reply) => {
+                let bounds = self.bounds;
+                let _ = reply.send(self.runs.get_mut(id.as_str()).map(|r| r.to_result(&bounds)));
+            }
+            Command::WatchRun(id, reply) => {
+                let _ = reply.send(self.runs.get(id.as_str()).map(|r| r.watch()));
+            }
+            Command::Page {
+                run,
+                part,
+                offset,
+                limit,
+                reply,
+            } => {
+                let page = self
+                    .runs
+                    .get_mut(run.as_str())
+                    .map(|r| page_part(r, part, offset, limit));
+                let _ = reply.send(page);
+            }
+            Command::RunTail(id, reply) => {
+                let _ = reply.send(self.runs.get(id.as_str()).map(|r| r.last_line()));
+            }
+            Command::Info(reply) => {
+                let _ = reply.send(self.info());
+            }
+            Command::Interrupt(reply) => {
+                let current = self.runs.current_id().cloned();
+                if current.is_some() {
+                    self.interrupt_current().await;
+                }
+                let _ = reply.send((self.info(), current));
+            }
+            Command::Restart {
+                clear_history,
+                reply,
+            } => {
+                if clear_history {
+                    self.history.clear();
+                    self.journal_append(&JournalRecord::Cleared);
+                }
+                self.restart(reply)
+            }
+            Command::History { start, end, reply } => {
+                let range = slice_range(self.history.len(), start, end);
+                let entries = range.map(|i| (i, self.history[i].clone())).collect();
+                let _ = reply.send((entries, self.history.len()));
+            }
+            Command::DeleteHistory { start, end, reply } => {
+                let mut range = slice_range(self.history.len(), start, end);
+                if end.is_none() {
+                    // Only `start` given: that one entry, not everything after it.
+                    range.end = (range.start + 1).min(self.history.len());
+                }
+                let removed: Vec<String> = self.history.drain(range).map(|e| e.run_id).collect();
+                if !removed.is_empty() {
+                    self.journal_append(&JournalRecord::Deleted(removed.clone()));
+                }
+                let _ = reply.send(removed.len());
+            }
+            Command::Request {
+                msg_type,
+                content,
+                idle_only,
+                timeout,
+                reply,
+            } => {
+                self.shell_request(msg_type, content, idle_only, timeout, reply)
+                    .await
+            }
+            Command::SendInput(id, value, reply) => {
+                let _ = reply.send(self.send_input(&id, value).await);
+            }
+            Command::Cancel(id, reply) => {
+                let _ = reply.send(self.cancel(&id).await);
+            }
+            Command::Destroy(reply) => {
+                let rung = self.destroy().await;
+                let _ = reply.send(rung);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Actor {
+    fn submit(&mut self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
+        if self.kernel.is_none() && self.starting.is_none() {
+            return Err(SessionError::Dead {
+                session: self.desc.id.clone(),
+                why: "its kernel could not be started".into(),
+            });
+        }
+        if let Some(expected) = req.expected_generation {
+            let upcoming = if self.kernel.is_some() {
+                self.generation
+            } else {
+                self.generation + 1
+            };
+            if expected != upcoming {
+                return Err(SessionError::StateChanged {
+                    session: self.desc.id.clone(),
+                    generation: upcoming,
+                    expected,
+                });
+            }
+        }
+        let mut run = Run::new(
+            req.run_id.clone(),
+            self.desc.id.clone(),
+            req.code,
+            req.store_history,
+            req.timeout,
+            req.stdin,
+        );
+        // The kernel it is expected to run in; set again when it starts.
+        run.generation = self.generation.max(1);
+        let rx = run.watch();
+        self.runs
+            .enqueue(run)
+            .map_err(|full| SessionError::QueueFull {
+                session: self.desc.id.clone(),
+                waiting: full.waiting,
+            })?;
+        Ok((req.run_id, rx))
+    }
+
+    /// Interrupt the current run: an interrupt that is already under way and has not given
+    /// up goes on; one that gave up starts over (its grace counts again).
+    pub(super) async fn interrupt_current(&mut self) {
+        let now = Instant::now();
+        let Some(run) = self.runs.current_mut() else {
+            return;
+        };
+        if run.status() == RunStatus::AwaitingInput {
+            run.set_status(RunStatus::Running);
+        }
+        run.input = None;
+        match &mut run.phase {
+            Phase::CheckingComplete { interrupted, .. } => {
+                // The code was not sent: it never runs. Nothing to signal.
+                *interrupted = true;
+                return;
+            }
+            Phase::Executing(e) => match &mut e.interrupt {
+                Some(i) if !i.gave_up => i.last_sent = now,
+                slot => *slot = Some(Interrupting::new(now)),
+            },
+            Phase::Queued | Phase::Done => return,
+        }
+        self.interrupt_kernel().await;
+    }
+
+    async fn cancel(&mut self, id: &RunId) -> Result<(), SessionError> {
+        let status = self
+            .runs
+            .get(id.as_str())
+            .ok_or_else(|| SessionError::RunNotFound(id.to_string()))?
+            .status();
+        match status {
+            RunStatus::Queued => {
+                self.runs.dequeue(id.as_str());
+                if let Some(run) = self.runs.get_mut(id.as_str()) {
+                    run.notices
+                        .push("Cancelled before it started; it never ran.".into());
+                    run.set_status(RunStatus::Cancelled);
+                }
+                self.runs.finished(id.clone());
+            }
+            RunStatus::Running | RunStatus::AwaitingInput if self.runs.current_id() == Some(id) => {
+                self.interrupt_current().await
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn send_input(
+        &mut self,
+        id: &RunId,
+        value: String,
+    ) -> Result<watch::Receiver<RunStatus>, SessionError> {
+        let run = self
+            .runs
+            .get_mut(id.as_str())
+            .ok_or_else(|| SessionError::RunNotFound(id.to_string()))?;
+        let Some((request, _)) = run.input.take() else {
+            return Err(SessionError::NotAwaitingInput {
+                run: id.clone(),
+                status: run.status().as_str(),
+            });
+        };
+        run.set_status(RunStatus::Running);
+        let rx = run.watch();
+        self.answer_input(&request, value).await;
+        Ok(rx)
+    }
+
+    /// Send `input_reply` with `value` to the kernel's `input_request`.
+    pub(super) async fn answer_input(&mut self, request: &Message, value: String) {
+        let Some(kernel) = self.kernel.as_ref() else {
+            return;
+        };
+        let msg = kernel.reply(request, "input_reply", json!({ "value": value }));
+        if let Err(e) = self.send(Channel::Stdin, &msg).await {
+            tracing::warn!(session = %self.desc.id, "input_reply not sent: {e}");
+        }
+    }
+
+    async fn shell_request(
+        &mut self,
+        msg_type: String,
+        content: Value,
+        idle_only: bool,
+        timeout: Duration,
+        reply: Reply<Result<Value, SessionError>>,
+    ) {
+        if idle_only && let Some(run) = self.runs.current_id() {
+            let _ = reply.send(Err(SessionError::Busy {
+                session: self.desc.id.clone(),
+                run: run.clone(),
+            }));
+            return;
+        }
+        if self.pending.len() >= MAX_PENDING_REQUESTS {
+            let _ = reply.send(Err(SessionError::LimitExceeded(format!(
+                "Session '{}' already has {MAX_PENDING_REQUESTS} requests waiting for the kernel; wait for them.",
+                self.desc.id
+            ))));
+            return;
+        }
+        let Some(kernel) = self.kernel.as_ref() else {
+            let why = format!("it is {}", self.status().as_str());
+            let _ = reply.send(Err(SessionError::Dead {
+                session: self.desc.id.clone(),
+                why,
+            }));
+            return;
+        };
+        let msg = kernel.request(&msg_type, content);
+        match self.send(Channel::Shell, &msg).await {
+            Ok(()) => {
+                let pending = Pending {
+                    msg_type,
+                    deadline: Instant::now() + timeout,
+                    timeout,
+                    reply,
+                };
+                self.pending.insert(MsgId::from(msg.msg_id()), pending);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(SessionError::Internal(format!(
+                    "{msg_type} not sent: {e}"
+                ))));
+            }
+        }
+    }
+
+    /// Answer every pending request past its deadline with an error, and forget it.
+    pub(super) fn expire_requests(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<MsgId> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            if let Some(p) = self.pending.remove(&id) {
+                let _ = p.reply.send(Err(SessionError::NoReply {
+                    msg_type: p.msg_type,
+                    timeout_s: p.timeout.as_secs(),
+                }));
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! One run: an `execute_request` and everything the kernel sent back for it, correlated by
+//! `parent_header.msg_id` (DESIGN §2 "Done"; spec "Request-Reply" and "IOPub").
+//!
+//! The run's life is its [`Phase`] (`phase.rs`); what it collected is its [`RunOutput`]
+//! (`output.rs`); what a response shows of it, bounded, is built in `response.rs`.
+
+pub mod output;
+pub mod phase;
+mod response;
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+pub use output::{MAX_STORED_BYTES, RunOutput};
+pub use phase::{Deadline, Executing, Interrupting, Phase, Timing};
+pub use response::{Bounds, Part, page_part};
+
+use super::display::history_output;
+use super::history::{ENTRY_STREAM_BYTES, HistoryEntry};
+use super::ids::RunId;
+use super::output::{clean_text, head_tail};
+use super::quirks::Quirks;
+use super::types::{Prompt, RunStatus};
+use crate::wire::Message;
+
+/// Everything known about one run.
+pub struct Run {
+    pub id: RunId,
+    pub session_id: String,
+    pub code: String,
+    pub store_history: bool,
+    /// Run-time limit; `None` = none.
+    pub timeout: Option<Duration>,
+    /// Answers for `input()` given with the call, used in order.
+    pub stdin_answers: VecDeque<String>,
+    /// Generation of the kernel it ran in (or will run in).
+    pub generation: u64,
+    pub state_reset: bool,
+    /// How the kernel it runs in bends the protocol.
+    pub quirks: Quirks,
+    pub phase: Phase,
+    status: RunStatus,
+    /// Changes whenever the status changes; waiters watch it.
+    status_tx: watch::Sender<RunStatus>,
+    pub output: RunOutput,
+    /// The input_request waiting for an answer, and its prompt.
+    pub input: Option<(Message, Prompt)>,
+    pub notices: Vec<String>,
+    pub queued_at: Instant,
+    pub started_at: Option<Instant>,
+    pub finished_at: Option<Instant>,
+}
+
+impl Run {
+    pub fn new(
+        id: RunId,
+        session_id: String,
+        code: String,
+        store_history: bool,
+        timeout: Option<Duration>,
+        stdin_answers: Vec<String>,
+    ) -> Run {
+        let (status_tx, _) = watch::channel(RunStatus::Queued);
+        Run {
+            id,
+            session_id,
+            code,
+            store_history,
+            timeout,
+            stdin_answers: stdin_answers.into(),
+            generation: 0,
+            state_reset: false,
+            quirks: Quirks::default(),
+            phase: Phase::Queued,
+            status: RunStatus::Queued,
+            status_tx,
+            output: RunOutput::default(),
+            input: None,
+            notices: Vec::new(),
+            queued_at: Instant::now(),
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    pub fn status(&self) -> RunStatus {
+        self.status
+    }
+
+    /// Change status and wake waiters. A final status also ends the phase.
+    pub fn set_status(&mut self, status: RunStatus) {
+        self.status = status;
+        if status.is_final() {
+            self.phase = Phase::Done;
+            self.input = None;
+            self.finished_at.get_or_insert_with(Instant::now);
+        }
+        self.status_tx.send_replace(status);
+    }
+
+    /// A receiver that sees every status change.
+    pub fn watch(&self) -> watch::Receiver<RunStatus> {
+        self.status_tx.subscribe()
+    }
+
+    /// Apply one iopub message parented to this run.
+    pub fn apply_iopub(&mut self, msg: &Message) {
+        let finished = self.status.is_final();
+        let idle = self.output.apply_iopub(msg, &self.quirks, finished);
+        if let Some(n) = self.output.dropped_notice.take() {
+            self.notices.push(n);
+        }
+        if idle && let Some(e) = self.phase.executing_mut() {
+            e.idle = true;
+        }
+    }
+
+    /// Apply the `execute_reply`.
+    pub fn apply_reply(&mut self, content: serde_json::Value) {
+        self.output.apply_reply(&content, &self.quirks);
+        if let Some(e) = self.phase.executing_mut() {
+            e.reply = Some((content, Instant::now()));
+        }
+    }
+
+    /// The final status implied by the reply and by what we did to the run.
+    pub fn final_status(&mut self) -> RunStatus {
+        let Some(e) = self.phase.executing() else {
+            return RunStatus::Ok;
+        };
+        let status = e.reply_status().unwrap_or("ok").to_string();
+        if e.stdin_refused {
+            return RunStatus::Error;
+        }
+        // Did the deadline or interrupt cut the run short, or did it finish first?
+        let cut_short =
+            status != "ok" || self.output.error.is_some() || self.quirks.interrupt_replies_ok;
+        let (timed_out, interrupted) = (e.timed_out, e.interrupt.is_some());
+        if timed_out && cut_short {
+            return RunStatus::Timeout;
+        }
+        if interrupted && cut_short {
+            return RunStatus::Interrupted;
+        }
+        if timed_out || interrupted {
+            self.notices.push(
+                "The code finished before the interrupt took effect; its result is complete."
+                    .into(),
+            );
+        }
+        if status == "ok" && self.output.error.is_none() {
+            self.output.detect_error_line(&self.quirks);
+        }
+        match status.as_str() {
+            "ok" if self.output.error.is_some() => RunStatus::Error,
+            "ok" => RunStatus::Ok,
+            "error" => RunStatus::Error,
+            _ => RunStatus::Aborted,
+        }
+    }
+
+    /// The last non-empty line of output (for progress messages), or the status.
+    pub fn last_line(&self) -> String {
+        self.output
+            .last_line()
+            .unwrap_or_else(|| self.status.as_str().to_string())
+    }
+
+    /// The run as a history entry (streams bounded to [`ENTRY_STREAM_BYTES`] each).
+    pub fn history_entry(&mut self) -> HistoryEntry {
+        let bounded = |t: &str| head_tail(t, ENTRY_STREAM_BYTES).0;
+        let stdout = bounded(self.output.stream_text(false));
+        let stderr = bounded(self.output.stream_text(true));
+        let o = &self.output;
+        HistoryEntry {
+            run_id: self.id.to_string(),
+            code: self.code.clone(),
+            status: self.status,
+            execution_count: o.execution_count,
+            generation: self.generation,
+            stdout,
+            stderr,
+            result: o
+                .result
+                .as_deref()
+                .map(|r| bounded(&clean_text(r)).to_string()),
+            error: o.error.clone(),
+            outputs: o.outputs.iter().map(history_output).collect(),
+            finished_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::ids::MsgId;
+    use serde_json::json;
+
+    #[test]
+    fn a_run_that_finishes_before_its_interrupt_lands_is_ok_unless_the_kernel_cannot_tell() {
+        let finished = |quirks: Quirks| {
+            let mut run = Run::new(RunId::new(), "s".into(), String::new(), true, None, vec![]);
+            run.quirks = quirks;
+            let mut e = Executing::new(MsgId::from("m"), Instant::now());
+            e.interrupt = Some(Interrupting::new(Instant::now()));
+            run.phase = Phase::Executing(e);
+            run.apply_reply(json!({"status": "ok", "execution_count": 1}));
+            run.final_status()
+        };
+        assert_eq!(finished(Quirks::default()), RunStatus::Ok);
+        let octave = Quirks {
+            interrupt_replies_ok: true,
+            ..Default::default()
+        };
+        assert_eq!(finished(octave), RunStatus::Interrupted);
+    }
+}

@@ -1,0 +1,291 @@
+//! A run's phase as one enum, and the one deadline that phase implies.
+//!
+//! ```text
+//! Queued ──▶ CheckingComplete ──▶ Executing ──▶ Done
+//!    └────────────────┴──────────────┴──────────▶ Done   (cancel, death, restart, destroy)
+//! ```
+//!
+//! `CheckingComplete` is only for kernels that need an `is_complete_request` before the code
+//! is sent (see `Quirks::check_complete`). `Executing` records what the kernel has said so far
+//! (the `execute_reply`, iopub `idle`; DESIGN §2 "Done") and what we did to the run (an
+//! interrupt under way, a deadline passed, the terminal probe). [`Phase::next_deadline`] is
+//! the single place that says what the actor must do next and when; the actor handles the
+//! answer in a single `match` on [`Deadline`].
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::session::ids::MsgId;
+
+/// How long a kernel gets to answer `is_complete_request` before the code runs anyway.
+pub const COMPLETENESS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often an interrupt is repeated while the run has not stopped (before the grace ends).
+pub const INTERRUPT_REPEAT: Duration = Duration::from_secs(1);
+/// How often a kernel whose stdin is a terminal is checked for code blocked reading it.
+pub const TERMINAL_PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Where a run is in its life.
+#[derive(Debug)]
+pub enum Phase {
+    /// Waiting in the session's queue.
+    Queued,
+    /// An `is_complete_request` is out; the code has not been sent.
+    CheckingComplete {
+        msg_id: MsgId,
+        since: Instant,
+        /// Interrupted or cancelled before the code was sent: it will never run.
+        interrupted: bool,
+    },
+    /// The `execute_request` is out.
+    Executing(Executing),
+    /// Finished; the run's status says how.
+    Done,
+}
+
+/// What is known about a run whose `execute_request` was sent.
+#[derive(Debug)]
+pub struct Executing {
+    pub msg_id: MsgId,
+    pub started_at: Instant,
+    /// The `execute_reply` content and when it came (the iopub grace counts from then).
+    pub reply: Option<(Value, Instant)>,
+    /// iopub `status: idle` for this request has arrived.
+    pub idle: bool,
+    /// The run-time limit passed; the interrupt escalates to a restart.
+    pub timed_out: bool,
+    /// The run was interrupted because it waited for input the kernel cannot forward.
+    pub stdin_refused: bool,
+    pub interrupt: Option<Interrupting>,
+    /// The terminal probe (kernels that read stdin from a terminal): last probe, hits in a row.
+    pub probe: (Instant, u8),
+}
+
+/// An interrupt under way.
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupting {
+    /// When it was first sent; the grace counts from here.
+    pub since: Instant,
+    /// When it was last sent (it is repeated until the run stops or the grace ends).
+    pub last_sent: Instant,
+    /// The grace ended without the run stopping, and nothing escalates: stop repeating.
+    pub gave_up: bool,
+}
+
+impl Interrupting {
+    pub fn new(now: Instant) -> Interrupting {
+        Interrupting {
+            since: now,
+            last_sent: now,
+            gave_up: false,
+        }
+    }
+}
+
+/// What the actor must do when [`Phase::next_deadline`] comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    /// The kernel did not answer `is_complete_request`: run the code anyway.
+    CompletenessUnknown,
+    /// The reply came but iopub `idle` did not: finish the run with a notice.
+    IdleMissing,
+    /// The run passed its `timeout_s`: interrupt it (and escalate after the grace).
+    RunTimeout,
+    /// The interrupt has not stopped the run yet: send it again.
+    RepeatInterrupt,
+    /// The grace after the interrupt ended with the run still going.
+    InterruptGraceOver,
+    /// Probe whether the code blocks reading the kernel's terminal.
+    TerminalProbe,
+}
+
+/// The timings that decide deadlines.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Wait for iopub `idle` after `execute_reply`.
+    pub iopub_grace: Duration,
+    /// Wait after an interrupt before escalating or giving up.
+    pub interrupt_grace: Duration,
+    /// The run-time limit, if any.
+    pub timeout: Option<Duration>,
+    /// The kernel reads stdin from a terminal and must be probed.
+    pub probe_terminal: bool,
+}
+
+impl Phase {
+    /// The earliest thing to do for a run in this phase, and when.
+    pub fn next_deadline(&self, t: &Timing, awaiting_input: bool) -> Option<(Instant, Deadline)> {
+        match self {
+            Phase::Queued | Phase::Done => None,
+            Phase::CheckingComplete { since, .. } => {
+                Some((*since + COMPLETENESS_TIMEOUT, Deadline::CompletenessUnknown))
+            }
+            Phase::Executing(e) => {
+                let mut candidates: [Option<(Instant, Deadline)>; 5] = [None; 5];
+                if let (Some((_, at)), false) = (&e.reply, e.idle) {
+                    candidates[0] = Some((*at + t.iopub_grace, Deadline::IdleMissing));
+                }
+                if let (Some(limit), false) = (t.timeout, e.timed_out) {
+                    candidates[1] = Some((e.started_at + limit, Deadline::RunTimeout));
+                }
+                if let Some(i) = e.interrupt.filter(|i| !i.gave_up && e.reply.is_none()) {
+                    let grace_over = i.since + t.interrupt_grace;
+                    candidates[2] = Some((grace_over, Deadline::InterruptGraceOver));
+                    let repeat = i.last_sent + INTERRUPT_REPEAT;
+                    if repeat < grace_over {
+                        candidates[3] = Some((repeat, Deadline::RepeatInterrupt));
+                    }
+                }
+                if t.probe_terminal && e.interrupt.is_none() && !awaiting_input {
+                    candidates[4] =
+                        Some((e.probe.0 + TERMINAL_PROBE_INTERVAL, Deadline::TerminalProbe));
+                }
+                candidates.into_iter().flatten().min_by_key(|(at, _)| *at)
+            }
+        }
+    }
+
+    /// The executing state, if the code was sent.
+    pub fn executing(&self) -> Option<&Executing> {
+        match self {
+            Phase::Executing(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub fn executing_mut(&mut self) -> Option<&mut Executing> {
+        match self {
+            Phase::Executing(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// True once we interrupted the run (in any phase before done).
+    pub fn was_interrupted(&self) -> bool {
+        match self {
+            Phase::CheckingComplete { interrupted, .. } => *interrupted,
+            Phase::Executing(e) => e.interrupt.is_some(),
+            _ => false,
+        }
+    }
+}
+
+impl Executing {
+    pub fn new(msg_id: MsgId, now: Instant) -> Executing {
+        Executing {
+            msg_id,
+            started_at: now,
+            reply: None,
+            idle: false,
+            timed_out: false,
+            stdin_refused: false,
+            interrupt: None,
+            probe: (now, 0),
+        }
+    }
+
+    /// The reply's `status` (`ok`, `error`, `aborted`/`abort`…), once it came.
+    pub fn reply_status(&self) -> Option<&str> {
+        self.reply.as_ref().and_then(|(r, _)| r["status"].as_str())
+    }
+
+    /// The run is complete: the reply and idle are in, or the reply says aborted (kernels
+    /// send no idle for those) and we did not interrupt it (IRkernel sends idle for the run
+    /// an interrupt aborted after draining its queue: wait for it, so the next request is not
+    /// drained too).
+    pub fn is_complete(&self) -> bool {
+        let aborted = self
+            .reply_status()
+            .is_some_and(|s| s != "ok" && s != "error");
+        self.reply.is_some() && (self.idle || (aborted && self.interrupt.is_none()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing {
+            iopub_grace: Duration::from_secs(4),
+            interrupt_grace: Duration::from_secs(5),
+            timeout: Some(Duration::from_secs(10)),
+            probe_terminal: false,
+        }
+    }
+
+    #[test]
+    fn an_executing_run_waits_for_its_timeout_then_for_the_interrupt_to_repeat_and_end() {
+        let t0 = Instant::now();
+        let t = timing();
+        let mut p = Phase::Executing(Executing::new(MsgId::from("m"), t0));
+        assert_eq!(
+            p.next_deadline(&t, false),
+            Some((t0 + Duration::from_secs(10), Deadline::RunTimeout))
+        );
+        let t1 = t0 + Duration::from_secs(10);
+        let e = p.executing_mut().expect("executing");
+        e.timed_out = true;
+        e.interrupt = Some(Interrupting::new(t1));
+        assert_eq!(
+            p.next_deadline(&t, false),
+            Some((t1 + INTERRUPT_REPEAT, Deadline::RepeatInterrupt))
+        );
+        let e = p.executing_mut().expect("executing");
+        e.interrupt = Some(Interrupting {
+            last_sent: t1 + Duration::from_secs(4),
+            ..Interrupting::new(t1)
+        });
+        assert_eq!(
+            p.next_deadline(&t, false),
+            Some((t1 + Duration::from_secs(5), Deadline::InterruptGraceOver)),
+            "no repeat scheduled past the end of the grace"
+        );
+    }
+
+    #[test]
+    fn a_reply_without_idle_waits_the_iopub_grace_and_stops_interrupt_repeats() {
+        let t0 = Instant::now();
+        let mut e = Executing::new(MsgId::from("m"), t0);
+        e.interrupt = Some(Interrupting::new(t0));
+        e.reply = Some((serde_json::json!({"status": "error"}), t0));
+        let t = Timing {
+            timeout: None,
+            ..timing()
+        };
+        assert_eq!(
+            Phase::Executing(e).next_deadline(&t, false),
+            Some((t0 + Duration::from_secs(4), Deadline::IdleMissing))
+        );
+    }
+
+    #[test]
+    fn aborted_replies_complete_without_idle_unless_we_interrupted() {
+        let t0 = Instant::now();
+        let mut e = Executing::new(MsgId::from("m"), t0);
+        e.reply = Some((serde_json::json!({"status": "abort"}), t0));
+        assert!(e.is_complete());
+        e.interrupt = Some(Interrupting::new(t0));
+        assert!(!e.is_complete());
+        e.idle = true;
+        assert!(e.is_complete());
+    }
+
+    #[test]
+    fn the_terminal_probe_runs_only_while_nothing_else_is_going_on() {
+        let t0 = Instant::now();
+        let t = Timing {
+            timeout: None,
+            probe_terminal: true,
+            ..timing()
+        };
+        let e = Executing::new(MsgId::from("m"), t0);
+        let p = Phase::Executing(e);
+        assert_eq!(
+            p.next_deadline(&t, false),
+            Some((t0 + TERMINAL_PROBE_INTERVAL, Deadline::TerminalProbe))
+        );
+        assert_eq!(p.next_deadline(&t, true), None, "not while awaiting input");
+    }
+}

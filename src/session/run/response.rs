@@ -1,0 +1,189 @@
+//! What one response shows of a run: every part bounded (DESIGN §3), the rest pageable.
+//!
+//! Each stream, the `result` and the traceback show at most [`Bounds::part_bytes`] (head and
+//! tail, with the omitted byte count in `truncated`); the error value and the input prompt
+//! are bounded the same way; at most [`Bounds::max_outputs`] display outputs are shown (the
+//! first and the last ones), each text to [`Bounds::display_bytes`]. So one response stays
+//! near 1 MiB of text however large the output, and [`page_part`] pages the full text.
+
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
+
+use super::Run;
+use crate::session::output::{StreamPage, clean_text, head_tail, page};
+use crate::session::types::{ErrorInfo, ExecutionResult, Prompt, StreamTruncation};
+
+/// How much of a run one response shows.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Bytes per stream, result, traceback, error value and prompt (head + tail).
+    pub part_bytes: usize,
+    /// Bytes of text per display output.
+    pub display_bytes: usize,
+    /// Display outputs shown.
+    pub max_outputs: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            part_bytes: 20_000,
+            display_bytes: 10_000,
+            max_outputs: 50,
+        }
+    }
+}
+
+/// The parts of a run that can be paged, by the name `get_execution` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Stdout,
+    Stderr,
+    Result,
+    Traceback,
+}
+
+impl Part {
+    /// `"stdout"`, `"stderr"`, `"result"` or `"traceback"`.
+    pub fn parse(name: &str) -> Option<Part> {
+        match name {
+            "stdout" => Some(Part::Stdout),
+            "stderr" => Some(Part::Stderr),
+            "result" => Some(Part::Result),
+            "traceback" => Some(Part::Traceback),
+            _ => None,
+        }
+    }
+}
+
+impl Run {
+    /// The full text of one part: a stream's cleaned text, the result's, or the traceback's
+    /// lines joined with newlines.
+    fn part_text(&mut self, part: Part) -> std::borrow::Cow<'_, str> {
+        match part {
+            Part::Stdout => self.output.stream_text(false).into(),
+            Part::Stderr => self.output.stream_text(true).into(),
+            Part::Result => match &self.output.result {
+                Some(r) => clean_text(r),
+                None => "".into(),
+            },
+            Part::Traceback => match &self.output.error {
+                Some(e) => e.traceback.join("\n").into(),
+                None => "".into(),
+            },
+        }
+    }
+
+    /// The record as the contract's [`ExecutionResult`], every part bounded by `b`.
+    pub fn to_result(&mut self, b: &Bounds) -> ExecutionResult {
+        let mut truncated = BTreeMap::new();
+        let mut bounded = |name: &str, text: &str| {
+            let (shown, omitted) = head_tail(text, b.part_bytes);
+            if let Some(omitted_bytes) = omitted {
+                truncated.insert(
+                    name.to_string(),
+                    StreamTruncation {
+                        total_bytes: text.len(),
+                        omitted_bytes,
+                    },
+                );
+            }
+            shown
+        };
+        let stdout = bounded("stdout", &self.part_text(Part::Stdout));
+        let stderr = bounded("stderr", &self.part_text(Part::Stderr));
+        let result = self
+            .output
+            .result
+            .is_some()
+            .then(|| bounded("result", &self.part_text(Part::Result)));
+        let error = self.output.error.as_ref().map(|e| ErrorInfo {
+            ename: head_tail(&e.ename, 200).0,
+            evalue: head_tail(&e.evalue, b.part_bytes).0,
+            traceback: Vec::new(),
+        });
+        let error = error.map(|mut e| {
+            let joined = self.part_text(Part::Traceback).into_owned();
+            e.traceback = bounded("traceback", &joined)
+                .split('\n')
+                .map(String::from)
+                .collect();
+            e
+        });
+        let mut notices = self.notices.clone();
+        let outputs = self.shown_outputs(b, &mut notices);
+        let now = Instant::now();
+        let started = self.started_at.unwrap_or(now);
+        let queued_ms = started.duration_since(self.queued_at).as_millis() as u64;
+        let elapsed_ms = self
+            .started_at
+            .map(|s| {
+                self.finished_at
+                    .unwrap_or(now)
+                    .duration_since(s)
+                    .as_millis() as u64
+            })
+            .unwrap_or(0);
+        ExecutionResult {
+            run_id: self.id.to_string(),
+            session_id: self.session_id.clone(),
+            generation: self.generation,
+            state_reset: self.state_reset,
+            status: self.status(),
+            execution_count: self.output.execution_count,
+            stdout,
+            stderr,
+            result,
+            outputs,
+            error,
+            prompt: self.input.as_ref().map(|(_, p)| Prompt {
+                text: head_tail(&p.text, b.part_bytes).0,
+                password: p.password,
+            }),
+            truncated: (!truncated.is_empty()).then_some(truncated),
+            late_output: self.output.late_output,
+            queued_ms,
+            elapsed_ms,
+            notices,
+        }
+    }
+
+    /// The first and last `max_outputs / 2` display outputs, texts bounded.
+    fn shown_outputs(
+        &self,
+        b: &Bounds,
+        notices: &mut Vec<String>,
+    ) -> Vec<crate::session::types::OutputItem> {
+        let all = &self.output.outputs;
+        let keep = |i: usize| {
+            all.len() <= b.max_outputs
+                || i < b.max_outputs / 2
+                || i >= all.len() - b.max_outputs / 2
+        };
+        if all.len() > b.max_outputs {
+            notices.push(format!(
+                "{} of this run's {} display outputs are not shown (the first and last {} are).",
+                all.len() - b.max_outputs,
+                all.len(),
+                b.max_outputs / 2
+            ));
+        }
+        all.iter()
+            .enumerate()
+            .filter(|(i, _)| keep(*i))
+            .map(|(_, o)| {
+                let mut o = o.clone();
+                if let Some(t) = &o.text {
+                    o.text = Some(head_tail(t, b.display_bytes).0);
+                }
+                o
+            })
+            .collect()
+    }
+}
+
+/// A page of one part of `run`: bytes `[offset, offset + limit)` of its full text.
+pub fn page_part(run: &mut Run, part: Part, offset: usize, limit: usize) -> StreamPage {
+    page(&run.part_text(part), offset, limit)
+}

@@ -1,0 +1,510 @@
+//! The session actor against a scripted kernel, in-process, under `tokio::time::pause()`.
+//!
+//! The fake implements the kernel seam (`KernelIo`): every message the actor sends arrives in
+//! the test's [`Script::sent`], and the test decides what the kernel answers and when. With
+//! time paused, the actor's deadlines (timeouts, interrupt grace and repeats, the iopub grace)
+//! pass in virtual time as soon as every task is idle, so each case takes milliseconds and
+//! asserts exact virtual instants.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kernel_mcp::config::Limits;
+use kernel_mcp::kernel::{
+    Channel, ExitInfo, KernelEvent, KernelIo, KernelLauncher, KernelSpec, ShutdownRung, StartError,
+};
+use kernel_mcp::session::{
+    ExecuteRequest, RunId, RunStatus, SessionDesc, SessionHandle, wait_settled,
+};
+use kernel_mcp::wire::Message;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// The test's end of one fake kernel.
+struct Script {
+    /// What the actor sent, in order.
+    sent: mpsc::UnboundedReceiver<(Channel, Message)>,
+    /// What the kernel "sends" to the actor.
+    events: mpsc::UnboundedSender<KernelEvent>,
+    interrupts: Arc<AtomicUsize>,
+    shutdowns: Arc<AtomicUsize>,
+}
+
+impl Script {
+    /// The next message the actor sent, skipping none. Panics after a (virtual) minute.
+    async fn next_sent(&mut self) -> (Channel, Message) {
+        tokio::time::timeout(Duration::from_secs(60), self.sent.recv())
+            .await
+            .expect("the actor sent nothing")
+            .expect("the fake kernel was dropped")
+    }
+
+    /// The next `execute_request` the actor sent.
+    async fn next_execute(&mut self) -> Message {
+        loop {
+            let (ch, msg) = self.next_sent().await;
+            if ch == Channel::Shell && msg.msg_type() == "execute_request" {
+                return msg;
+            }
+        }
+    }
+
+    fn emit(&self, channel: Channel, parent: &Message, msg_type: &str, content: Value) {
+        let msg = Message::reply_to(&parent.header, msg_type, content, "kernel");
+        let _ = self.events.send(KernelEvent::Message(channel, msg));
+    }
+
+    fn reply(&self, req: &Message, status: &str) {
+        self.emit(
+            Channel::Shell,
+            req,
+            "execute_reply",
+            json!({"status": status, "execution_count": 1}),
+        );
+    }
+
+    fn idle(&self, req: &Message) {
+        self.emit(
+            Channel::Iopub,
+            req,
+            "status",
+            json!({"execution_state": "idle"}),
+        );
+    }
+
+    fn stdout(&self, req: &Message, text: &str) {
+        self.emit(
+            Channel::Iopub,
+            req,
+            "stream",
+            json!({"name": "stdout", "text": text}),
+        );
+    }
+
+    fn interrupted(&self) -> usize {
+        self.interrupts.load(Ordering::SeqCst)
+    }
+}
+
+/// The actor's end of one fake kernel.
+struct FakeKernel {
+    info: Value,
+    sent: mpsc::UnboundedSender<(Channel, Message)>,
+    events: mpsc::UnboundedReceiver<KernelEvent>,
+    interrupts: Arc<AtomicUsize>,
+    shutdowns: Arc<AtomicUsize>,
+    /// Sends never complete (a stopped kernel whose transport is full).
+    wedged: bool,
+}
+
+impl KernelIo for FakeKernel {
+    fn info(&self) -> &Value {
+        &self.info
+    }
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+    fn request(&self, msg_type: &str, content: Value) -> Message {
+        Message::new(msg_type, content, "client")
+    }
+    fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message {
+        Message::reply_to(&parent.header, msg_type, content, "client")
+    }
+    fn send<'a>(
+        &'a mut self,
+        channel: Channel,
+        msg: &'a Message,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        let wedged = self.wedged;
+        let _ = self.sent.send((channel, msg.clone()));
+        Box::pin(async move {
+            if wedged {
+                std::future::pending::<()>().await;
+            }
+            Ok(())
+        })
+    }
+    fn next_event(&mut self) -> BoxFuture<'_, KernelEvent> {
+        Box::pin(async move {
+            match self.events.recv().await {
+                Some(ev) => ev,
+                None => std::future::pending().await,
+            }
+        })
+    }
+    fn try_next_event(&mut self) -> Option<KernelEvent> {
+        self.events.try_recv().ok()
+    }
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        self.interrupts.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Ok(()) })
+    }
+    fn shutdown(self: Box<Self>, _grace: Duration) -> BoxFuture<'static, ShutdownRung> {
+        self.shutdowns.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { ShutdownRung::Graceful })
+    }
+}
+
+/// Starts fake kernels and hands the test a [`Script`] for each.
+struct FakeLauncher {
+    scripts: mpsc::UnboundedSender<Script>,
+    wedged: bool,
+}
+
+impl KernelLauncher for FakeLauncher {
+    fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
+        let (sent_tx, sent_rx) = mpsc::unbounded_channel();
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let interrupts = Arc::new(AtomicUsize::new(0));
+        let shutdowns = Arc::new(AtomicUsize::new(0));
+        let _ = self.scripts.send(Script {
+            sent: sent_rx,
+            events: events_tx,
+            interrupts: interrupts.clone(),
+            shutdowns: shutdowns.clone(),
+        });
+        let kernel = FakeKernel {
+            info: json!({"implementation": "scripted", "language_info": {"name": "python"}}),
+            sent: sent_tx,
+            events: events_rx,
+            interrupts,
+            shutdowns,
+            wedged: self.wedged,
+        };
+        Box::pin(async move { Ok(Box::new(kernel) as Box<dyn KernelIo>) })
+    }
+}
+
+/// A session on fake kernels: its handle and the receiver of each new kernel's script.
+async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    let (tx, mut scripts) = mpsc::unbounded_channel();
+    let spec = KernelSpec {
+        name: "scripted".into(),
+        resource_dir: std::env::temp_dir(),
+        argv: vec!["fake".into()],
+        display_name: "Scripted".into(),
+        language: "python".into(),
+        interrupt_mode: Default::default(),
+        env: Default::default(),
+        metadata: Value::Null,
+    };
+    let desc = SessionDesc {
+        id: "s".into(),
+        spec,
+        cwd: std::env::temp_dir(),
+        launcher: Arc::new(FakeLauncher {
+            scripts: tx,
+            wedged,
+        }),
+        journal_dir: None,
+    };
+    let (handle, created) = SessionHandle::spawn(
+        &tokio::runtime::Handle::current(),
+        desc,
+        Arc::new(Limits::default()),
+    );
+    let first = scripts.recv().await.expect("a first kernel");
+    let info = created.await.expect("created").expect("started");
+    assert_eq!(info.generation, 1);
+    (handle, scripts, first)
+}
+
+async fn submit(
+    handle: &SessionHandle,
+    req: ExecuteRequest,
+) -> (RunId, watch::Receiver<RunStatus>) {
+    handle.submit(req).await.expect("queued")
+}
+
+/// Wait (virtual time) for the run to settle; its status.
+async fn settle(rx: &mut watch::Receiver<RunStatus>, within: Duration) -> RunStatus {
+    assert!(
+        wait_settled(rx, within).await,
+        "the run did not settle within {within:?}"
+    );
+    *rx.borrow()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_interrupts_repeats_the_interrupt_then_restarts_the_kernel_after_the_grace() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let req = ExecuteRequest {
+        timeout: Some(Duration::from_secs(2)),
+        ..ExecuteRequest::new("while True: pass")
+    };
+    let t0 = Instant::now();
+    let (run, mut rx) = submit(&handle, req).await;
+    k1.next_execute().await;
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(60)).await,
+        RunStatus::Timeout
+    );
+    let took = t0.elapsed();
+    assert_eq!(took, Duration::from_secs(7), "2 s timeout + 5 s grace");
+    assert_eq!(
+        k1.interrupted(),
+        5,
+        "sent at 2 s, then again each second until 6 s"
+    );
+    assert_eq!(
+        k1.shutdowns.load(Ordering::SeqCst),
+        1,
+        "the old kernel is shut down"
+    );
+    let result = handle.get_run(&run).await.expect("the run");
+    assert!(
+        result.notices.iter().any(|n| n.contains("restarted")),
+        "{:?}",
+        result.notices
+    );
+    let mut k2 = kernels.recv().await.expect("a new kernel");
+    let (_, mut next) = submit(&handle, ExecuteRequest::new("1")).await;
+    let req = k2.next_execute().await;
+    k2.reply(&req, "ok");
+    k2.idle(&req);
+    assert_eq!(
+        settle(&mut next, Duration::from_secs(10)).await,
+        RunStatus::Ok
+    );
+    let info = handle.info().await.expect("info");
+    assert_eq!(info.generation, 2);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_is_resent_until_the_run_stops_and_keeps_the_kernel() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("sleep")).await;
+    let req = k1.next_execute().await;
+    let (_, interrupted) = handle.interrupt().await.expect("interrupt");
+    assert!(interrupted.is_some());
+    assert_eq!(k1.interrupted(), 1);
+    // The first two are lost (sent before the code started); the third stops it.
+    while k1.interrupted() < 3 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    k1.emit(
+        Channel::Iopub,
+        &req,
+        "error",
+        json!({"ename": "KeyboardInterrupt", "evalue": "", "traceback": []}),
+    );
+    k1.reply(&req, "error");
+    k1.idle(&req);
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(10)).await,
+        RunStatus::Interrupted
+    );
+    assert_eq!(handle.info().await.expect("info").generation, 1);
+    assert!(kernels.try_recv().is_err(), "no new kernel was started");
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_that_never_takes_leaves_the_run_running_and_never_restarts() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("ignore SIGINT")).await;
+    let req = k1.next_execute().await;
+    handle.interrupt().await.expect("interrupt");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(*rx.borrow_and_update(), RunStatus::Running);
+    assert_eq!(
+        k1.interrupted(),
+        5,
+        "repeated until the 5 s grace ended, then no more"
+    );
+    assert!(kernels.try_recv().is_err(), "no restart");
+    let r = handle.get_run(&run).await.expect("the run");
+    assert!(
+        r.notices.iter().any(|n| n.contains("still going")),
+        "the result says the run goes on: {:?}",
+        r.notices
+    );
+    // It can still finish normally.
+    k1.stdout(&req, "done\n");
+    k1.reply(&req, "ok");
+    k1.idle(&req);
+    settle(&mut rx, Duration::from_secs(10)).await;
+    assert_eq!(handle.info().await.expect("info").generation, 1);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn death_ends_the_running_run_cancels_the_queued_ones_and_starts_a_new_kernel() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let (_, mut first) = submit(&handle, ExecuteRequest::new("a")).await;
+    let (q1, mut second) = submit(&handle, ExecuteRequest::new("b")).await;
+    let (_, mut third) = submit(&handle, ExecuteRequest::new("c")).await;
+    let req = k1.next_execute().await;
+    k1.stdout(&req, "partial\n");
+    let _ = k1.events.send(KernelEvent::Exited(ExitInfo {
+        code: None,
+        signal: Some(9),
+    }));
+    assert_eq!(
+        settle(&mut first, Duration::from_secs(5)).await,
+        RunStatus::KernelDied
+    );
+    assert_eq!(
+        settle(&mut second, Duration::from_secs(5)).await,
+        RunStatus::Cancelled
+    );
+    assert_eq!(
+        settle(&mut third, Duration::from_secs(5)).await,
+        RunStatus::Cancelled
+    );
+    let q = handle.get_run(&q1).await.expect("the queued run");
+    assert!(
+        q.notices
+            .iter()
+            .any(|n| n.contains("not run in the new kernel")),
+        "{:?}",
+        q.notices
+    );
+    let mut k2 = kernels.recv().await.expect("a new kernel");
+    let (_, mut next) = submit(&handle, ExecuteRequest::new("d")).await;
+    let req = k2.next_execute().await;
+    k2.reply(&req, "ok");
+    k2.idle(&req);
+    assert_eq!(
+        settle(&mut next, Duration::from_secs(5)).await,
+        RunStatus::Ok
+    );
+    assert_eq!(handle.info().await.expect("info").generation, 2);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_without_idle_finishes_after_the_iopub_grace_with_a_notice() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let t0 = Instant::now();
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
+    let req = k1.next_execute().await;
+    k1.stdout(&req, "out\n");
+    k1.reply(&req, "ok");
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(60)).await,
+        RunStatus::Ok
+    );
+    assert_eq!(t0.elapsed(), Limits::default().iopub_grace());
+    let r = handle.get_run(&run).await.expect("the run");
+    assert_eq!(r.stdout, "out\n");
+    assert!(
+        r.notices.iter().any(|n| n.contains("never reported idle")),
+        "{:?}",
+        r.notices
+    );
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_without_a_reply_keeps_the_run_going_until_the_reply() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
+    let req = k1.next_execute().await;
+    k1.idle(&req);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        *rx.borrow_and_update(),
+        RunStatus::Running,
+        "idle alone does not finish a run"
+    );
+    k1.reply(&req, "ok");
+    assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kernel_that_takes_no_messages_never_blocks_the_actor_and_destroy_returns() {
+    let (handle, _kernels, mut k1) = session(true).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
+    k1.next_execute().await;
+    // The send hangs; the actor gives up on it and keeps answering.
+    let info = tokio::time::timeout(Duration::from_secs(30), handle.info())
+        .await
+        .expect("info answers")
+        .expect("info");
+    assert_eq!(info.session_id, "s");
+    let rung = tokio::time::timeout(Duration::from_secs(30), handle.destroy())
+        .await
+        .expect("destroy returns")
+        .expect("destroyed");
+    assert_eq!(rung, ShutdownRung::Graceful);
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(1)).await,
+        RunStatus::Cancelled
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_shell_request_is_forgotten_at_its_deadline() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let t0 = Instant::now();
+    let err = handle
+        .request(
+            "complete_request",
+            json!({"code": "x", "cursor_pos": 1}),
+            true,
+            Duration::from_secs(10),
+        )
+        .await
+        .expect_err("no reply came");
+    assert_eq!(t0.elapsed(), Duration::from_secs(10));
+    assert_eq!(err.code().as_str(), "SESSION_BUSY");
+    let (ch, msg) = k1.next_sent().await;
+    assert_eq!((ch, msg.msg_type()), (Channel::Shell, "complete_request"));
+    // A late reply to the forgotten request goes nowhere and breaks nothing.
+    k1.emit(
+        Channel::Shell,
+        &msg,
+        "complete_reply",
+        json!({"matches": []}),
+    );
+    assert_eq!(handle.info().await.expect("info").session_id, "s");
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn input_requests_are_answered_from_the_stdin_list_then_awaited() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let req = ExecuteRequest {
+        stdin: vec!["Ada".into()],
+        ..ExecuteRequest::new("input(); input()")
+    };
+    let (run, mut rx) = submit(&handle, req).await;
+    let exec = k1.next_execute().await;
+    k1.emit(
+        Channel::Stdin,
+        &exec,
+        "input_request",
+        json!({"prompt": "name? ", "password": false}),
+    );
+    let (ch, answer) = k1.next_sent().await;
+    assert_eq!((ch, answer.msg_type()), (Channel::Stdin, "input_reply"));
+    assert_eq!(answer.content["value"], "Ada");
+    k1.emit(
+        Channel::Stdin,
+        &exec,
+        "input_request",
+        json!({"prompt": "age? ", "password": false}),
+    );
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(5)).await,
+        RunStatus::AwaitingInput
+    );
+    let r = handle.get_run(&run).await.expect("the run");
+    assert_eq!(r.prompt.map(|p| p.text).as_deref(), Some("age? "));
+    let mut rx = handle
+        .send_input(&run, "36".into())
+        .await
+        .expect("answered");
+    let (_, answer) = k1.next_sent().await;
+    assert_eq!(answer.content["value"], "36");
+    k1.reply(&exec, "ok");
+    k1.idle(&exec);
+    assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
+    handle.destroy().await.expect("destroyed");
+}
