@@ -1,0 +1,74 @@
+//! A session's history: every executed code block in order with its status and outputs.
+//!
+//! This file owns the model ([`HistoryEntry`], [`HistoryOutput`], [`ENTRY_STREAM_BYTES`]); the
+//! rest is split by responsibility and re-exported here so callers keep using
+//! `crate::session::history::…`: [`slice`] (Python-slice ranges), [`render`] (text renderings),
+//! [`journal`] (the JSONL journal on disk).
+
+mod journal;
+mod render;
+mod slice;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::types::{ErrorInfo, RunStatus};
+
+pub use journal::{
+    JOURNAL_RETENTION, Journal, JournalContents, JournalHeader, JournalRecord, latest_journal,
+    prune_journals, read_journal,
+};
+pub(crate) use render::{describe_output, error_line, indent};
+pub use render::{output_summary, render_text};
+pub use slice::slice_range;
+
+/// One executed block, as kept in history and written to the journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub run_id: String,
+    pub code: String,
+    pub status: RunStatus,
+    pub execution_count: Option<i64>,
+    /// Generation of the kernel it ran in.
+    pub generation: u64,
+    /// Cleaned stdout/stderr, each bounded (head + tail) to [`ENTRY_STREAM_BYTES`].
+    pub stdout: String,
+    pub stderr: String,
+    /// text/plain of the execute_result.
+    pub result: Option<String>,
+    pub error: Option<ErrorInfo>,
+    /// Display outputs in order (for notebook export).
+    pub outputs: Vec<HistoryOutput>,
+    /// RFC 3339.
+    pub finished_at: String,
+}
+
+/// One display output of a history entry: a MIME bundle reduced to what we keep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryOutput {
+    /// `display_data` or `execute_result`.
+    pub kind: String,
+    /// MIME type → value (text/plain string; images base64), as nbformat stores them.
+    pub data: serde_json::Map<String, Value>,
+}
+
+/// Per-stream bytes kept in a history entry.
+pub const ENTRY_STREAM_BYTES: usize = 64 * 1024;
+
+/// An entry with the given id, code and status and nothing else, for tests.
+#[cfg(test)]
+pub(crate) fn sample_entry(run_id: &str, code: &str, status: RunStatus) -> HistoryEntry {
+    HistoryEntry {
+        run_id: run_id.to_string(),
+        code: code.to_string(),
+        status,
+        execution_count: Some(1),
+        generation: 1,
+        stdout: String::new(),
+        stderr: String::new(),
+        result: None,
+        error: None,
+        outputs: Vec::new(),
+        finished_at: "2025-01-02T03:04:05Z".to_string(),
+    }
+}
