@@ -3,11 +3,12 @@
 //! This file owns the model ([`HistoryEntry`], [`HistoryOutput`], [`ENTRY_STREAM_BYTES`]); the
 //! rest is split by responsibility and re-exported here so callers keep using
 //! `crate::session::history::…`: [`slice`] (Python-slice ranges), [`render`] (text renderings),
-//! [`journal`] (the JSONL journal on disk).
+//! [`journal`] (the JSONL journal on disk), [`store`] (the bounded in-memory [`History`]).
 
 mod journal;
 mod render;
 mod slice;
+mod store;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,6 +22,9 @@ pub use journal::{
 pub(crate) use render::{describe_output, error_line, indent};
 pub use render::{output_summary, render_text};
 pub use slice::slice_range;
+// Used by the session actor after the merge of the actor rewrite; until then only by tests.
+#[allow(unused_imports)]
+pub(crate) use store::History;
 
 /// One executed block, as kept in history and written to the journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +58,31 @@ pub struct HistoryOutput {
 
 /// Per-stream bytes kept in a history entry.
 pub const ENTRY_STREAM_BYTES: usize = 64 * 1024;
+
+/// The bytes `v` takes as JSON text (a string's own length for a string): the size estimate
+/// used for MIME values.
+pub(crate) fn value_bytes(v: &Value) -> usize {
+    /// Counts what is written to it.
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    match v {
+        Value::String(s) => s.len(),
+        _ => {
+            let mut counter = Counter(0);
+            // Writing a Value to a sink that never fails cannot fail.
+            let _ = serde_json::to_writer(&mut counter, v);
+            counter.0
+        }
+    }
+}
 
 /// An entry with the given id, code and status and nothing else, for tests.
 #[cfg(test)]
