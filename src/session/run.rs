@@ -12,13 +12,11 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::display::{error_info, history_output, output_item};
+use super::display::{error_info, history_output, output_item, plain_text, stored_bytes};
 use super::history::{ENTRY_STREAM_BYTES, HistoryEntry};
 use super::output::{clean_text, head_tail};
 use super::quirks::Quirks;
-use super::types::{
-    ErrorInfo, ExecutionResult, OutputItem, Prompt, RunStatus, StreamTruncation,
-};
+use super::types::{ErrorInfo, ExecutionResult, OutputItem, Prompt, RunStatus, StreamTruncation};
 use crate::wire::Message;
 
 /// Output kept per run; beyond it output is dropped with a notice.
@@ -202,8 +200,7 @@ impl Run {
             }
             "execute_result" | "display_data" => {
                 let item = output_item(msg.msg_type(), c);
-                let size = item.text.as_ref().map_or(0, |t| t.len())
-                    + item.image.as_ref().map_or(0, |i| i.data.len());
+                let size = stored_bytes(&item);
                 if !self.admit(size) {
                     return;
                 }
@@ -213,7 +210,7 @@ impl Run {
                     && item.image.is_none()
                 {
                     // IRkernel's way of returning a value.
-                    if let Some(text) = item.text {
+                    if let Some(text) = plain_text(&item) {
                         self.result = Some(match self.result.take() {
                             Some(prev) => format!("{prev}\n{text}"),
                             None => text,

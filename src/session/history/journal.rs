@@ -354,9 +354,18 @@ mod tests {
             }),
             outputs: vec![HistoryOutput {
                 kind: "execute_result".into(),
-                data: [("text/plain".to_string(), Value::String("1".into()))]
-                    .into_iter()
-                    .collect(),
+                data: serde_json::json!({
+                    "text/plain": "1",
+                    "text/html": "<b>1</b>",
+                    "application/json": {"n": [1, 2]},
+                })
+                .as_object()
+                .unwrap()
+                .clone(),
+                metadata: serde_json::json!({"application/json": {"expanded": false}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
             }],
             ..entry("r6", "1/0", RunStatus::Error)
         };
@@ -371,6 +380,31 @@ mod tests {
         assert_eq!(got.header, head);
         assert_eq!(got.entries, vec![e("r2"), e("r4"), with_error]);
         assert_eq!(got.language_info, json_info(".py"));
+    }
+
+    #[test]
+    fn journals_from_before_whole_bundles_still_load() {
+        // An entry line as written when outputs kept only text/plain and the image.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old-20250101T000000-abcd.jsonl");
+        let head = serde_json::to_string(&header("old", "2025-01-01T00:00:00Z")).unwrap();
+        let line = r#"{"entry":{"run_id":"r1","code":"plot()","status":"ok","execution_count":1,"generation":1,"stdout":"","stderr":"","result":null,"error":null,"outputs":[{"kind":"display_data","data":{"image/png":"iVBORw0KGgo=","text/plain":"<Figure size 640x480 with 1 Axes>"}}],"finished_at":"2025-01-01T00:00:01Z"}}"#;
+        fs::write(&path, format!("{head}\n{line}\n")).unwrap();
+        let got = read_journal(&path).unwrap();
+        assert_eq!(got.entries.len(), 1);
+        let output = &got.entries[0].outputs[0];
+        assert_eq!(output.data["image/png"], "iVBORw0KGgo=");
+        assert_eq!(
+            output.data["text/plain"],
+            "<Figure size 640x480 with 1 Axes>"
+        );
+        assert!(output.metadata.is_empty());
+        // Written back, an empty metadata is left out: the line is the same as before.
+        let again = serde_json::to_string(&JournalRecord::Entry(got.entries[0].clone())).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&again).unwrap(),
+            serde_json::from_str::<Value>(line).unwrap()
+        );
     }
 
     fn json_info(ext: &str) -> Value {

@@ -47,13 +47,21 @@ pub struct HistoryEntry {
     pub finished_at: String,
 }
 
-/// One display output of a history entry: a MIME bundle reduced to what we keep.
+/// One display output of a history entry: its MIME bundle as the notebook export writes it.
+///
+/// Journals written before whole bundles were kept hold only text/plain (the text the agent
+/// saw) and the image, and no `metadata`; they load the same way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryOutput {
     /// `display_data` or `execute_result`.
     pub kind: String,
-    /// MIME type → value (text/plain string; images base64), as nbformat stores them.
+    /// MIME type → value as nbformat stores them (text as strings, images base64, JSON as
+    /// JSON): every type the kernel sent, except values over the per-value cap.
     pub data: serde_json::Map<String, Value>,
+    /// The output's metadata as the kernel sent it, plus a `kernel_mcp` note naming values
+    /// left out of `data`.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, Value>,
 }
 
 /// Per-stream bytes kept in a history entry.

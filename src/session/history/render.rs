@@ -2,9 +2,8 @@
 //! the short per-entry [`output_summary`], and the line helpers the transcript export shares
 //! ([`describe_output`], [`error_line`], [`indent`]).
 
-use serde_json::Value;
-
 use super::{HistoryEntry, HistoryOutput};
+use crate::session::display::readable_text;
 use crate::session::types::ErrorInfo;
 
 /// Code lines shown per entry by [`render_text`].
@@ -65,8 +64,9 @@ pub fn render_text(entries: &[(usize, &HistoryEntry)]) -> String {
 /// - stdout: its first 3 and last 2 lines with `… (k lines)` between when longer;
 /// - stderr: `stderr:` then its lines, bounded the same way;
 /// - the result: `= 2` (a multi-line result continues indented by 2, bounded the same way);
-/// - display outputs: `[image/png]` per image, else the first text/plain line of a
-///   `display_data`, else its MIME types in brackets.
+/// - display outputs: `[image/png]` per image, else the first line of a `display_data`'s
+///   readable text (markdown, JSON, LaTeX, text/plain or HTML text), else its MIME types in
+///   brackets.
 ///
 /// Lines longer than 200 characters are cut with `…`. Joined with `\n`, no trailing newline.
 pub fn output_summary(entry: &HistoryEntry) -> String {
@@ -110,8 +110,10 @@ pub fn output_summary(entry: &HistoryEntry) -> String {
 }
 
 /// How a display output reads as text: `[image/png]` per image; else a `display_data`'s
-/// text/plain, shown through `text`; else its MIME types in brackets. An `execute_result`
-/// without images adds nothing (its text is the entry's `result`).
+/// readable text (its richest readable form, as the agent saw it: see
+/// [`crate::session::display::readable_text`]), shown through `text`; else its MIME types in
+/// brackets. An `execute_result` without images adds nothing (its text is the entry's
+/// `result`).
 pub(crate) fn describe_output(
     output: &HistoryOutput,
     text: impl FnOnce(&str) -> Vec<String>,
@@ -125,8 +127,8 @@ pub(crate) fn describe_output(
     if !images.is_empty() || output.kind != "display_data" {
         return images;
     }
-    match output.data.get("text/plain").and_then(Value::as_str) {
-        Some(t) => text(t),
+    match readable_text(&output.data) {
+        Some(t) => text(&t),
         None => {
             let mimes: Vec<&str> = output.data.keys().map(String::as_str).collect();
             vec![format!("[{}]", mimes.join(", "))]
@@ -181,6 +183,8 @@ fn clip_line(line: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
     use crate::session::history::sample_entry as entry;
     use crate::session::types::RunStatus;
@@ -227,6 +231,7 @@ mod tests {
             outputs: vec![HistoryOutput {
                 kind: "display_data".into(),
                 data,
+                metadata: serde_json::Map::new(),
             }],
             ..entry("run-c", &code.join("\n"), RunStatus::Ok)
         };
@@ -275,5 +280,30 @@ mod tests {
         assert_eq!(lines[0], "→ interrupted: KeyboardInterrupt");
         assert_eq!(lines[1], format!("= {}…", "y".repeat(200)));
         assert_eq!(lines[2], "  second");
+    }
+
+    #[test]
+    fn a_display_summarizes_as_the_text_the_agent_saw() {
+        let output = |data: Value| HistoryOutput {
+            kind: "display_data".into(),
+            data: data.as_object().unwrap().clone(),
+            metadata: serde_json::Map::new(),
+        };
+        let e = HistoryEntry {
+            outputs: vec![
+                output(
+                    json!({"text/plain": "<IPython.core.display.Markdown object>",
+                              "text/markdown": "# Results\n\nAll good."}),
+                ),
+                // As journals before whole bundles stored it.
+                output(json!({"text/plain": "Total : 3"})),
+                output(json!({"application/vnd.x+json": {}})),
+            ],
+            ..entry("r", "show()", RunStatus::Ok)
+        };
+        assert_eq!(
+            output_summary(&e),
+            "→ ok\n# Results\nTotal : 3\n[application/vnd.x+json]"
+        );
     }
 }

@@ -138,6 +138,7 @@ pub(crate) fn entry_bytes(entry: &HistoryEntry) -> usize {
                 + o.kind.len()
                 + o.data
                     .iter()
+                    .chain(&o.metadata)
                     .map(|(mime, v)| mime.len() + value_bytes(v))
                     .sum::<usize>()
         })
@@ -221,6 +222,7 @@ mod tests {
             .push(crate::session::history::HistoryOutput {
                 kind: "display_data".into(),
                 data,
+                metadata: serde_json::Map::new(),
             });
         assert!(entry_bytes(&with_image) >= entry_bytes(&entry("r0", 0)) + 100_000);
         let mut h = History::new(100, 150_000);
