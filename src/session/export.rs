@@ -37,7 +37,8 @@ pub struct ExportContext {
 /// in order separated by a blank line. Transcript: `[n] code` then its outputs, like a REPL.
 /// Notebook: nbformat 4.5 JSON with `metadata.kernelspec` {name, display_name, language} and
 /// `metadata.language_info`, one code cell per entry (id, execution_count, source, outputs:
-/// stream / execute_result / display_data (images included) / error), valid under the schema.
+/// stream / execute_result / display_data (every MIME type history kept, images included,
+/// with the output's metadata) / error), valid under the schema.
 ///
 /// Transcript, per entry (blank line between entries):
 ///
@@ -308,13 +309,13 @@ fn notebook_cell(entry: &HistoryEntry, id: String) -> Value {
                 "output_type": "execute_result",
                 "execution_count": execution_count(entry),
                 "data": output.data,
-                "metadata": {},
+                "metadata": output.metadata,
             }));
         } else {
             outputs.push(json!({
                 "output_type": "display_data",
                 "data": output.data,
-                "metadata": {},
+                "metadata": output.metadata,
             }));
         }
     }
@@ -350,6 +351,7 @@ mod tests {
     use std::process::Command;
 
     use super::*;
+    use crate::session::display::{history_output, output_item};
     use crate::session::history::HistoryOutput;
     use crate::session::types::ErrorInfo;
 
@@ -424,6 +426,19 @@ mod tests {
             .collect()
     }
 
+    /// A display's bundle with text, HTML, JSON and an image.
+    fn whole_bundle() -> Map<String, Value> {
+        json!({
+            "text/plain": "<Figure size 640x480>",
+            "text/html": "<div><b>plot</b> of 3 points</div>",
+            "application/json": {"points": [[0, 1], [1, 2], [2, 4]], "label": "y"},
+            "image/png": PNG,
+        })
+        .as_object()
+        .unwrap()
+        .clone()
+    }
+
     /// print, a multi-line definition, a result, an error, a plot.
     fn session_entries() -> Vec<HistoryEntry> {
         vec![
@@ -437,6 +452,7 @@ mod tests {
                 outputs: vec![HistoryOutput {
                     kind: "execute_result".into(),
                     data: bundle(&[("text/plain", "20")]),
+                    metadata: Map::new(),
                 }],
                 ..entry(
                     "run-4d5e6f",
@@ -449,7 +465,11 @@ mod tests {
                 result: Some("'s'".into()),
                 outputs: vec![HistoryOutput {
                     kind: "display_data".into(),
-                    data: bundle(&[("image/png", PNG), ("text/plain", "<Figure size 640x480>")]),
+                    data: whole_bundle(),
+                    metadata: json!({"image/png": {"width": 1, "height": 1}})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
                 }],
                 ..entry("run-1a2b3c", 4, "plot()\n's'")
             },
@@ -610,7 +630,16 @@ mod tests {
             "def double(x):\n    return x * 2\n\nb = double(a)\nb"
         );
         assert_eq!(cells[2]["outputs"][0]["ename"], "ZeroDivisionError");
-        assert_eq!(cells[3]["outputs"][0]["data"]["image/png"], PNG);
+        // Every MIME type of the display, and its metadata, come out whole.
+        assert_eq!(
+            cells[3]["outputs"][0]["data"],
+            Value::Object(whole_bundle()),
+            "{text}"
+        );
+        assert_eq!(
+            cells[3]["outputs"][0]["metadata"],
+            json!({"image/png": {"width": 1, "height": 1}})
+        );
         assert_eq!(cells[3]["outputs"][1]["data"]["text/plain"], "'s'");
 
         // Null language_info and a missing execution count are still valid.
@@ -635,21 +664,70 @@ mod tests {
         ] {
             let file = dir.path().join(name);
             std::fs::write(&file, text).unwrap();
-            let out = Command::new(venv_python())
-                .args([
-                    "-c",
-                    "import nbformat, sys; \
-                     nbformat.validate(nbformat.read(sys.argv[1], as_version=4))",
-                ])
-                .arg(&file)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{name} invalid: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            nbformat_validate(&file);
         }
+    }
+
+    #[test]
+    fn notebook_keeps_every_mime_type_a_kernel_sent() {
+        let content = json!({
+            "data": whole_bundle(),
+            "metadata": {"application/json": {"expanded": false}},
+            "transient": {"display_id": "d1"},
+        });
+        let item = output_item("display_data", &content);
+        assert!(
+            !item.bundle.data.contains_key("image/png"),
+            "the image's base64 is held once, in item.image"
+        );
+        let big = json!({"data": {"text/plain": "<IPython.core.display.HTML object>",
+                                  "text/html": format!("<p>{}</p>", "x".repeat(2 << 20))}});
+        let entries = vec![HistoryEntry {
+            outputs: vec![
+                history_output(&item),
+                history_output(&output_item("display_data", &big)),
+            ],
+            ..entry("run-1", 1, "show()")
+        }];
+        let text = render(ExportFormat::Notebook, &python_ctx(), &entries);
+        let nb: Value = serde_json::from_str(&text).unwrap();
+        let outputs = nb["cells"][0]["outputs"].as_array().unwrap();
+        assert_eq!(outputs[0]["data"], Value::Object(whole_bundle()));
+        assert_eq!(
+            outputs[0]["metadata"],
+            json!({"application/json": {"expanded": false}})
+        );
+        // A value over the cap is left out, with a note naming it and its size; the small
+        // text/plain is kept as sent.
+        let data = outputs[1]["data"].as_object().unwrap();
+        assert!(!data.contains_key("text/html"), "{data:?}");
+        assert_eq!(data["text/plain"], "<IPython.core.display.HTML object>");
+        let omitted = &outputs[1]["metadata"]["kernel_mcp"]["omitted_bytes"]["text/html"];
+        assert_eq!(omitted.as_u64(), Some((2 << 20) + 7));
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bundle.ipynb");
+        std::fs::write(&file, &text).unwrap();
+        nbformat_validate(&file);
+    }
+
+    /// Run `nbformat.validate` on the notebook at `file` with the venv's Python.
+    fn nbformat_validate(file: &Path) {
+        let out = Command::new(venv_python())
+            .args([
+                "-c",
+                "import nbformat, sys; \
+                 nbformat.validate(nbformat.read(sys.argv[1], as_version=4))",
+            ])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} invalid: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     #[test]

@@ -167,6 +167,19 @@ pub fn page(text: &str, offset: usize, limit: usize) -> StreamPage {
 /// `text` if it fits in `limit` bytes; else its head and tail (split on char boundaries) around a
 /// marker, plus the number of bytes left out.
 pub fn head_tail(text: &str, limit: usize) -> (String, Option<usize>) {
+    head_tail_with(text, limit, |omitted| {
+        format!("\n[… {omitted} bytes omitted …]\n")
+    })
+}
+
+/// Like [`head_tail`], with the marker between head and tail made by `marker` from the
+/// number of bytes left out. Head and tail together take at most `limit` bytes; the marker
+/// comes on top.
+pub fn head_tail_with(
+    text: &str,
+    limit: usize,
+    marker: impl FnOnce(usize) -> String,
+) -> (String, Option<usize>) {
     if text.len() <= limit {
         return (text.to_string(), None);
     }
@@ -181,8 +194,9 @@ pub fn head_tail(text: &str, limit: usize) -> (String, Option<usize>) {
     }
     let omitted = tail_start - head_end;
     let shown = format!(
-        "{}\n[… {omitted} bytes omitted …]\n{}",
+        "{}{}{}",
         &text[..head_end],
+        marker(omitted),
         &text[tail_start..]
     );
     (shown, Some(omitted))

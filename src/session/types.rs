@@ -102,11 +102,26 @@ pub struct OutputItem {
     /// `display_data` or `execute_result`.
     pub kind: String,
     pub mime_types: Vec<String>,
-    /// text/plain rendering, if any.
+    /// The display as text: its richest readable form (text/markdown, application/json
+    /// pretty-printed, text/latex, else text/plain, else the text of text/html), bounded.
     pub text: Option<String>,
     /// The first image in the bundle (base64 as sent by the kernel).
     pub image: Option<ImageData>,
     pub display_id: Option<String>,
+    /// The MIME bundle as history and the notebook export keep it; not in the JSON.
+    #[serde(skip)]
+    pub bundle: std::sync::Arc<DisplayBundle>,
+}
+
+/// What is kept of a display's MIME bundle for history and the notebook export (DESIGN:
+/// "a notebook export keeps every MIME type of the bundle"), bounded per value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DisplayBundle {
+    /// MIME type → value as the kernel sent it, except the image in [`OutputItem::image`]
+    /// (its base64 is kept there, once) and values over the per-value cap.
+    pub data: serde_json::Map<String, Value>,
+    /// The bundle's `metadata`, plus a `kernel_mcp` note naming values left out.
+    pub metadata: serde_json::Map<String, Value>,
 }
 
 /// An image from a MIME bundle.

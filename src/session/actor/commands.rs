@@ -5,7 +5,6 @@
 use std::ops::ControlFlow;
 
 use super::*;
-use crate::session::history::slice_range;
 use crate::session::run::{Interrupting, Phase, Run, page_part};
 
 impl Actor {
@@ -60,17 +59,10 @@ impl Actor {
                 self.restart(reply)
             }
             Command::History { start, end, reply } => {
-                let range = slice_range(self.history.len(), start, end);
-                let entries = range.map(|i| (i, self.history[i].clone())).collect();
-                let _ = reply.send((entries, self.history.len()));
+                let _ = reply.send((self.history.slice(start, end), self.history.len()));
             }
             Command::DeleteHistory { start, end, reply } => {
-                let mut range = slice_range(self.history.len(), start, end);
-                if end.is_none() {
-                    // Only `start` given: that one entry, not everything after it.
-                    range.end = (range.start + 1).min(self.history.len());
-                }
-                let removed: Vec<String> = self.history.drain(range).map(|e| e.run_id).collect();
+                let removed = self.history.delete(start, end);
                 if !removed.is_empty() {
                     self.journal_append(&JournalRecord::Deleted(removed.clone()));
                 }

@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::error::SessionError;
-use super::history::{HistoryEntry, Journal, JournalHeader, JournalRecord};
+use super::history::{History, HistoryEntry, Journal, JournalHeader, JournalRecord};
 use super::ids::{MsgId, RunId};
 use super::output::StreamPage;
 use super::quirks::Quirks;
@@ -202,7 +202,8 @@ pub struct Actor {
     runs: RunTable,
     /// Generation of the kernel the last started run executed in.
     last_run_generation: Option<u64>,
-    history: Vec<HistoryEntry>,
+    /// Executed blocks in memory (bounded; the journal keeps every one).
+    history: History,
     /// Where history is journalled; `None` if there is no journal.
     journal: Option<Journal>,
     /// Shell requests awaiting their reply, by msg_id.
@@ -241,7 +242,7 @@ impl Actor {
             restart_waiters: Vec::new(),
             create_waiter: Some(created),
             last_run_generation: None,
-            history: Vec::new(),
+            history: History::default(),
             journal: None,
             pending: HashMap::new(),
             created_at: now,

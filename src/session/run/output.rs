@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::session::display::{error_info, output_item};
+use crate::session::display::{error_info, output_item, plain_text, stored_bytes};
 use crate::session::output::clean_text;
 use crate::session::quirks::Quirks;
 use crate::session::types::{ErrorInfo, OutputItem};
@@ -111,15 +111,14 @@ impl RunOutput {
     fn apply_display(&mut self, msg: &Message, quirks: &Quirks, finished: bool) {
         let c = &msg.content;
         let item = output_item(msg.msg_type(), c);
-        let size = item.text.as_ref().map_or(0, |t| t.len())
-            + item.image.as_ref().map_or(0, |i| i.data.len());
+        let size = stored_bytes(&item);
         if self.admit(size, finished) < size {
             return;
         }
         self.take_pending_clear();
         if msg.msg_type() == "display_data" && quirks.display_is_result && item.image.is_none() {
             // IRkernel's way of returning a value.
-            if let Some(text) = item.text {
+            if let Some(text) = plain_text(&item) {
                 self.result = Some(match self.result.take() {
                     Some(prev) => format!("{prev}\n{text}"),
                     None => text,

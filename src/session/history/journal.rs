@@ -1,250 +1,22 @@
-//! A session's history: every executed code block in order with its status and outputs, Python
-//! slice semantics for ranges, the REPL-like text rendering, and the on-disk journal.
-//!
-//! The journal is one JSON Lines file per session instance under
+//! The on-disk journal: one JSON Lines file per session instance under
 //! `$XDG_STATE_HOME/kernel-mcp/history/` (default `~/.local/state/kernel-mcp/history/`), named
 //! `<session_id>-<created, UTC %Y%m%dT%H%M%S>-<4 hex>.jsonl`. Line 1 is a [`JournalHeader`];
 //! each later line is a [`JournalRecord`]. Each record is appended and flushed when it happens,
 //! so a crash of the server loses nothing that was already returned. [`latest_journal`] finds a
-//! session's newest journal and [`read_journal`] replays it (deletions and clears applied; a
-//! torn last line from a crash is ignored).
+//! session's newest journal, [`read_journal`] replays it (deletions and clears applied; a torn
+//! last line from a crash is ignored) and [`prune_journals`] removes old ones. The journal
+//! keeps every entry; memory keeps a bounded window of them ([`super::History`]).
 
 use std::collections::HashSet;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::ops::Range;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::types::{ErrorInfo, RunStatus};
-
-/// One executed block, as kept in history and written to the journal.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    pub run_id: String,
-    pub code: String,
-    pub status: RunStatus,
-    pub execution_count: Option<i64>,
-    /// Generation of the kernel it ran in.
-    pub generation: u64,
-    /// Cleaned stdout/stderr, each bounded (head + tail) to [`ENTRY_STREAM_BYTES`].
-    pub stdout: String,
-    pub stderr: String,
-    /// text/plain of the execute_result.
-    pub result: Option<String>,
-    pub error: Option<ErrorInfo>,
-    /// Display outputs in order (for notebook export).
-    pub outputs: Vec<HistoryOutput>,
-    /// RFC 3339.
-    pub finished_at: String,
-}
-
-/// One display output of a history entry: a MIME bundle reduced to what we keep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryOutput {
-    /// `display_data` or `execute_result`.
-    pub kind: String,
-    /// MIME type → value (text/plain string; images base64), as nbformat stores them.
-    pub data: serde_json::Map<String, Value>,
-}
-
-/// Per-stream bytes kept in a history entry.
-pub const ENTRY_STREAM_BYTES: usize = 64 * 1024;
-
-/// The half-open index range `[start, end)` that Python's `entries[start:end]` selects in a
-/// list of `len`: negatives count from the end, out-of-range values clamp, `None` = open.
-///
-/// The result always satisfies `start <= end <= len`; when the slice is empty it is the empty
-/// range at the clamped start (as Python's `slice(start, end).indices(len)` gives it).
-pub fn slice_range(len: usize, start: Option<i64>, end: Option<i64>) -> Range<usize> {
-    let start = start.map_or(0, |i| clamp_index(len, i));
-    let end = end.map_or(len, |i| clamp_index(len, i));
-    start..end.max(start)
-}
-
-/// One slice bound resolved against `len`: negatives from the end, then clamped to `0..=len`.
-fn clamp_index(len: usize, i: i64) -> usize {
-    if i < 0 {
-        len.saturating_sub(usize::try_from(i.unsigned_abs()).unwrap_or(usize::MAX))
-    } else {
-        usize::try_from(i).unwrap_or(usize::MAX).min(len)
-    }
-}
-
-/// Code lines shown per entry by [`render_text`].
-const TEXT_CODE_LINES: usize = 20;
-/// Characters shown per line in [`render_text`] / [`output_summary`]; longer lines end in `…`.
-const TEXT_LINE_CHARS: usize = 200;
-/// Head and tail lines of each stream shown by [`output_summary`].
-const SUMMARY_HEAD_LINES: usize = 3;
-const SUMMARY_TAIL_LINES: usize = 2;
-
-/// The REPL-like rendering of entries: `[n] <code>` (n = index + 1) followed by a short
-/// output summary for each.
-///
-/// Shape, per entry:
-///
-/// ```text
-/// [3] def f(x):
-///         return 1 / x
-///     f(0)
-///     → error: ZeroDivisionError: division by zero
-/// ```
-///
-/// The first code line follows `[n] `; continuation lines are indented by 4 spaces, at most
-/// 20 code lines are shown, then `    … (k more lines)`. The [`output_summary`] lines follow,
-/// indented by 4. Lines are joined with `\n` (no trailing newline); an empty slice gives "".
-pub fn render_text(entries: &[(usize, &HistoryEntry)]) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    for (index, entry) in entries {
-        let code = entry.code.trim_matches(|c| c == '\n' || c == '\r');
-        let code_lines: Vec<&str> = code.lines().collect();
-        let first = code_lines.first().copied().unwrap_or("");
-        lines.push(format!(
-            "[{}] {}",
-            index + 1,
-            clip_line(first, TEXT_LINE_CHARS)
-        ));
-        for line in code_lines.iter().take(TEXT_CODE_LINES).skip(1) {
-            lines.push(indent(&clip_line(line, TEXT_LINE_CHARS)));
-        }
-        if code_lines.len() > TEXT_CODE_LINES {
-            lines.push(format!(
-                "    … ({} more lines)",
-                code_lines.len() - TEXT_CODE_LINES
-            ));
-        }
-        for line in output_summary(entry).lines() {
-            lines.push(indent(line));
-        }
-    }
-    lines.join("\n")
-}
-
-/// A one-paragraph output summary of an entry (status, result, first/last lines of output, error).
-///
-/// Lines, in order (absent parts are left out):
-/// - the status: `→ ok`, `→ error: ZeroDivisionError: division by zero`, `→ timeout`,
-///   `→ interrupted: KeyboardInterrupt` (the error's name and first line of its value, if any);
-/// - stdout: its first 3 and last 2 lines with `… (k lines)` between when longer;
-/// - stderr: `stderr:` then its lines, bounded the same way;
-/// - the result: `= 2` (a multi-line result continues indented by 2, bounded the same way);
-/// - display outputs: `[image/png]` per image, else the first text/plain line of a
-///   `display_data`, else its MIME types in brackets.
-///
-/// Lines longer than 200 characters are cut with `…`. Joined with `\n`, no trailing newline.
-pub fn output_summary(entry: &HistoryEntry) -> String {
-    let mut lines = Vec::new();
-
-    let mut status = format!("→ {}", entry.status.as_str());
-    if let Some(err) = &entry.error {
-        status.push_str(": ");
-        status.push_str(&error_line(err));
-    }
-    lines.push(clip_line(&status, TEXT_LINE_CHARS));
-
-    lines.extend(head_tail_lines(&entry.stdout));
-    let stderr = head_tail_lines(&entry.stderr);
-    if !stderr.is_empty() {
-        lines.push("stderr:".to_string());
-        lines.extend(stderr);
-    }
-    if let Some(result) = &entry.result {
-        let result_lines = head_tail_lines(result);
-        if result_lines.is_empty() {
-            lines.push("=".to_string());
-        }
-        for (i, line) in result_lines.into_iter().enumerate() {
-            lines.push(if i == 0 {
-                format!("= {line}")
-            } else {
-                format!("  {line}")
-            });
-        }
-    }
-    for output in &entry.outputs {
-        lines.extend(describe_output(output, |text| {
-            vec![clip_line(
-                text.lines().next().unwrap_or(""),
-                TEXT_LINE_CHARS,
-            )]
-        }));
-    }
-    lines.join("\n")
-}
-
-/// How a display output reads as text: `[image/png]` per image; else a `display_data`'s
-/// text/plain, shown through `text`; else its MIME types in brackets. An `execute_result`
-/// without images adds nothing (its text is the entry's `result`).
-pub(crate) fn describe_output(
-    output: &HistoryOutput,
-    text: impl FnOnce(&str) -> Vec<String>,
-) -> Vec<String> {
-    let images: Vec<String> = output
-        .data
-        .keys()
-        .filter(|m| m.starts_with("image/"))
-        .map(|m| format!("[{m}]"))
-        .collect();
-    if !images.is_empty() || output.kind != "display_data" {
-        return images;
-    }
-    match output.data.get("text/plain").and_then(Value::as_str) {
-        Some(t) => text(t),
-        None => {
-            let mimes: Vec<&str> = output.data.keys().map(String::as_str).collect();
-            vec![format!("[{}]", mimes.join(", "))]
-        }
-    }
-}
-
-/// `ename: first line of evalue`, or just `ename` when the value is empty.
-pub(crate) fn error_line(err: &ErrorInfo) -> String {
-    match err.evalue.lines().next().filter(|l| !l.is_empty()) {
-        Some(value) if !err.ename.is_empty() => format!("{}: {value}", err.ename),
-        Some(value) => value.to_string(),
-        None => err.ename.clone(),
-    }
-}
-
-/// The first 3 and last 2 lines of `text` with `… (k lines)` between when it has more than
-/// 6 lines (hiding a single line would not save anything). Empty text gives no lines.
-fn head_tail_lines(text: &str) -> Vec<String> {
-    let text = text.trim_end_matches(['\n', '\r']);
-    if text.is_empty() {
-        return Vec::new();
-    }
-    let all: Vec<&str> = text.lines().collect();
-    let clip = |l: &&str| clip_line(l, TEXT_LINE_CHARS);
-    if all.len() <= SUMMARY_HEAD_LINES + SUMMARY_TAIL_LINES + 1 {
-        return all.iter().map(clip).collect();
-    }
-    let omitted = all.len() - SUMMARY_HEAD_LINES - SUMMARY_TAIL_LINES;
-    let mut out: Vec<String> = all[..SUMMARY_HEAD_LINES].iter().map(clip).collect();
-    out.push(format!("… ({omitted} lines)"));
-    out.extend(all[all.len() - SUMMARY_TAIL_LINES..].iter().map(clip));
-    out
-}
-
-/// `line` indented by 4 spaces (an empty line stays empty: no trailing whitespace).
-pub(crate) fn indent(line: &str) -> String {
-    if line.is_empty() {
-        String::new()
-    } else {
-        format!("    {line}")
-    }
-}
-
-/// `line` cut to `max` characters, ending in `…` when cut.
-fn clip_line(line: &str, max: usize) -> String {
-    match line.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_string(),
-    }
-}
+use super::HistoryEntry;
 
 /// First line of a journal file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -539,305 +311,9 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-
-    type SliceCase = (usize, Option<i64>, Option<i64>, usize, usize);
-
-    /// `(len, start, end, expected start, expected end)`, computed once with Python 3:
-    /// `list(range(len))[start:end]`, and `slice(start, end).indices(len)[0]` for the empty ones.
-    #[rustfmt::skip]
-    const SLICE_CASES: &[SliceCase] = &[
-        (0, None, None, 0, 0),
-        (0, None, Some(-7), 0, 0),
-        (0, None, Some(-2), 0, 0),
-        (0, None, Some(-1), 0, 0),
-        (0, None, Some(0), 0, 0),
-        (0, None, Some(1), 0, 0),
-        (0, None, Some(3), 0, 0),
-        (0, None, Some(7), 0, 0),
-        (0, Some(-7), None, 0, 0),
-        (0, Some(-7), Some(-7), 0, 0),
-        (0, Some(-7), Some(-2), 0, 0),
-        (0, Some(-7), Some(-1), 0, 0),
-        (0, Some(-7), Some(0), 0, 0),
-        (0, Some(-7), Some(1), 0, 0),
-        (0, Some(-7), Some(3), 0, 0),
-        (0, Some(-7), Some(7), 0, 0),
-        (0, Some(-2), None, 0, 0),
-        (0, Some(-2), Some(-7), 0, 0),
-        (0, Some(-2), Some(-2), 0, 0),
-        (0, Some(-2), Some(-1), 0, 0),
-        (0, Some(-2), Some(0), 0, 0),
-        (0, Some(-2), Some(1), 0, 0),
-        (0, Some(-2), Some(3), 0, 0),
-        (0, Some(-2), Some(7), 0, 0),
-        (0, Some(-1), None, 0, 0),
-        (0, Some(-1), Some(-7), 0, 0),
-        (0, Some(-1), Some(-2), 0, 0),
-        (0, Some(-1), Some(-1), 0, 0),
-        (0, Some(-1), Some(0), 0, 0),
-        (0, Some(-1), Some(1), 0, 0),
-        (0, Some(-1), Some(3), 0, 0),
-        (0, Some(-1), Some(7), 0, 0),
-        (0, Some(0), None, 0, 0),
-        (0, Some(0), Some(-7), 0, 0),
-        (0, Some(0), Some(-2), 0, 0),
-        (0, Some(0), Some(-1), 0, 0),
-        (0, Some(0), Some(0), 0, 0),
-        (0, Some(0), Some(1), 0, 0),
-        (0, Some(0), Some(3), 0, 0),
-        (0, Some(0), Some(7), 0, 0),
-        (0, Some(1), None, 0, 0),
-        (0, Some(1), Some(-7), 0, 0),
-        (0, Some(1), Some(-2), 0, 0),
-        (0, Some(1), Some(-1), 0, 0),
-        (0, Some(1), Some(0), 0, 0),
-        (0, Some(1), Some(1), 0, 0),
-        (0, Some(1), Some(3), 0, 0),
-        (0, Some(1), Some(7), 0, 0),
-        (0, Some(3), None, 0, 0),
-        (0, Some(3), Some(-7), 0, 0),
-        (0, Some(3), Some(-2), 0, 0),
-        (0, Some(3), Some(-1), 0, 0),
-        (0, Some(3), Some(0), 0, 0),
-        (0, Some(3), Some(1), 0, 0),
-        (0, Some(3), Some(3), 0, 0),
-        (0, Some(3), Some(7), 0, 0),
-        (0, Some(7), None, 0, 0),
-        (0, Some(7), Some(-7), 0, 0),
-        (0, Some(7), Some(-2), 0, 0),
-        (0, Some(7), Some(-1), 0, 0),
-        (0, Some(7), Some(0), 0, 0),
-        (0, Some(7), Some(1), 0, 0),
-        (0, Some(7), Some(3), 0, 0),
-        (0, Some(7), Some(7), 0, 0),
-        (5, None, None, 0, 5),
-        (5, None, Some(-7), 0, 0),
-        (5, None, Some(-2), 0, 3),
-        (5, None, Some(-1), 0, 4),
-        (5, None, Some(0), 0, 0),
-        (5, None, Some(1), 0, 1),
-        (5, None, Some(3), 0, 3),
-        (5, None, Some(7), 0, 5),
-        (5, Some(-7), None, 0, 5),
-        (5, Some(-7), Some(-7), 0, 0),
-        (5, Some(-7), Some(-2), 0, 3),
-        (5, Some(-7), Some(-1), 0, 4),
-        (5, Some(-7), Some(0), 0, 0),
-        (5, Some(-7), Some(1), 0, 1),
-        (5, Some(-7), Some(3), 0, 3),
-        (5, Some(-7), Some(7), 0, 5),
-        (5, Some(-2), None, 3, 5),
-        (5, Some(-2), Some(-7), 3, 3),
-        (5, Some(-2), Some(-2), 3, 3),
-        (5, Some(-2), Some(-1), 3, 4),
-        (5, Some(-2), Some(0), 3, 3),
-        (5, Some(-2), Some(1), 3, 3),
-        (5, Some(-2), Some(3), 3, 3),
-        (5, Some(-2), Some(7), 3, 5),
-        (5, Some(-1), None, 4, 5),
-        (5, Some(-1), Some(-7), 4, 4),
-        (5, Some(-1), Some(-2), 4, 4),
-        (5, Some(-1), Some(-1), 4, 4),
-        (5, Some(-1), Some(0), 4, 4),
-        (5, Some(-1), Some(1), 4, 4),
-        (5, Some(-1), Some(3), 4, 4),
-        (5, Some(-1), Some(7), 4, 5),
-        (5, Some(0), None, 0, 5),
-        (5, Some(0), Some(-7), 0, 0),
-        (5, Some(0), Some(-2), 0, 3),
-        (5, Some(0), Some(-1), 0, 4),
-        (5, Some(0), Some(0), 0, 0),
-        (5, Some(0), Some(1), 0, 1),
-        (5, Some(0), Some(3), 0, 3),
-        (5, Some(0), Some(7), 0, 5),
-        (5, Some(1), None, 1, 5),
-        (5, Some(1), Some(-7), 1, 1),
-        (5, Some(1), Some(-2), 1, 3),
-        (5, Some(1), Some(-1), 1, 4),
-        (5, Some(1), Some(0), 1, 1),
-        (5, Some(1), Some(1), 1, 1),
-        (5, Some(1), Some(3), 1, 3),
-        (5, Some(1), Some(7), 1, 5),
-        (5, Some(3), None, 3, 5),
-        (5, Some(3), Some(-7), 3, 3),
-        (5, Some(3), Some(-2), 3, 3),
-        (5, Some(3), Some(-1), 3, 4),
-        (5, Some(3), Some(0), 3, 3),
-        (5, Some(3), Some(1), 3, 3),
-        (5, Some(3), Some(3), 3, 3),
-        (5, Some(3), Some(7), 3, 5),
-        (5, Some(7), None, 5, 5),
-        (5, Some(7), Some(-7), 5, 5),
-        (5, Some(7), Some(-2), 5, 5),
-        (5, Some(7), Some(-1), 5, 5),
-        (5, Some(7), Some(0), 5, 5),
-        (5, Some(7), Some(1), 5, 5),
-        (5, Some(7), Some(3), 5, 5),
-        (5, Some(7), Some(7), 5, 5),
-        (1, None, None, 0, 1),
-        (1, None, Some(-2), 0, 0),
-        (1, None, Some(-1), 0, 0),
-        (1, None, Some(0), 0, 0),
-        (1, None, Some(1), 0, 1),
-        (1, None, Some(2), 0, 1),
-        (1, Some(-2), None, 0, 1),
-        (1, Some(-2), Some(-2), 0, 0),
-        (1, Some(-2), Some(-1), 0, 0),
-        (1, Some(-2), Some(0), 0, 0),
-        (1, Some(-2), Some(1), 0, 1),
-        (1, Some(-2), Some(2), 0, 1),
-        (1, Some(-1), None, 0, 1),
-        (1, Some(-1), Some(-2), 0, 0),
-        (1, Some(-1), Some(-1), 0, 0),
-        (1, Some(-1), Some(0), 0, 0),
-        (1, Some(-1), Some(1), 0, 1),
-        (1, Some(-1), Some(2), 0, 1),
-        (1, Some(0), None, 0, 1),
-        (1, Some(0), Some(-2), 0, 0),
-        (1, Some(0), Some(-1), 0, 0),
-        (1, Some(0), Some(0), 0, 0),
-        (1, Some(0), Some(1), 0, 1),
-        (1, Some(0), Some(2), 0, 1),
-        (1, Some(1), None, 1, 1),
-        (1, Some(1), Some(-2), 1, 1),
-        (1, Some(1), Some(-1), 1, 1),
-        (1, Some(1), Some(0), 1, 1),
-        (1, Some(1), Some(1), 1, 1),
-        (1, Some(1), Some(2), 1, 1),
-        (1, Some(2), None, 1, 1),
-        (1, Some(2), Some(-2), 1, 1),
-        (1, Some(2), Some(-1), 1, 1),
-        (1, Some(2), Some(0), 1, 1),
-        (1, Some(2), Some(1), 1, 1),
-        (1, Some(2), Some(2), 1, 1),
-    ];
-
-    #[test]
-    fn slice_range_matches_python() {
-        for &(len, start, end, lo, hi) in SLICE_CASES {
-            let got = slice_range(len, start, end);
-            assert_eq!(got, lo..hi, "len {len}, [{start:?}:{end:?}]");
-            let items: Vec<usize> = (0..len).collect();
-            assert_eq!(&items[got.clone()], &(lo..hi).collect::<Vec<_>>()[..]);
-        }
-    }
-
-    #[test]
-    fn slice_range_extremes() {
-        assert_eq!(slice_range(5, Some(i64::MIN), Some(i64::MAX)), 0..5);
-        assert_eq!(slice_range(5, Some(i64::MAX), Some(i64::MIN)), 5..5);
-        assert_eq!(slice_range(5, Some(-2), None), 3..5);
-        assert_eq!(slice_range(5, Some(1), Some(-1)), 1..4);
-        assert_eq!(slice_range(0, Some(-1), Some(1)), 0..0);
-    }
-
-    fn entry(run_id: &str, code: &str, status: RunStatus) -> HistoryEntry {
-        HistoryEntry {
-            run_id: run_id.to_string(),
-            code: code.to_string(),
-            status,
-            execution_count: Some(1),
-            generation: 1,
-            stdout: String::new(),
-            stderr: String::new(),
-            result: None,
-            error: None,
-            outputs: Vec::new(),
-            finished_at: "2025-01-02T03:04:05Z".to_string(),
-        }
-    }
-
-    #[test]
-    fn render_text_numbers_from_one_with_summaries() {
-        let a = HistoryEntry {
-            result: Some("2".into()),
-            ..entry("run-a", "1 + 1\n", RunStatus::Ok)
-        };
-        let b = HistoryEntry {
-            error: Some(ErrorInfo {
-                ename: "ZeroDivisionError".into(),
-                evalue: "division by zero".into(),
-                traceback: vec!["Traceback …".into()],
-            }),
-            stdout: "hi\n".into(),
-            ..entry(
-                "run-b",
-                "def f(x):\n    return 1 / x\nf(0)",
-                RunStatus::Error,
-            )
-        };
-        let text = render_text(&[(0, &a), (4, &b)]);
-        assert_eq!(
-            text,
-            "[1] 1 + 1\n    → ok\n    = 2\n\
-             [5] def f(x):\n        return 1 / x\n    f(0)\n    \
-             → error: ZeroDivisionError: division by zero\n    hi"
-        );
-        assert_eq!(render_text(&[]), "");
-    }
-
-    #[test]
-    fn render_text_bounds_code_and_streams() {
-        let code: Vec<String> = (1..=25).map(|i| format!("x{i} = {i}")).collect();
-        let stdout: String = (1..=10).map(|i| format!("line {i}\n")).collect();
-        let mut data = serde_json::Map::new();
-        data.insert("image/png".into(), Value::String("iVBORw0KGgo=".into()));
-        data.insert("text/plain".into(), Value::String("<Figure>".into()));
-        let e = HistoryEntry {
-            stdout,
-            stderr: "warn\n".into(),
-            outputs: vec![HistoryOutput {
-                kind: "display_data".into(),
-                data,
-            }],
-            ..entry("run-c", &code.join("\n"), RunStatus::Ok)
-        };
-        let text = render_text(&[(2, &e)]);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "[3] x1 = 1");
-        assert_eq!(lines[19], "    x20 = 20");
-        assert_eq!(lines[20], "    … (5 more lines)");
-        assert_eq!(
-            &lines[21..],
-            &[
-                "    → ok",
-                "    line 1",
-                "    line 2",
-                "    line 3",
-                "    … (5 lines)",
-                "    line 9",
-                "    line 10",
-                "    stderr:",
-                "    warn",
-                "    [image/png]",
-            ]
-        );
-    }
-
-    #[test]
-    fn output_summary_shapes() {
-        let six: String = (1..=6).map(|i| format!("{i}\n")).collect();
-        let e = HistoryEntry {
-            stdout: six,
-            ..entry("r", "x", RunStatus::Timeout)
-        };
-        assert_eq!(output_summary(&e), "→ timeout\n1\n2\n3\n4\n5\n6");
-        let long = "y".repeat(300);
-        let e = HistoryEntry {
-            result: Some(format!("{long}\nsecond")),
-            error: Some(ErrorInfo {
-                ename: "KeyboardInterrupt".into(),
-                evalue: String::new(),
-                traceback: vec![],
-            }),
-            ..entry("r", "x", RunStatus::Interrupted)
-        };
-        let summary = output_summary(&e);
-        let lines: Vec<&str> = summary.lines().collect();
-        assert_eq!(lines[0], "→ interrupted: KeyboardInterrupt");
-        assert_eq!(lines[1], format!("= {}…", "y".repeat(200)));
-        assert_eq!(lines[2], "  second");
-    }
+    use crate::session::history::HistoryOutput;
+    use crate::session::history::sample_entry as entry;
+    use crate::session::types::{ErrorInfo, RunStatus};
 
     fn header(id: &str, created_at: &str) -> JournalHeader {
         JournalHeader {
@@ -878,9 +354,18 @@ mod tests {
             }),
             outputs: vec![HistoryOutput {
                 kind: "execute_result".into(),
-                data: [("text/plain".to_string(), Value::String("1".into()))]
-                    .into_iter()
-                    .collect(),
+                data: serde_json::json!({
+                    "text/plain": "1",
+                    "text/html": "<b>1</b>",
+                    "application/json": {"n": [1, 2]},
+                })
+                .as_object()
+                .unwrap()
+                .clone(),
+                metadata: serde_json::json!({"application/json": {"expanded": false}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
             }],
             ..entry("r6", "1/0", RunStatus::Error)
         };
@@ -895,6 +380,31 @@ mod tests {
         assert_eq!(got.header, head);
         assert_eq!(got.entries, vec![e("r2"), e("r4"), with_error]);
         assert_eq!(got.language_info, json_info(".py"));
+    }
+
+    #[test]
+    fn journals_from_before_whole_bundles_still_load() {
+        // An entry line as written when outputs kept only text/plain and the image.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old-20250101T000000-abcd.jsonl");
+        let head = serde_json::to_string(&header("old", "2025-01-01T00:00:00Z")).unwrap();
+        let line = r#"{"entry":{"run_id":"r1","code":"plot()","status":"ok","execution_count":1,"generation":1,"stdout":"","stderr":"","result":null,"error":null,"outputs":[{"kind":"display_data","data":{"image/png":"iVBORw0KGgo=","text/plain":"<Figure size 640x480 with 1 Axes>"}}],"finished_at":"2025-01-01T00:00:01Z"}}"#;
+        fs::write(&path, format!("{head}\n{line}\n")).unwrap();
+        let got = read_journal(&path).unwrap();
+        assert_eq!(got.entries.len(), 1);
+        let output = &got.entries[0].outputs[0];
+        assert_eq!(output.data["image/png"], "iVBORw0KGgo=");
+        assert_eq!(
+            output.data["text/plain"],
+            "<Figure size 640x480 with 1 Axes>"
+        );
+        assert!(output.metadata.is_empty());
+        // Written back, an empty metadata is left out: the line is the same as before.
+        let again = serde_json::to_string(&JournalRecord::Entry(got.entries[0].clone())).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&again).unwrap(),
+            serde_json::from_str::<Value>(line).unwrap()
+        );
     }
 
     fn json_info(ext: &str) -> Value {
