@@ -104,15 +104,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            // Two runtimes: the MCP side on one thread, so requests reach their session in the
-            // order they arrived (rmcp spawns a task per request; a single-threaded scheduler
-            // polls them first-in first-out), and the sessions (actors, kernel sockets,
-            // decoding) on the multi-threaded one.
-            let runtimes = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .and_then(|mcp| Ok((mcp, tokio::runtime::Runtime::new()?)));
-            let (mcp_runtime, session_runtime) = match runtimes {
+            let runtimes = match kernel_mcp::mcp::serve::Runtimes::new() {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("kernel-mcp: cannot start the async runtime: {e}");
@@ -132,19 +124,16 @@ fn main() -> ExitCode {
                 search,
                 env_prefix,
                 Limits::default(),
-                session_runtime.handle().clone(),
+                runtimes.sessions(),
             ));
             let result = if http {
-                mcp_runtime.block_on(kernel_mcp::mcp::serve::serve_http(
+                runtimes.block_on(kernel_mcp::mcp::serve::serve_http(
                     registry,
                     std::net::SocketAddr::new(host, port),
                 ))
             } else {
-                mcp_runtime.block_on(kernel_mcp::mcp::serve::serve_stdio(registry))
+                runtimes.block_on(kernel_mcp::mcp::serve::serve_stdio(registry))
             };
-            // Reader threads blocked on stdin must not keep the process alive.
-            mcp_runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-            session_runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -3,22 +3,79 @@
 //! rebinding protection). Sessions belong to the process registry, so they outlive HTTP
 //! sessions. When the client closes stdin, or the server gets SIGTERM/SIGINT, every session's
 //! kernel is shut down.
+//!
+//! Ordering: [`Runtimes`] builds the runtime MCP is served on, and the serve functions refuse
+//! any other kind (see [`in_order_runtime`]).
 
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-
-/// Longest the server takes to exit once the client has gone or a signal arrived.
-const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 use super::KernelMcp;
 use crate::session::Registry;
 
+/// Longest the server takes to exit once the client has gone or a signal arrived.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The two runtimes of a server process.
+///
+/// - **MCP** (current-thread): rmcp handles each request in a task of its own. A
+///   current-thread scheduler polls spawned tasks first-in first-out, so each request's first
+///   poll (the one that parses it and sends its command to the session actor, with no await
+///   before that for a named session) happens in the order the requests arrived. That is what
+///   makes pipelined calls on one session run in the order the client wrote them
+///   (`tests/ordering.rs`). Nothing on it blocks: file reads and writes go to
+///   `spawn_blocking`, kernels live on the other runtime.
+/// - **Sessions** (multi-thread): session actors, kernel sockets and decoding, so a flooding
+///   kernel never delays the MCP side.
+pub struct Runtimes {
+    mcp: Runtime,
+    sessions: Runtime,
+}
+
+impl Runtimes {
+    /// Build both. Errors: the OS refused threads or an event loop.
+    pub fn new() -> std::io::Result<Runtimes> {
+        Ok(Runtimes {
+            mcp: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+            sessions: Runtime::new()?,
+        })
+    }
+
+    /// Where session actors run (pass it to the registry).
+    pub fn sessions(&self) -> Handle {
+        self.sessions.handle().clone()
+    }
+
+    /// Run `serve` on the MCP runtime to its end, then stop both runtimes (reader threads
+    /// blocked on stdin must not keep the process alive).
+    pub fn block_on<T>(self, serve: impl Future<Output = T>) -> T {
+        let out = self.mcp.block_on(serve);
+        self.mcp.shutdown_timeout(Duration::from_secs(1));
+        self.sessions.shutdown_timeout(Duration::from_secs(1));
+        out
+    }
+}
+
+/// Errors unless the caller runs on a current-thread runtime, the one kind that keeps
+/// pipelined requests in order (see [`Runtimes`]).
+pub fn in_order_runtime() -> anyhow::Result<()> {
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::CurrentThread) => Ok(()),
+        other => anyhow::bail!(
+            "MCP must be served on a current-thread runtime (got {other:?}): requests would reach sessions out of order"
+        ),
+    }
+}
+
 /// Serve MCP over stdio until the client disconnects or a termination signal arrives, then
 /// shut every kernel down.
 pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
+    in_order_runtime()?;
     let server = KernelMcp::new(registry.clone());
     let outcome = tokio::select! {
         r = async {
@@ -52,6 +109,7 @@ pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
 /// Serve MCP over streamable HTTP on `addr` (path `/mcp`) until a termination signal, then
 /// shut every kernel down.
 pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    in_order_runtime()?;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };

@@ -34,7 +34,7 @@ pub(crate) fn output_item(kind: &str, content: &Value) -> OutputItem {
     let empty = Map::new();
     let data = content["data"].as_object().unwrap_or(&empty);
     let mime_types: Vec<String> = data.keys().cloned().collect();
-    let text = readable_text(data);
+    let text = richest_text(data);
     let image = IMAGE_MIMES.iter().find_map(|m| {
         let b64 = mime_text(data.get(*m)?)?;
         let b64: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
@@ -66,14 +66,20 @@ pub(crate) fn output_item(kind: &str, content: &Value) -> OutputItem {
     }
 }
 
+/// [`richest_text`] bounded to [`DISPLAY_TEXT_BYTES`] (head + tail), for summaries.
+pub(crate) fn readable_text(data: &Map<String, Value>) -> Option<String> {
+    richest_text(data).map(|t| bounded(&t))
+}
+
 /// What the agent reads of a MIME bundle: its richest readable form, cleaned of terminal
-/// escapes and bounded to [`DISPLAY_TEXT_BYTES`] (head + tail).
+/// escapes, whole (a response bounds it, see [`bounded`]; an `execute_result`'s text is the
+/// run's pageable `result`).
 ///
 /// In order: `text/markdown`; `application/json` pretty-printed; `text/latex`; `text/plain`
 /// unless it is a bare `<… object>` placeholder; the text of `text/html`; the placeholder.
 /// `None` when the bundle has none of these (an image alone, say). Images are not text: they
 /// are in [`OutputItem::image`].
-pub(crate) fn readable_text(data: &Map<String, Value>) -> Option<String> {
+fn richest_text(data: &Map<String, Value>) -> Option<String> {
     let text = |mime: &str| data.get(mime).and_then(mime_text);
     let plain = text("text/plain");
     let (plain, placeholder) = match plain {
@@ -86,10 +92,10 @@ pub(crate) fn readable_text(data: &Map<String, Value>) -> Option<String> {
         .or(plain)
         .or_else(|| text("text/html").map(|html| Cow::Owned(html_to_text(&html))))
         .or(placeholder)?;
-    Some(bounded(&clean_text(&chosen)))
+    Some(clean_text(&chosen).into_owned())
 }
 
-/// The bundle's text/plain as the agent would read it (cleaned, bounded), else its
+/// The bundle's text/plain as the agent would read it (cleaned), else its
 /// [`OutputItem::text`]. For kernels whose values arrive as displays (IRkernel), where the
 /// text/plain is the value as the language prints it.
 pub(crate) fn plain_text(item: &OutputItem) -> Option<String> {
@@ -97,7 +103,7 @@ pub(crate) fn plain_text(item: &OutputItem) -> Option<String> {
         .data
         .get("text/plain")
         .and_then(mime_text)
-        .map(|t| bounded(&clean_text(&t)))
+        .map(|t| clean_text(&t).into_owned())
         .or_else(|| item.text.clone())
 }
 
@@ -140,7 +146,7 @@ fn json_text(value: &Value) -> Cow<'_, str> {
 
 /// `text` bounded to [`DISPLAY_TEXT_BYTES`]: its head and tail around
 /// `[… N bytes of this display omitted …]` when longer.
-fn bounded(text: &str) -> String {
+pub(crate) fn bounded(text: &str) -> String {
     head_tail_with(text, DISPLAY_TEXT_BYTES, |omitted| {
         format!("\n[… {omitted} bytes of this display omitted …]\n")
     })
@@ -291,7 +297,7 @@ mod tests {
     }
 
     fn text_of(data: Value) -> Option<String> {
-        display(data).text
+        readable_text(data.as_object().expect("a bundle"))
     }
 
     #[test]

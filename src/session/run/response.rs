@@ -19,8 +19,6 @@ use crate::session::types::{ErrorInfo, ExecutionResult, Prompt, StreamTruncation
 pub struct Bounds {
     /// Bytes per stream, result, traceback, error value and prompt (head + tail).
     pub part_bytes: usize,
-    /// Bytes of text per display output.
-    pub display_bytes: usize,
     /// Display outputs shown.
     pub max_outputs: usize,
 }
@@ -29,8 +27,7 @@ impl Default for Bounds {
     fn default() -> Bounds {
         Bounds {
             part_bytes: 20_000,
-            display_bytes: 10_000,
-            max_outputs: 50,
+            max_outputs: 40,
         }
     }
 }
@@ -175,7 +172,7 @@ impl Run {
             .map(|(_, o)| {
                 let mut o = o.clone();
                 if let Some(t) = &o.text {
-                    o.text = Some(head_tail(t, b.display_bytes).0);
+                    o.text = Some(crate::session::display::bounded(t));
                 }
                 o
             })
