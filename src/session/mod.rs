@@ -7,6 +7,7 @@ pub mod actor;
 pub mod display;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod history;
 pub mod output;
 pub mod packages;
