@@ -4,10 +4,11 @@
 #   make build      cargo build (debug)
 #   make kernels    install the other real kernels the tests use: R (IRkernel) and Octave from
 #                   Debian (apt, needs root or sudo), bash_kernel, octave_kernel, xeus-python into .venv
-#   make test       make kernels, then cargo test --all-targets against the ./.venv Python environment
+#   make test       make kernels, then cargo test --all-targets --features test-kernel (which builds
+#                   the fake-kernel test binary) against the ./.venv Python environment
 #   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
-#   make lint       cargo fmt --check + cargo clippy -D warnings
+#   make lint       cargo fmt --check + cargo clippy --all-targets --all-features -D warnings
 #   make clean-venv remove ./.venv
 #
 # Works from scratch on a machine with only Rust and python3 (>= 3.10). `make .venv` installs
@@ -98,7 +99,7 @@ build:
 	$(CARGO) build
 
 test: $(STAMP) kernels
-	$(RUN_ENV) $(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 
 demo: $(STAMP)
 	$(CARGO) build --bins --examples
@@ -111,7 +112,7 @@ bench: $(STAMP)
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets --all-features -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -70,19 +70,33 @@ impl InProcess {
 async fn every_tool_is_listed_and_tool_errors_carry_the_contract_shape() {
     let s = InProcess::start().await;
     let tools = s.client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 20, "{:?}", tools.iter().map(|t| &t.name).collect::<Vec<_>>());
+    assert_eq!(
+        tools.len(),
+        20,
+        "{:?}",
+        tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
 
     let r = s.call("get_session", json!({"session_id": "nope"})).await;
     assert!(is_error(&r));
     let v = structured(&r);
     assert_eq!(v["error_code"], "SESSION_NOT_FOUND", "{v}");
-    assert!(v["message"].as_str().unwrap_or("").contains("create_session"), "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("create_session"),
+        "{v}"
+    );
 
     let r = s.call("execute", json!({"code": 42})).await;
     assert_eq!(structured(&r)["error_code"], "INVALID_ARGUMENT", "{r:?}");
 
     let r = s
-        .call("get_execution", json!({"run_id": "run-x", "stream": "bogus"}))
+        .call(
+            "get_execution",
+            json!({"run_id": "run-x", "stream": "bogus"}),
+        )
         .await;
     assert_eq!(structured(&r)["error_code"], "EXECUTION_NOT_FOUND");
 
@@ -94,14 +108,14 @@ async fn every_tool_is_listed_and_tool_errors_carry_the_contract_shape() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_big_result_is_bounded_in_the_response_and_pageable_as_the_result_stream() {
     let s = InProcess::start().await;
-    let r = s
-        .call("execute", json!({"code": "'y' * 3_000_000"}))
-        .await;
+    let r = s.call("execute", json!({"code": "'y' * 3_000_000"})).await;
     let v = structured(&r);
     assert_eq!(v["status"], "ok", "{v}");
     let shown = v["result"].as_str().expect("a result");
     assert!(shown.len() < 30_000, "result shown: {} bytes", shown.len());
-    let total = v["truncated"]["result"]["total_bytes"].as_u64().expect("result truncation");
+    let total = v["truncated"]["result"]["total_bytes"]
+        .as_u64()
+        .expect("result truncation");
     assert_eq!(total, 3_000_002, "the repr with its quotes");
     let run_id = v["run_id"].as_str().expect("run id");
     let mut offset = 0;
@@ -123,6 +137,7 @@ async fn a_big_result_is_bounded_in_the_response_and_pageable_as_the_result_stre
     }
     assert_eq!(paged.len(), 3_000_002);
     assert!(paged.starts_with("'yyy") && paged.ends_with("yyy'"));
-    s.call("destroy_session", json!({"session_id": "default"})).await;
+    s.call("destroy_session", json!({"session_id": "default"}))
+        .await;
     s.stop().await;
 }

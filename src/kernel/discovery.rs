@@ -1,10 +1,12 @@
 //! Kernelspec discovery, in jupyter_client's order (DESIGN §2). Owns the search path (from the
-//! environment and OS defaults) and the lookup of `<dir>/<name>/kernel.json` in it.
+//! environment and OS defaults), the lookup of `<dir>/<name>/kernel.json` in it, and the cache
+//! of the last lookup (read again when a name is not found in it).
 //!
 //! Every entry of the search path is a directory that *directly* contains `<name>/kernel.json`
 //! (a `.../kernels` directory); this includes `extra_first` (`--kernelspec-dir`) and `project_dir`.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use super::spec::KernelSpec;
 
@@ -26,10 +28,26 @@ const SYSTEM_KERNEL_DIRS: [&str; 2] = [
     "/usr/share/jupyter/kernels",
 ];
 
-/// The ordered list of `.../kernels` directories to search.
-#[derive(Debug, Clone)]
+/// The ordered list of `.../kernels` directories to search, and the kernelspecs last found in
+/// them. The first [`KernelSearch::list`] or [`KernelSearch::find`] reads the directories; later
+/// calls use that result until `find` misses, which reads them again (so a kernelspec installed
+/// after the server started is found on the next `find`).
+#[derive(Debug)]
 pub struct KernelSearch {
     dirs: Vec<PathBuf>,
+    /// The last scan of `dirs` (`None` before the first). A std mutex, not tokio's: it is only
+    /// held to copy the list in or out, never across an `.await` or a directory scan, so
+    /// callers on the async runtime never wait on it for long.
+    cache: Mutex<Option<Vec<KernelSpec>>>,
+}
+
+impl Clone for KernelSearch {
+    fn clone(&self) -> KernelSearch {
+        KernelSearch {
+            dirs: self.dirs.clone(),
+            cache: Mutex::new(self.cached()),
+        }
+    }
 }
 
 impl KernelSearch {
@@ -112,7 +130,10 @@ impl KernelSearch {
                 unique.push(d);
             }
         }
-        KernelSearch { dirs: unique }
+        KernelSearch {
+            dirs: unique,
+            cache: Mutex::new(None),
+        }
     }
 
     /// The directories, in search order (existing or not).
@@ -124,42 +145,64 @@ impl KernelSearch {
     ///
     /// A name is a subdirectory holding a `kernel.json`, lower-cased. An invalid kernel.json does not
     /// shadow a valid spec of the same name further down the path. Missing directories are skipped.
+    /// Reads the directories on the first call only; later calls return that result, refreshed
+    /// whenever [`KernelSearch::find`] misses.
     pub fn list(&self) -> Vec<KernelSpec> {
-        let mut found: Vec<KernelSpec> = Vec::new();
-        for dir in &self.dirs {
-            for (name, path) in candidates(dir) {
-                if found.iter().any(|s| s.name == name) {
-                    continue;
-                }
-                if let Some(spec) = load_or_warn(&name, &path) {
-                    found.push(spec);
-                }
-            }
-        }
-        found.sort_by(|a, b| a.name.cmp(&b.name));
-        found
+        self.cached().unwrap_or_else(|| self.rescan())
     }
 
-    /// The kernelspec `name` (case-insensitive).
+    /// The kernelspec `name` (case-insensitive): the entry of that name in [`KernelSearch::list`].
+    /// When it is not there, or its `kernel.json` has gone since, the directories are read again
+    /// before giving up.
     ///
     /// Errors: [`KernelNotFound`] with every available name and the directories searched.
     pub fn find(&self, name: &str) -> Result<KernelSpec, KernelNotFound> {
         let wanted = name.to_lowercase();
-        for dir in &self.dirs {
-            for (n, path) in candidates(dir) {
-                if n == wanted
-                    && let Some(spec) = load_or_warn(&n, &path)
-                {
-                    return Ok(spec);
-                }
-            }
+        let pick = |specs: &[KernelSpec]| specs.iter().find(|s| s.name == wanted).cloned();
+        if let Some(spec) = pick(&self.list())
+            && spec.resource_dir.join("kernel.json").is_file()
+        {
+            return Ok(spec);
         }
-        Err(KernelNotFound {
+        let fresh = self.rescan();
+        pick(&fresh).ok_or_else(|| KernelNotFound {
             name: name.to_string(),
-            available: self.list().into_iter().map(|s| s.name).collect(),
+            available: fresh.into_iter().map(|s| s.name).collect(),
             searched: self.dirs.clone(),
         })
     }
+
+    /// A copy of the last scan, if there was one.
+    fn cached(&self) -> Option<Vec<KernelSpec>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Read the directories (without holding the lock) and remember the result.
+    fn rescan(&self) -> Vec<KernelSpec> {
+        let specs = scan(&self.dirs);
+        *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = Some(specs.clone());
+        specs
+    }
+}
+
+/// Every usable kernelspec in `dirs`, first hit per name wins, sorted by name.
+fn scan(dirs: &[PathBuf]) -> Vec<KernelSpec> {
+    let mut found: Vec<KernelSpec> = Vec::new();
+    for dir in dirs {
+        for (name, path) in candidates(dir) {
+            if found.iter().any(|s| s.name == name) {
+                continue;
+            }
+            if let Some(spec) = load_or_warn(&name, &path) {
+                found.push(spec);
+            }
+        }
+    }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
 }
 
 /// jupyter_core `prefer_environment_over_user()`, for the environment at `prefix`.
@@ -494,5 +537,36 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(&t.p("proj").display().to_string()), "{msg}");
+    }
+
+    #[test]
+    fn list_is_cached_and_a_find_miss_rereads_the_directories() {
+        let t = Tree::new();
+        write_spec(&t.p("data/kernels"), "a", "A");
+        let s = t.search(&[], false);
+        let names = |s: &KernelSearch| s.list().into_iter().map(|k| k.name).collect::<Vec<_>>();
+        assert_eq!(names(&s), ["a"]);
+        write_spec(&t.p("data/kernels"), "b", "B");
+        assert_eq!(names(&s), ["a"], "list() answers from the cache");
+        assert_eq!(
+            display_of(&s, "b"),
+            "B",
+            "a miss reads the directories again"
+        );
+        assert_eq!(names(&s), ["a", "b"]);
+    }
+
+    #[test]
+    fn find_of_a_spec_whose_kernel_json_vanished_rereads_the_directories() {
+        let t = Tree::new();
+        write_spec(&t.p("jp/kernels"), "k", "first");
+        write_spec(&t.p("data/kernels"), "k", "second");
+        let s = t.search(&[], false);
+        assert_eq!(display_of(&s, "k"), "first");
+        fs::remove_dir_all(t.p("jp/kernels/k")).unwrap();
+        assert_eq!(display_of(&s, "k"), "second");
+        fs::remove_dir_all(t.p("data/kernels/k")).unwrap();
+        let err = s.find("k").unwrap_err();
+        assert!(err.available.is_empty(), "{err}");
     }
 }

@@ -1,77 +1,646 @@
-//! TEMPORARY stand-in (replaced by the non-blocking file module being written alongside).
+//! Reading and writing files that users name (a script to run, an export target) without
+//! blocking the async runtime and without unbounded memory. Owns the checks that make a
+//! user-named path safe to touch: the blocking system calls run on tokio's blocking pool,
+//! opens never wait (`O_NONBLOCK`, so a FIFO without a writer or a device cannot stall them),
+//! anything but a regular file is refused with an error naming what it is, reads stop one byte
+//! past their cap, and writes go to a temp file in the target's directory that is then renamed
+//! over the target, so readers see the old file or the new one, never half of it.
 
+use std::fmt;
+use std::fs::{FileType, OpenOptions, Permissions};
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::SessionError;
+use nix::libc;
 
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct FileError {
-    path: PathBuf,
-    message: String,
-    too_large: bool,
+/// What a path that is not a regular file is, for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    /// A named pipe.
+    Fifo,
+    CharDevice,
+    BlockDevice,
+    Socket,
+    /// Anything else that is not a regular file.
+    Other,
 }
 
-impl From<FileError> for SessionError {
-    fn from(e: FileError) -> SessionError {
-        if e.too_large {
-            SessionError::LimitExceeded(e.message)
+impl FileKind {
+    /// `None` for a regular file, else what it is. `t` comes from a followed `stat`, so it is
+    /// never a symlink.
+    fn of(t: FileType) -> Option<FileKind> {
+        if t.is_file() {
+            None
+        } else if t.is_dir() {
+            Some(FileKind::Directory)
+        } else if t.is_fifo() {
+            Some(FileKind::Fifo)
+        } else if t.is_char_device() {
+            Some(FileKind::CharDevice)
+        } else if t.is_block_device() {
+            Some(FileKind::BlockDevice)
+        } else if t.is_socket() {
+            Some(FileKind::Socket)
         } else {
-            SessionError::io(&e.path, e.message)
+            Some(FileKind::Other)
         }
     }
 }
 
+impl fmt::Display for FileKind {
+    /// With its article: "a character device".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileKind::Directory => "a directory",
+            FileKind::Fifo => "a FIFO (named pipe)",
+            FileKind::CharDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Socket => "a socket",
+            FileKind::Other => "a special file",
+        })
+    }
+}
+
+/// Whether the failed operation read or wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+impl Access {
+    fn verb(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        }
+    }
+
+    fn participle(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "written",
+        }
+    }
+}
+
+/// How a caller should classify a [`FileError`]: `LimitExceeded` for
+/// [`FileError::TooLarge`], `Io` for everything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileErrorKind {
+    LimitExceeded,
+    Io,
+}
+
+/// A user-named file could not be read or written. Every variant carries the path as given;
+/// messages say what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// Nothing at `path` (read only; writes create their file).
+    #[error("{} does not exist; check the path", .path.display())]
+    NotFound { path: PathBuf },
+    /// `path` is a directory, or (for a write) ends in `/` or `..` and so names one.
+    #[error("{} is a directory, not a file; name a file inside it, e.g. {}/<file name>", .path.display(), .path.display().to_string().trim_end_matches('/'))]
+    IsDirectory { path: PathBuf },
+    /// `path` exists and is a FIFO, device, socket or other special file.
+    #[error("{} is {kind}, not a regular file; only regular files can be {}", .path.display(), .access.participle())]
+    NotRegular {
+        path: PathBuf,
+        kind: FileKind,
+        access: Access,
+    },
+    /// The file holds more than `limit` bytes. `size` is what `fstat` reports or, when that
+    /// under-reports (procfs files report 0, a file may grow while read), the bytes read:
+    /// a lower bound either way.
+    #[error("{} is at least {size} bytes, over the limit of {limit} bytes; use a smaller file", .path.display())]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
+    /// Any other failure of the system call, e.g. permission denied or a full disk.
+    #[error("cannot {} {}: {source}{}", .access.verb(), .path.display(), io_hint(.source))]
+    Io {
+        path: PathBuf,
+        access: Access,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl FileError {
+    /// `LimitExceeded` for [`FileError::TooLarge`], else `Io`.
+    pub fn kind(&self) -> FileErrorKind {
+        match self {
+            FileError::TooLarge { .. } => FileErrorKind::LimitExceeded,
+            _ => FileErrorKind::Io,
+        }
+    }
+
+    /// The path the caller named.
+    pub fn path(&self) -> &Path {
+        match self {
+            FileError::NotFound { path }
+            | FileError::IsDirectory { path }
+            | FileError::NotRegular { path, .. }
+            | FileError::TooLarge { path, .. }
+            | FileError::Io { path, .. } => path,
+        }
+    }
+}
+
+/// A next step for the common `io::Error`s, appended to [`FileError::Io`]'s message.
+fn io_hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => "; check the permissions of the file and its directory",
+        io::ErrorKind::NotADirectory => "; a component of the path is not a directory",
+        io::ErrorKind::ReadOnlyFilesystem => "; choose a path on a writable file system",
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+            "; free some space or choose another path"
+        }
+        io::ErrorKind::WouldBlock => "; it is not ready to be read (only plain files can be)",
+        _ => "",
+    }
+}
+
+/// Read all of the regular file at `path` if it holds at most `cap` bytes.
+///
+/// Runs on tokio's blocking pool. Opens with `O_NONBLOCK | O_NOCTTY | O_CLOEXEC`, checks the
+/// open descriptor with `fstat`, refuses a size over `cap` before reading and never reads more
+/// than `cap + 1` bytes, so memory stays under `cap + 1` bytes even for a file that grows or
+/// under-reports its size.
+///
+/// Errors: [`FileError::NotFound`]; [`FileError::IsDirectory`]; [`FileError::NotRegular`] for
+/// FIFOs, devices (e.g. `/dev/zero`) and sockets; [`FileError::TooLarge`]; [`FileError::Io`]
+/// for anything else (permissions, a file whose reads would block).
 pub async fn read_capped(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
-    let p = path.to_path_buf();
-    let r = tokio::task::spawn_blocking(move || std::fs::read(&p)).await;
-    match r {
-        Ok(Ok(b)) if b.len() <= cap => Ok(b),
-        Ok(Ok(b)) => Err(FileError {
-            path: path.into(),
-            message: format!(
-                "{} is {} bytes; the limit is {cap}",
-                path.display(),
-                b.len()
-            ),
-            too_large: true,
-        }),
-        Ok(Err(e)) => Err(FileError {
-            path: path.into(),
-            message: format!("cannot read {}: {e}", path.display()),
-            too_large: false,
-        }),
-        Err(e) => Err(FileError {
-            path: path.into(),
-            message: e.to_string(),
-            too_large: false,
-        }),
+    let owned = path.to_path_buf();
+    on_blocking_pool(path, Access::Read, move || read_capped_now(&owned, cap)).await
+}
+
+/// Write `bytes` to `path`, replacing it atomically: the bytes go to a temp file in the same
+/// directory, which is renamed over `path`. Creates missing parent directories. A symlink is
+/// followed (its target is replaced) unless it dangles, in which case the link itself is
+/// replaced. An existing file keeps its permission bits; a new one gets `0o666` minus the
+/// umask. The target is never opened, so a FIFO or device there cannot block the call.
+///
+/// Runs on tokio's blocking pool.
+///
+/// Errors: [`FileError::IsDirectory`] when `path` is a directory or ends in `/`;
+/// [`FileError::NotRegular`] when it is a FIFO, device, socket or other special file;
+/// [`FileError::Io`] for anything else (permissions, a full disk, a parent that is a file).
+pub async fn write_file(path: &Path, bytes: Vec<u8>) -> Result<(), FileError> {
+    let owned = path.to_path_buf();
+    on_blocking_pool(path, Access::Write, move || write_file_now(&owned, &bytes)).await
+}
+
+/// Run `f` with `spawn_blocking`; a panic in it becomes [`FileError::Io`].
+async fn on_blocking_pool<T: Send + 'static>(
+    path: &Path,
+    access: Access,
+    f: impl FnOnce() -> Result<T, FileError> + Send + 'static,
+) -> Result<T, FileError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|join| {
+        Err(FileError::Io {
+            path: path.to_path_buf(),
+            access,
+            source: io::Error::other(join),
+        })
+    })
+}
+
+fn io_error(path: &Path, access: Access) -> impl FnOnce(io::Error) -> FileError + '_ {
+    move |source| FileError::Io {
+        path: path.to_path_buf(),
+        access,
+        source,
     }
 }
 
-pub async fn write_file(path: &Path, bytes: Vec<u8>) -> Result<(), FileError> {
-    let p = path.to_path_buf();
-    let r = tokio::task::spawn_blocking(move || {
-        if p.is_dir() {
-            return Err(std::io::Error::other("is a directory; give a file path"));
+/// The error for a path that is `kind` (not a regular file).
+fn refusal(path: &Path, kind: FileKind, access: Access) -> FileError {
+    match kind {
+        FileKind::Directory => FileError::IsDirectory {
+            path: path.to_path_buf(),
+        },
+        kind => FileError::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+            access,
+        },
+    }
+}
+
+/// `Ok` for a regular file (`kind` is `None`), else its [`refusal`].
+fn refuse_kind(path: &Path, kind: Option<FileKind>, access: Access) -> Result<(), FileError> {
+    kind.map_or(Ok(()), |k| Err(refusal(path, k, access)))
+}
+
+fn read_capped_now(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
+    // std adds O_CLOEXEC itself.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                return FileError::NotFound {
+                    path: path.to_path_buf(),
+                };
+            }
+            // Sockets cannot be opened at all (ENXIO): say what the path is instead.
+            match std::fs::metadata(path).map(|m| FileKind::of(m.file_type())) {
+                Ok(Some(kind)) => refusal(path, kind, Access::Read),
+                _ => io_error(path, Access::Read)(e),
+            }
+        })?;
+    let meta = file.metadata().map_err(io_error(path, Access::Read))?;
+    refuse_kind(path, FileKind::of(meta.file_type()), Access::Read)?;
+    let limit = cap as u64;
+    let too_large = |size: u64| FileError::TooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit,
+    };
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    (&file)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io_error(path, Access::Read))?;
+    if bytes.len() > cap {
+        let now = file.metadata().map(|m| m.len()).unwrap_or(0);
+        return Err(too_large(now.max(bytes.len() as u64)));
+    }
+    Ok(bytes)
+}
+
+fn write_file_now(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    let names_a_dir = path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none();
+    if names_a_dir {
+        return Err(FileError::IsDirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let target = match is_link {
+        true => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        false => path.to_path_buf(),
+    };
+    // stat, not open: nothing here can wait on a FIFO or a device.
+    let existing: Option<Permissions> = match std::fs::metadata(&target) {
+        Ok(meta) => {
+            refuse_kind(path, FileKind::of(meta.file_type()), Access::Write)?;
+            Some(meta.permissions())
         }
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error(path, Access::Write)(e)),
+    };
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(io_error(path, Access::Write))?;
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(target.file_name().unwrap_or_default());
+    prefix.push(".");
+    let mode = existing
+        .clone()
+        .unwrap_or_else(|| Permissions::from_mode(0o666));
+    let write = || -> io::Result<()> {
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&prefix)
+            .suffix(".tmp")
+            .permissions(mode)
+            .tempfile_in(dir)?;
+        tmp.write_all(bytes)?;
+        if let Some(perms) = existing {
+            // The umask narrowed the mode at creation; restore it exactly.
+            tmp.as_file().set_permissions(perms)?;
         }
-        std::fs::write(&p, bytes)
-    })
-    .await;
-    match r {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(FileError {
-            path: path.into(),
-            message: format!("cannot write {}: {e}", path.display()),
-            too_large: false,
-        }),
-        Err(e) => Err(FileError {
-            path: path.into(),
-            message: e.to_string(),
-            too_large: false,
-        }),
+        tmp.persist(&target).map_err(|e| e.error)?;
+        Ok(())
+    };
+    write().map_err(io_error(path, Access::Write))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::time::{Duration, Instant};
+
+    use nix::sys::stat::Mode;
+    use tokio::time::timeout;
+
+    use super::*;
+
+    /// Any of these calls must answer well within this (they answer in microseconds).
+    const PROMPTLY: Duration = Duration::from_secs(2);
+
+    /// Run `fut` on a runtime of its own, failing if it takes longer than [`PROMPTLY`]. The
+    /// runtime is shut down without waiting for its blocking pool, so a system call that hangs
+    /// fails the test instead of hanging it.
+    fn promptly<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let got = rt.block_on(async { timeout(PROMPTLY, fut).await });
+        rt.shutdown_background();
+        got.unwrap_or_else(|_| panic!("{what} did not answer within {PROMPTLY:?}"))
+    }
+
+    fn read(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
+        promptly(
+            &format!("read_capped({})", path.display()),
+            read_capped(path, cap),
+        )
+    }
+
+    fn write(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+        promptly(
+            &format!("write_file({})", path.display()),
+            write_file(path, bytes.to_vec()),
+        )
+    }
+
+    fn fifo_in(dir: &Path) -> PathBuf {
+        let path = dir.join("pipe");
+        nix::unistd::mkfifo(&path, Mode::from_bits_truncate(0o600)).unwrap();
+        path
+    }
+
+    #[test]
+    fn dev_zero_is_refused_as_a_character_device() {
+        let err = read(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FileError::NotRegular {
+                    kind: FileKind::CharDevice,
+                    access: Access::Read,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(err.kind(), FileErrorKind::Io);
+        assert_eq!(
+            err.to_string(),
+            "/dev/zero is a character device, not a regular file; only regular files can be read"
+        );
+    }
+
+    #[test]
+    fn fifo_without_a_writer_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = fifo_in(dir.path());
+        let err = read(&fifo, 1024).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FileError::NotRegular {
+                    kind: FileKind::Fifo,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("is a FIFO (named pipe)"), "{err}");
+    }
+
+    #[test]
+    fn dev_stdin_answers_at_once_and_is_refused_unless_it_is_a_regular_file() {
+        let path = Path::new("/dev/stdin");
+        let got = read(path, 1024);
+        match std::fs::metadata(path) {
+            // stdin redirected from a plain file: reading it is allowed.
+            Ok(m) if m.is_file() => {}
+            Ok(_) => assert!(matches!(got, Err(FileError::NotRegular { .. })), "{got:?}"),
+            Err(_) => assert!(
+                matches!(got, Err(FileError::NotFound { .. } | FileError::Io { .. })),
+                "{got:?}"
+            ),
+        }
+    }
+
+    #[test]
+    fn unix_socket_is_refused_as_a_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let err = read(&path, 1024).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FileError::NotRegular {
+                    kind: FileKind::Socket,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn sparse_2_gib_file_is_too_large_before_any_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sparse.bin");
+        fs::File::create(&path).unwrap().set_len(2 << 30).unwrap();
+        let started = Instant::now();
+        let err = read(&path, 1 << 20).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FileError::TooLarge {
+                    size: 2147483648,
+                    limit: 1048576,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(err.kind(), FileErrorKind::LimitExceeded);
+        // Reading 1 MiB + 1 of zeros would be quick too; 2 GiB would not.
+        assert!(started.elapsed() < Duration::from_millis(500));
+    }
+
+    #[test]
+    fn directory_is_refused_with_a_file_path_suggestion() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = read(dir.path(), 1024).unwrap_err();
+        assert!(matches!(err, FileError::IsDirectory { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("is a directory"), "{msg}");
+        assert!(
+            msg.contains(&format!("{}/<file name>", dir.path().display())),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn missing_file_is_not_found_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope.py");
+        let err = read(&path, 1024).unwrap_err();
+        assert!(matches!(err, FileError::NotFound { .. }), "{err:?}");
+        assert_eq!(err.path(), path);
+        assert!(err.to_string().contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn regular_file_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.py");
+        fs::write(&path, b"print('hi')\n").unwrap();
+        assert_eq!(read(&path, 1024).unwrap(), b"print('hi')\n");
+    }
+
+    #[test]
+    fn file_exactly_at_the_cap_is_read_and_one_byte_over_is_too_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("at");
+        let over = dir.path().join("over");
+        fs::write(&at, vec![b'x'; 100]).unwrap();
+        fs::write(&over, vec![b'x'; 101]).unwrap();
+        assert_eq!(read(&at, 100).unwrap().len(), 100);
+        let err = read(&over, 100).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FileError::TooLarge {
+                    size: 101,
+                    limit: 100,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn file_that_reports_size_zero_is_still_capped() {
+        // procfs files report size 0 whatever they hold; this one holds far more than 16 bytes.
+        let err = read(Path::new("/proc/self/maps"), 16).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FileError::TooLarge {
+                    size: 17..,
+                    limit: 16,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn write_creates_parent_directories_and_replaces_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b/out.txt");
+        write(&path, b"one").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"one");
+        write(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path().join("a/b"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["out.txt"], "no temp file is left behind");
+    }
+
+    #[test]
+    fn write_keeps_an_existing_files_permission_bits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("script.sh");
+        fs::write(&path, b"old").unwrap();
+        fs::set_permissions(&path, Permissions::from_mode(0o751)).unwrap();
+        write(&path, b"new").unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o751);
+    }
+
+    #[test]
+    fn write_through_a_symlink_replaces_its_target_and_keeps_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.txt");
+        let link = dir.path().join("link.txt");
+        fs::write(&real, b"old").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write(&link, b"new").unwrap();
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read(&real).unwrap(), b"new");
+    }
+
+    #[test]
+    fn fifo_write_target_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = fifo_in(dir.path());
+        let err = write(&fifo, b"data").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FileError::NotRegular {
+                    kind: FileKind::Fifo,
+                    access: Access::Write,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("only regular files can be written")
+        );
+        assert!(fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    }
+
+    #[test]
+    fn device_write_target_is_refused() {
+        let err = write(Path::new("/dev/null"), b"x").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FileError::NotRegular {
+                    kind: FileKind::CharDevice,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn directory_write_target_is_refused_with_a_file_path_suggestion() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in [dir.path().to_path_buf(), dir.path().join("new-dir/")] {
+            let err = write(&path, b"x").unwrap_err();
+            assert!(matches!(err, FileError::IsDirectory { .. }), "{err:?}");
+            assert!(err.to_string().contains("<file name>"), "{err}");
+        }
+        assert!(!dir.path().join("new-dir").exists());
+    }
+
+    #[test]
+    fn write_under_a_regular_file_is_an_io_error_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain");
+        fs::write(&file, b"x").unwrap();
+        let path = file.join("out.txt");
+        let err = write(&path, b"x").unwrap_err();
+        assert!(matches!(err, FileError::Io { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot write {}", path.display())),
+            "{err}"
+        );
     }
 }

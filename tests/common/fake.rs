@@ -8,6 +8,20 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 
+/// The fake kernel's executable. It is built only with the `test-kernel` feature (so that
+/// `cargo install` leaves it out); test crates compile without it and panic here, when a test
+/// needs it. The feature is checked too: Cargo sets `CARGO_BIN_EXE_fake-kernel` even when it
+/// skips the binary, and the path may then be missing or left over from an older build.
+pub fn fake_kernel_exe() -> &'static str {
+    match option_env!("CARGO_BIN_EXE_fake-kernel") {
+        Some(exe) if cfg!(feature = "test-kernel") => exe,
+        _ => panic!(
+            "fake-kernel is not built: build with --features test-kernel; make test does \
+             (cargo test --all-targets --features test-kernel)"
+        ),
+    }
+}
+
 /// A temp dir of `<name>/kernel.json` specs that run `fake-kernel -f {connection_file}`.
 /// Keep it alive as long as the server that uses it.
 pub struct FakeSpecs {
@@ -35,7 +49,7 @@ impl FakeSpecs {
     ) -> FakeSpecs {
         let env: Map<String, Value> = env.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
         let spec = json!({
-            "argv": [env!("CARGO_BIN_EXE_fake-kernel"), "-f", "{connection_file}"],
+            "argv": [fake_kernel_exe(), "-f", "{connection_file}"],
             "display_name": format!("Fake ({name})"),
             "language": "fake",
             "interrupt_mode": interrupt_mode,
