@@ -1,4 +1,4 @@
-//! What one response shows of a run: every part bounded (DESIGN §3), the rest pageable.
+//! What one response shows of a run: every part bounded (docs/semantics.md), the rest pageable.
 //!
 //! Each stream, the `result` and the traceback show at most [`Bounds::part_bytes`] (head and
 //! tail, with the omitted byte count in `truncated`); the error value and the input prompt
