@@ -175,7 +175,8 @@ async fn an_installer_that_fills_stderr_first_finishes() {
     let uv = bin.path().join("uv");
     std::fs::write(
         &uv,
-        "#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\0' e >&2\necho 'Successfully installed fakepkg-1.0'\nexit 0\n",
+        // Like uv: everything on stderr, 1 MB of it before the last line.
+        "#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\0' e >&2\necho >&2\necho 'Successfully installed fakepkg-1.0' >&2\nexit 0\n",
     )
     .expect("write fake uv");
     std::fs::set_permissions(&uv, std::os::unix::fs::PermissionsExt::from_mode(0o755))

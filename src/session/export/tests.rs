@@ -41,17 +41,8 @@ fn python_ctx() -> ExportContext {
 
 fn entry(run_id: &str, n: i64, code: &str) -> HistoryEntry {
     HistoryEntry {
-        run_id: run_id.into(),
-        code: code.into(),
-        status: RunStatus::Ok,
         execution_count: Some(n),
-        generation: 1,
-        stdout: String::new(),
-        stderr: String::new(),
-        result: None,
-        error: None,
-        outputs: Vec::new(),
-        finished_at: "2025-01-02T03:04:05Z".into(),
+        ..crate::session::history::sample_entry(run_id, code, RunStatus::Ok)
     }
 }
 
