@@ -6,13 +6,13 @@
 //! `kernel_info_request` (or an `iopub_welcome`), retrying the request about once a second
 //! (jupyter_client `wait_for_ready`). Every wait races the child's exit and a deadline.
 
-pub mod argv;
-pub mod channels;
+pub(crate) mod argv;
+pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
-pub mod process;
-pub mod seam;
-pub mod spec;
+pub(crate) mod process;
+pub(crate) mod seam;
+pub(crate) mod spec;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;

@@ -73,7 +73,7 @@ impl Run {
     }
 
     /// The record as the contract's [`ExecutionResult`], every part bounded by `b`.
-    pub fn to_result(&mut self, b: &Bounds) -> ExecutionResult {
+    pub fn snapshot(&mut self, b: &Bounds) -> ExecutionResult {
         let mut truncated = BTreeMap::new();
         let mut bounded = |name: &str, text: &str| {
             let (shown, omitted) = head_tail(text, b.part_bytes);
