@@ -89,6 +89,7 @@ async fn execute_file_on_a_device_a_fifo_or_a_huge_file_fails_at_once_and_the_se
             "the error names the file: {}",
             text(&file)
         );
+        eprintln!("execute_file({path}) answered in {took:?}");
         assert!(took < Duration::from_secs(2), "{path} took {took:?}");
         assert!(!is_error(&info), "server_info answered meanwhile");
     }
@@ -231,6 +232,7 @@ async fn destroying_a_stopped_kernel_returns_and_leaves_no_process() {
         .await;
     let took = started.elapsed();
     assert!(!is_error(&r), "{}", dump(&r));
+    eprintln!("destroy of a SIGSTOPped kernel took {took:?}");
     assert!(took < Duration::from_secs(15), "destroy took {took:?}");
     assert!(
         wait_until(Duration::from_secs(5), || !pid_alive(pid)).await,
