@@ -224,9 +224,15 @@ mod tests {
     #[test]
     fn tabs_survive_carriage_returns_colours_and_cursor_motion() {
         assert_eq!(clean_text("a\tb\tc\r"), "a\tb\tc");
-        assert_eq!(clean_text("real\t0m0.003s\r\nuser\t0m0.001s\r\n"), "real\t0m0.003s\nuser\t0m0.001s\n");
+        assert_eq!(
+            clean_text("real\t0m0.003s\r\nuser\t0m0.001s\r\n"),
+            "real\t0m0.003s\nuser\t0m0.001s\n"
+        );
         assert_eq!(clean_text("\x1b[31mx\ty\x1b[0m\r\n"), "x\ty\n");
-        assert_eq!(clean_text("col1\tcol2\n\x1b[1A\x1b[2Knew\tline\n"), "new\tline\n");
+        assert_eq!(
+            clean_text("col1\tcol2\n\x1b[1A\x1b[2Knew\tline\n"),
+            "new\tline\n"
+        );
     }
 
     #[test]
@@ -312,5 +318,55 @@ mod tests {
         let (shown, omitted) = head_tail(&text, 51);
         assert!(omitted.is_some());
         assert!(shown.contains("bytes omitted"));
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Text rich in what the cleaner interprets: escapes, CR, BS, tabs, cursor moves, UTF-8.
+    fn terminal_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            "[ -~]{0,20}",
+            Just("\r".to_string()),
+            Just("\u{8}".to_string()),
+            Just("\t".to_string()),
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            Just("\x1b[".to_string()),
+            Just("\x1b[2K".to_string()),
+            Just("\x1b[1A".to_string()),
+            Just("\x1b[31m".to_string()),
+            Just("\x1b]0;title\x07".to_string()),
+            Just("\u{9b}".to_string()),
+            Just("é漢\u{fffd}".to_string()),
+            any::<char>().prop_map(String::from),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn fuzz_cleaning_never_panics_and_leaves_no_escape(text in terminal_text()) {
+            let cleaned = clean_text(&text);
+            prop_assert!(!cleaned.contains('\x1b'), "{cleaned:?} from {text:?}");
+        }
+
+        #[test]
+        fn fuzz_head_tail_and_pages_stay_on_character_boundaries(
+            text in terminal_text(),
+            limit in 0usize..64,
+            offset in 0usize..200,
+        ) {
+            let (shown, omitted) = head_tail(&text, limit);
+            if omitted.is_none() {
+                prop_assert_eq!(&shown, &text);
+            }
+            let p = page(&text, offset, limit.max(1));
+            prop_assert!(p.next_offset <= text.len());
+            prop_assert!(text.is_char_boundary(p.offset) && text.is_char_boundary(p.next_offset));
+        }
     }
 }

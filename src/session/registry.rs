@@ -33,6 +33,8 @@ pub struct CreateRequest {
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
     pub startup_timeout: Option<Duration>,
+    /// The kernel tree's memory limit (MiB; 0 = none); `None`: the server's default.
+    pub max_memory_mib: Option<u64>,
 }
 
 /// All sessions of this server process.
@@ -52,6 +54,8 @@ pub struct Registry {
     ipykernel_ok: Mutex<std::collections::HashSet<PathBuf>>,
     /// Where sessions journal their history; `None`: no journals.
     journal_dir: Option<PathBuf>,
+    /// The `kernel-mcp` binary that supervises each kernel (see `kernel::supervise`).
+    supervisor: Option<PathBuf>,
 }
 
 impl Registry {
@@ -75,7 +79,15 @@ impl Registry {
             journal_dir: Journal::dir()
                 .inspect_err(|e| tracing::warn!("history journals are off: {e}"))
                 .ok(),
+            supervisor: None,
         }
+    }
+
+    /// Run every kernel under `kernel-mcp supervise` from this binary, so nothing a kernel
+    /// starts outlives its session (and memory limits apply).
+    pub fn with_supervisor(mut self, binary: PathBuf) -> Registry {
+        self.supervisor = Some(binary);
+        self
     }
 
     fn next_id(&self, prefix: &str) -> String {
@@ -160,6 +172,8 @@ impl Registry {
             startup_timeout: req
                 .startup_timeout
                 .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s)),
+            supervisor: self.supervisor.clone(),
+            max_memory_mib: req.max_memory_mib.unwrap_or(self.limits.max_memory_mib),
         };
         let desc = SessionDesc {
             id: id.clone(),
