@@ -106,6 +106,13 @@ async fn a_kernel_over_its_memory_limit_dies_with_a_notice_and_the_next_run_work
     assert!(!is_error(&r), "{}", dump(&r));
     server.create_session("free").await;
     server.exec("free", "keep = 7").await;
+    let info = structured(
+        &server
+            .call("get_session", json!({"session_id": "small"}))
+            .await,
+    );
+    let mib = info["memory_mib"].as_u64().expect("memory_mib");
+    assert!((5..300).contains(&mib), "an idle kernel's tree: {mib} MiB");
     let grow = "import time\nheap = []\nfor _ in range(20):\n    heap.append(bytearray(50 * 1024 * 1024))\n    time.sleep(0.2)\nprint('survived')";
     let r = server
         .call(

@@ -376,6 +376,18 @@ impl KernelIo for Kernel {
         self.process.output_tail()
     }
 
+    fn memory_bytes(&self) -> Option<u64> {
+        let root = self.process.pid() as i32;
+        // Supervised, the kernel is among the supervisor's descendants; unsupervised, the
+        // kernel is the root itself.
+        let kernel = if self.process.kernel_pid() as i32 == root {
+            process::rss_bytes(root)
+        } else {
+            0
+        };
+        Some(process::tree_rss_bytes(root) + kernel)
+    }
+
     fn reads_terminal(&self) -> bool {
         process::any_reads_terminal(&process::descendants(self.process.pid() as i32))
     }

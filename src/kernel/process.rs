@@ -300,14 +300,17 @@ pub fn any_reads_terminal(pids: &[i32]) -> bool {
 /// The resident memory (bytes) of `root`'s descendants, from `/proc/<pid>/statm` (Linux; 0
 /// elsewhere). Processes that vanish while being read count as 0.
 pub fn tree_rss_bytes(root: i32) -> u64 {
+    descendants(root).into_iter().map(rss_bytes).sum()
+}
+
+/// The resident memory (bytes) of one process, from `/proc/<pid>/statm`; 0 when unknown.
+pub fn rss_bytes(pid: i32) -> u64 {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { nix::libc::sysconf(nix::libc::_SC_PAGESIZE) }.max(4096) as u64;
-    descendants(root)
-        .into_iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/statm")).ok())
-        .filter_map(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map(|pages| pages * page)
-        .sum()
+    std::fs::read_to_string(format!("/proc/{pid}/statm"))
+        .ok()
+        .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * page)
 }
 
 /// The first child of `pid` (the kernel under its supervisor), from

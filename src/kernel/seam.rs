@@ -68,6 +68,12 @@ pub trait KernelIo: Send {
         String::new()
     }
 
+    /// Resident memory of the kernel and every process it started (bytes), where it can be
+    /// measured.
+    fn memory_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// True while code in the kernel blocks reading its terminal (a kernel that never sends
     /// `input_request`, such as bash_kernel). Only a local process can be probed.
     fn reads_terminal(&self) -> bool {

@@ -84,6 +84,8 @@ pub struct SessionInfo {
     /// 1 for the first kernel; +1 each time a new kernel replaces the old one.
     pub generation: u64,
     pub pid: Option<u32>,
+    /// Resident memory of the kernel and every process it started (MiB), where measurable.
+    pub memory_mib: Option<u64>,
     pub cwd: String,
     /// RFC 3339.
     pub created_at: String,

@@ -406,6 +406,11 @@ impl Actor {
             status: self.status(),
             generation: self.generation,
             pid: self.kernel.as_ref().and_then(|k| k.pid()),
+            memory_mib: self
+                .kernel
+                .as_ref()
+                .and_then(|k| k.memory_bytes())
+                .map(|b| b / (1024 * 1024)),
             cwd: self.desc.cwd.display().to_string(),
             created_at: rfc(&self.created_at),
             last_activity: rfc(&self.last_activity),
