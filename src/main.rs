@@ -69,6 +69,14 @@ fn main() -> ExitCode {
             max_memory_mib,
         });
     }
+    // A file-size limit (RLIMIT_FSIZE) must fail a write, not kill the server and every session.
+    // SAFETY: setting a signal's disposition to ignore is always sound.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGXFSZ,
+            nix::sys::signal::SigHandler::SigIgn,
+        );
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)

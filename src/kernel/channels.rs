@@ -7,6 +7,9 @@
 
 use std::fmt;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use zeromq::{
@@ -59,6 +62,8 @@ pub struct Channels {
     /// Our client session id, written in every header we send.
     pub session: String,
     readers: Vec<JoinHandle<()>>,
+    /// Messages the readers dropped (malformed or badly signed).
+    pub dropped: Arc<AtomicU64>,
 }
 
 impl Channels {
@@ -91,30 +96,35 @@ impl Channels {
         let (shell_tx, shell_rx) = shell.split();
         let (stdin_tx, stdin_rx) = stdin.split();
         let (control_tx, control_rx) = control.split();
+        let dropped = Arc::new(AtomicU64::new(0));
         let readers = vec![
             tokio::spawn(read_loop(
                 iopub,
                 Channel::Iopub,
                 signer.clone(),
                 events.clone(),
+                dropped.clone(),
             )),
             tokio::spawn(read_loop(
                 shell_rx,
                 Channel::Shell,
                 signer.clone(),
                 events.clone(),
+                dropped.clone(),
             )),
             tokio::spawn(read_loop(
                 stdin_rx,
                 Channel::Stdin,
                 signer.clone(),
                 events.clone(),
+                dropped.clone(),
             )),
             tokio::spawn(read_loop(
                 control_rx,
                 Channel::Control,
                 signer.clone(),
                 events,
+                dropped.clone(),
             )),
         ];
         Ok(Channels {
@@ -124,6 +134,7 @@ impl Channels {
             signer,
             session,
             readers,
+            dropped,
         })
     }
 
@@ -160,6 +171,7 @@ async fn read_loop<S: SocketRecv + Send>(
     channel: Channel,
     signer: Signer,
     events: mpsc::UnboundedSender<KernelEvent>,
+    dropped: Arc<AtomicU64>,
 ) {
     loop {
         let frames = match socket.recv().await {
@@ -175,7 +187,10 @@ async fn read_loop<S: SocketRecv + Send>(
                     return;
                 }
             }
-            Err(e) => tracing::warn!(%channel, "dropped a message: {e}"),
+            Err(e) => {
+                dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%channel, "dropped a message: {e}");
+            }
         }
     }
 }

@@ -376,6 +376,12 @@ impl KernelIo for Kernel {
         self.process.output_tail()
     }
 
+    fn dropped_messages(&self) -> u64 {
+        self.channels
+            .dropped
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn memory_bytes(&self) -> Option<u64> {
         let root = self.process.pid() as i32;
         // Supervised, the kernel is among the supervisor's descendants; unsupervised, the

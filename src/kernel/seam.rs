@@ -68,6 +68,11 @@ pub trait KernelIo: Send {
         String::new()
     }
 
+    /// Messages from the kernel that were dropped as malformed or badly signed.
+    fn dropped_messages(&self) -> u64 {
+        0
+    }
+
     /// Resident memory of the kernel and every process it started (bytes), where it can be
     /// measured.
     fn memory_bytes(&self) -> Option<u64> {

@@ -86,6 +86,8 @@ pub struct SessionInfo {
     pub pid: Option<u32>,
     /// Resident memory of the kernel and every process it started (MiB), where measurable.
     pub memory_mib: Option<u64>,
+    /// Messages from the current kernel dropped as malformed or badly signed.
+    pub dropped_messages: u64,
     pub cwd: String,
     /// RFC 3339.
     pub created_at: String,

@@ -88,7 +88,11 @@ impl Server {
 
     /// Like [`Server::start`], with extra environment variables and arguments for the server.
     pub async fn start_with(env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> Server {
-        let spawned = spawn_server(env, args);
+        Server::start_spawned(spawn_server(env, args)).await
+    }
+
+    /// Initialize a client on an already spawned server.
+    pub async fn start_spawned(spawned: Spawned) -> Server {
         let buf = spawned.stderr.clone();
         let client = match tokio::time::timeout(CALL_TIMEOUT, ().serve(spawned.transport)).await {
             Ok(Ok(c)) => c,
@@ -301,9 +305,33 @@ pub struct Spawned {
 /// Spawn `kernel-mcp` ([`server_command`] in a fresh temp dir, plus `env` and `args`) with
 /// its stderr drained into a buffer. Panics (with the reason) when the venv is missing.
 pub fn spawn_server(env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> Spawned {
+    spawn_server_limited(env, args, None)
+}
+
+/// [`spawn_server`], with the server's file-size limit (RLIMIT_FSIZE, bytes) set when given.
+pub fn spawn_server_limited(
+    env: &[(&str, &std::ffi::OsStr)],
+    args: &[&str],
+    fsize: Option<u64>,
+) -> Spawned {
     require_venv();
     let workdir = tempfile::tempdir().expect("create a temp dir for the server");
     let mut cmd = server_command(workdir.path());
+    if let Some(limit) = fsize {
+        // SAFETY: setrlimit is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = nix::libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if nix::libc::setrlimit(nix::libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -206,6 +206,28 @@ impl Kernel {
                 self.publish_raw(Some(req), "stream", placeholder, Some(&content))
                     .await;
             }
+            "garbage" => {
+                // Three frames that are no message, then a message signed with another key.
+                let noise = vec![
+                    Bytes::from_static(b"kernel.fake.noise"),
+                    Bytes::from_static(b"not a delimiter"),
+                    Bytes::from_static(b"\xff\x00"),
+                ];
+                let mut forged = Message::reply_to(
+                    &req.header,
+                    "stream",
+                    json!({"name": "stdout", "text": "FORGED\n"}),
+                    &self.session,
+                );
+                forged.identities = vec![Bytes::from_static(b"kernel.fake.stream")];
+                let forged = wire::encode(&forged, &Signer::new(b"another key"));
+                let mut iopub = self.iopub.lock().await;
+                for frames in [noise, forged] {
+                    if let Ok(z) = ZmqMessage::try_from(frames) {
+                        let _ = iopub.send(z).await;
+                    }
+                }
+            }
             "hang" => {
                 self.hanging.store(true, Ordering::SeqCst);
                 log!("hang: ignoring interrupts from now on");

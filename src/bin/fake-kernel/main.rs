@@ -33,6 +33,7 @@
 //! | `reply-first`         | the reply (status ok) goes out right after `execute_input`, before the outputs |
 //! | `invalid-utf8`        | a stdout `stream` whose JSON text has the bytes `FF FE` (not UTF-8) |
 //! | `hang`                | ignores SIGINT and `interrupt_request`, never finishes |
+//! | `garbage`             | on iopub: a multipart with no delimiter, then a stdout `FORGED` stream signed with another key |
 //! | anything else         | `error` NameError |
 //!
 //! Misbehaviour selected by environment variables (as jupyter_client's test kernels do):

@@ -367,11 +367,17 @@ impl Actor {
         }
     }
 
+    /// Append to the journal. A failed write turns the journal off for this session (a
+    /// half-written file must not grow further) and says so in the next run's notices.
     fn journal_append(&mut self, record: &JournalRecord) {
         if let Some(j) = self.journal.as_mut()
             && let Err(e) = j.append(record)
         {
             tracing::warn!(session = %self.desc.id, "history journal write failed: {e}");
+            self.journal = None;
+            self.pending_notices.push(format!(
+                "History is no longer journalled to disk (a write failed: {e}); it is still kept in memory while the server runs."
+            ));
         }
     }
 
@@ -411,6 +417,7 @@ impl Actor {
                 .as_ref()
                 .and_then(|k| k.memory_bytes())
                 .map(|b| b / (1024 * 1024)),
+            dropped_messages: self.kernel.as_ref().map_or(0, |k| k.dropped_messages()),
             cwd: self.desc.cwd.display().to_string(),
             created_at: rfc(&self.created_at),
             last_activity: rfc(&self.last_activity),
