@@ -331,7 +331,11 @@ pub fn run(args: &InstallArgs, python_env: Option<&EnvCandidate>) -> ExitCode {
         Some(o) => println!("--- the entry '{}' now\n{o}", args.name),
         None => println!("--- no entry '{}' yet", args.name),
     }
-    println!("+++ the new entry\n{}", change.new_entry);
+    let place = match args.client {
+        Client::Codex => String::new(),
+        _ => format!(" (mcpServers.{:?})", args.name),
+    };
+    println!("+++ the new entry{place}\n{}", change.new_entry);
     if python_env.is_none() {
         println!(
             "note: no Python environment is selected, so kernels use `python3` from PATH. Pass --python-env /path/to/venv (a venv with ipykernel) to put it in the entry; `kernel-mcp doctor` shows what is found."
