@@ -362,3 +362,70 @@ pub fn run(args: &InstallArgs, python_env: Option<&EnvCandidate>) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(source: EnvSource) -> EnvCandidate {
+        EnvCandidate {
+            prefix: PathBuf::from("/envs/k"),
+            source,
+        }
+    }
+
+    #[test]
+    fn entry_runs_this_binary_and_names_a_chosen_environment() {
+        let e = entry_for(
+            Path::new("/opt/km/bin/kernel-mcp"),
+            false,
+            Some(&env(EnvSource::VirtualEnv)),
+            &|_| None,
+        );
+        assert_eq!(e.command, "/opt/km/bin/kernel-mcp");
+        assert_eq!(e.args, ["serve"]);
+        assert_eq!(
+            e.env,
+            [("KERNEL_MCP_PYTHON_ENV".to_string(), "/envs/k".to_string())]
+        );
+    }
+
+    #[test]
+    fn entry_leaves_out_the_binary_s_own_environment() {
+        let e = entry_for(
+            Path::new("/envs/k/bin/kernel-mcp"),
+            true,
+            Some(&env(EnvSource::OwnInstall)),
+            &|_| None,
+        );
+        assert!(e.env.is_empty(), "{e:?}");
+        assert_eq!(e.args, ["serve", "--shared"]);
+    }
+
+    #[test]
+    fn a_binary_in_uv_s_cache_is_run_through_uvx() {
+        let exe = Path::new("/home/u/.cache/uv/archive-v0/abc/bin/kernel-mcp");
+        let uvx = |n: &str| (n == "uvx").then(|| PathBuf::from("/usr/local/bin/uvx"));
+        let e = entry_for(exe, false, None, &uvx);
+        assert_eq!(e.command, "/usr/local/bin/uvx");
+        assert_eq!(e.args, ["kernel-mcp", "serve"]);
+        // Without uvx on PATH the cache path is all there is.
+        let e = entry_for(exe, false, None, &|_| None);
+        assert_eq!(e.command, exe.display().to_string());
+    }
+
+    #[test]
+    fn json_without_a_file_gets_a_fresh_mcp_servers_object() {
+        let entry = Entry {
+            command: "/k".into(),
+            args: vec!["serve".into()],
+            env: vec![],
+        };
+        let c = update_json(None, Client::Cursor, "kernel-mcp", &entry).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&c.new_text).unwrap();
+        assert_eq!(v["mcpServers"]["kernel-mcp"]["command"], "/k");
+        assert!(c.old_entry.is_none());
+        assert!(update_json(Some("[1]"), Client::Kiro, "k", &entry).is_err());
+        assert!(update_json(Some(r#"{"mcpServers": 3}"#), Client::Kiro, "k", &entry).is_err());
+    }
+}
