@@ -127,12 +127,13 @@ wheel: $(MATURIN)
 	"$(MATURIN)" build --release --out $(WHEEL_DIR)
 	@ls -l $(WHEEL_DIR)/kernel_mcp-*.whl
 
-# Reuses the release build: maturin's and cargo install's (CARGO_TARGET_DIR=target).
+# The wheel test reuses the debug test build; `cargo install --debug` (CARGO_TARGET_DIR=target)
+# reuses the debug dependencies: it checks what gets installed, not how fast it runs.
 wheel-test: wheel
 	$(RUN_ENV) KERNEL_MCP_WHEEL="$$(ls -t $(WHEEL_DIR)/kernel_mcp-*.whl | head -1)" KERNEL_MCP_WHEEL_PYTHON=$(PYTHON) \
 	  $(CARGO) test --features test-kernel --test wheel_install -- --nocapture
 	@root=$$(mktemp -d); \
-	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) install --quiet --path . --root "$$root"; \
+	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) install --quiet --debug --path . --root "$$root"; \
 	bins=$$(ls "$$root/bin"); rm -rf "$$root"; \
 	[ "$$bins" = "kernel-mcp" ] || { echo "error: cargo install left '$$bins' in bin/, not kernel-mcp alone" >&2; exit 1; }; \
 	echo "cargo install: bin/ holds kernel-mcp alone"
