@@ -1,4 +1,4 @@
-//! Limits and defaults (DESIGN §5). The CLI can override them; `server_info` reports them.
+//! Limits and defaults (docs/limits.md). The CLI can override them; `server_info` reports them.
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use kernel_mcp::kernel::KernelSpec;
 use kernel_mcp::kernel::advice;
-use kernel_mcp::kernel::argv::build_argv;
+use kernel_mcp::kernel::build_argv;
 use kernel_mcp::kernel::discovery::KernelSearch;
 use kernel_mcp::kernel::env_prefix::{self, EnvCandidate};
 use serde::Serialize;

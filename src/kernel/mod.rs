@@ -7,14 +7,14 @@
 //! (jupyter_client `wait_for_ready`). Every wait races the child's exit and a deadline.
 
 pub mod advice;
-pub mod argv;
-pub mod channels;
+pub(crate) mod argv;
+pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
 pub mod env_prefix;
-pub mod process;
-pub mod seam;
-pub mod spec;
+pub(crate) mod process;
+pub(crate) mod seam;
+pub(crate) mod spec;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+pub use argv::build_argv;
 pub use channels::{Channel, Channels, KernelEvent};
 pub use connection::ConnectionInfo;
 pub use process::{ExitInfo, KernelProcess};
