@@ -162,6 +162,7 @@ fn codex_toml_keeps_comments_and_the_other_server() {
     let doc: toml_edit::DocumentMut = text.parse().expect("still TOML");
     let ours = &doc["mcp_servers"]["kernel-mcp"];
     assert!(Path::new(ours["command"].as_str().unwrap()).is_absolute());
+    assert_eq!(ours["tool_timeout_sec"].as_integer(), Some(120), "{text}");
     assert_eq!(
         ours["env"]["KERNEL_MCP_PYTHON_ENV"].as_str(),
         Some(d.env.to_str().unwrap())

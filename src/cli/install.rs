@@ -232,6 +232,8 @@ pub fn update_toml(old: Option<&str>, name: &str, entry: &Entry) -> Result<Chang
         args.push(a.as_str());
     }
     table.insert("args", toml_edit::value(args));
+    // Codex gives a tool call 60 s by default; `execute` may wait 50 s before it answers.
+    table.insert("tool_timeout_sec", toml_edit::value(120));
     if !entry.env.is_empty() {
         let mut env = toml_edit::InlineTable::new();
         for (k, v) in &entry.env {
