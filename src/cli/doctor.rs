@@ -265,11 +265,13 @@ async fn check_spec(spec: &KernelSpec, env_prefix: Option<&Path>) -> SpecStatus 
 #[derive(Debug, Default)]
 struct Probe {
     python_version: Option<String>,
-    /// The module's `__version__`, or "yes" when it imports without one.
+    /// The version of the distribution named like the module, or "yes" when the module is
+    /// there but no such distribution is (`ipykernel_launcher` belongs to ipykernel).
     module_version: Option<String>,
 }
 
-/// Runs `python -c` to read its version and import `module`, bounded by [`PROBE_TIMEOUT`].
+/// Runs `python -c` to read its version and find `module` (and its distribution's version),
+/// bounded by [`PROBE_TIMEOUT`].
 async fn probe(python: &Path, module: &str) -> Probe {
     if !python.exists()
         || !module
@@ -278,8 +280,14 @@ async fn probe(python: &Path, module: &str) -> Probe {
     {
         return Probe::default();
     }
+    // find_spec locates the module without running it (a kernel's `-m` module may start a
+    // kernel when imported); the version comes from the installed distribution's metadata.
     let script = format!(
-        "import sys; print(sys.version.split()[0]); import {module} as m; print(getattr(m, '__version__', 'yes'))"
+        "import sys, importlib.util, importlib.metadata as md\n\
+         print(sys.version.split()[0])\n\
+         if importlib.util.find_spec('{module}') is None: sys.exit(3)\n\
+         try: print(md.version('{module}'))\n\
+         except Exception: print('yes')\n"
     );
     let child = tokio::process::Command::new(python)
         .args(["-c", &script])
