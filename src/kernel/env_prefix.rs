@@ -49,9 +49,15 @@ pub struct EnvCandidate {
 }
 
 impl EnvCandidate {
-    /// `<prefix>/bin/python`, whether or not it exists.
+    /// `<prefix>/bin/python`, else `<prefix>/bin/python3` when only that exists (a plain
+    /// installation such as `/usr/local`); the first when neither exists.
     pub fn python(&self) -> PathBuf {
-        self.prefix.join("bin").join("python")
+        let bin = self.prefix.join("bin");
+        let python = bin.join("python");
+        if !python.exists() && bin.join("python3").exists() {
+            return bin.join("python3");
+        }
+        python
     }
 }
 
@@ -128,17 +134,20 @@ fn process_paths() -> (Option<PathBuf>, Option<PathBuf>) {
     (cwd, exe)
 }
 
-/// `<prefix>` when `exe` is `<prefix>/bin/<name>` and `<prefix>` is a Python environment: it
-/// has `pyvenv.cfg` (a venv: uv, pipx, `python -m venv`), or
-/// `lib/python3.*/site-packages` (a conda env or a plain installation; Debian's
-/// `dist-packages` counts too).
+/// `<prefix>` when `exe` is `<prefix>/bin/<name>` and `<prefix>` is a Python environment: a
+/// `bin/python` or `bin/python3` beside the binary, and `pyvenv.cfg` (a venv: uv, pipx,
+/// `python -m venv`) or `lib/python3.*/site-packages` (a conda env or a plain installation;
+/// Debian's `dist-packages` counts too). The interpreter is required so that a binary copied
+/// to `/usr/local/bin` on a system whose Python lives elsewhere selects nothing.
 pub fn install_prefix(exe: &Path) -> Option<PathBuf> {
     let bin = exe.parent()?;
     if bin.file_name()? != "bin" {
         return None;
     }
     let prefix = bin.parent()?;
-    (prefix.join("pyvenv.cfg").is_file() || has_site_packages(prefix)).then(|| prefix.to_path_buf())
+    let has_python = bin.join("python").exists() || bin.join("python3").exists();
+    (has_python && (prefix.join("pyvenv.cfg").is_file() || has_site_packages(prefix)))
+        .then(|| prefix.to_path_buf())
 }
 
 /// `<prefix>/lib/python3.*/{site,dist}-packages` exists. Reads one directory, bounded.
@@ -178,6 +187,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let exe = t.path().join("bin/kernel-mcp");
         touch(&exe);
+        touch(&t.path().join("bin/python"));
         touch(&t.path().join("pyvenv.cfg"));
         assert_eq!(install_prefix(&exe).as_deref(), Some(t.path()));
     }
@@ -187,8 +197,24 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let exe = t.path().join("bin/kernel-mcp");
         touch(&exe);
+        touch(&t.path().join("bin/python3"));
         std::fs::create_dir_all(t.path().join("lib/python3.12/site-packages")).unwrap();
         assert_eq!(install_prefix(&exe).as_deref(), Some(t.path()));
+        let c = EnvCandidate {
+            prefix: t.path().to_path_buf(),
+            source: EnvSource::OwnInstall,
+        };
+        assert_eq!(c.python(), t.path().join("bin/python3"));
+    }
+
+    #[test]
+    fn site_packages_without_an_interpreter_beside_the_binary_is_not_an_environment() {
+        // Debian's empty /usr/local/lib/python3.X/dist-packages with no /usr/local/bin/python3.
+        let t = tempfile::tempdir().unwrap();
+        let exe = t.path().join("bin/kernel-mcp");
+        touch(&exe);
+        std::fs::create_dir_all(t.path().join("lib/python3.11/dist-packages")).unwrap();
+        assert_eq!(install_prefix(&exe), None);
     }
 
     #[test]
@@ -211,6 +237,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let exe = t.path().join("bin/kernel-mcp");
         touch(&exe);
+        touch(&t.path().join("bin/python"));
         touch(&t.path().join("pyvenv.cfg"));
         let conda = env_of(&[("CONDA_PREFIX", "/opt/conda")]);
         let chosen = select(None, &conda, None, Some(&exe)).unwrap();
