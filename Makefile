@@ -8,6 +8,9 @@
 #                   the fake-kernel test binary) against the ./.venv Python environment
 #   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
+#   make wheel      the Python binary wheel (maturin, release build) into target/wheels/
+#   make wheel-test make wheel, install it into a fresh venv and run it from a bare environment;
+#                   also `cargo install --path .` into a temp root (exactly one binary)
 #   make lint       cargo fmt --check + cargo clippy --all-targets --all-features -D warnings
 #   make clean-venv remove ./.venv
 #
@@ -40,7 +43,12 @@ TEST_THREADS ?= 2
 # discovery (VIRTUAL_ENV wins over CONDA_PREFIX) and tell tests which interpreter to use.
 RUN_ENV := VIRTUAL_ENV=$(VENV) KERNEL_MCP_TEST_PYTHON=$(VPY)
 
-.PHONY: help venv .venv kernels apt-kernels build test demo bench fuzz lint fmt clean-venv
+# maturin (the wheel builder) comes from PyPI into .venv.
+MATURIN     := $(VENV)/bin/maturin
+MATURIN_REQ := maturin>=1.9,<2
+WHEEL_DIR   := $(CURDIR)/target/wheels
+
+.PHONY: help venv .venv kernels apt-kernels build test demo bench fuzz lint fmt clean-venv wheel wheel-test
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -115,6 +123,26 @@ FUZZ_CASES ?= 1000000
 fuzz:
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --features test-kernel --lib fuzz_
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --features test-kernel --test fuzz
+
+$(MATURIN): $(STAMP)
+	"$(VPY)" -m pip install --disable-pip-version-check --no-input -q "$(MATURIN_REQ)"
+
+# The wheel's binary is a release build (target/release, shared with `make bench`).
+wheel: $(MATURIN)
+	rm -f $(WHEEL_DIR)/kernel_mcp-*.whl
+	"$(MATURIN)" build --release --out $(WHEEL_DIR)
+	@ls -l $(WHEEL_DIR)/kernel_mcp-*.whl
+
+# The wheel test reuses the debug test build; `cargo install --debug` (CARGO_TARGET_DIR=target)
+# reuses the debug dependencies: it checks what gets installed, not how fast it runs.
+wheel-test: wheel
+	$(RUN_ENV) KERNEL_MCP_WHEEL="$$(ls -t $(WHEEL_DIR)/kernel_mcp-*.whl | head -1)" KERNEL_MCP_WHEEL_PYTHON=$(PYTHON) \
+	  $(CARGO) test --features test-kernel --test wheel_install -- --nocapture
+	@root=$$(mktemp -d); \
+	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) install --quiet --debug --path . --root "$$root"; \
+	bins=$$(ls "$$root/bin"); rm -rf "$$root"; \
+	[ "$$bins" = "kernel-mcp" ] || { echo "error: cargo install left '$$bins' in bin/, not kernel-mcp alone" >&2; exit 1; }; \
+	echo "cargo install: bin/ holds kernel-mcp alone"
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -1,4 +1,7 @@
-//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio) and `kernels`.
+//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio), `kernels`, `doctor`
+//! and `install` (the last two live in [`cli`]).
+
+mod cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +22,8 @@ struct Cli {
     #[arg(long, global = true)]
     kernelspec_dir: Vec<PathBuf>,
     /// Python environment (venv or prefix) used to find kernelspecs and resolve `python` in them.
-    /// Default: $VIRTUAL_ENV, else $CONDA_PREFIX, else ./.venv if present.
+    /// Default: $VIRTUAL_ENV, else the environment this binary is installed in, else
+    /// $CONDA_PREFIX, else ./.venv if present.
     #[arg(long, global = true, env = "KERNEL_MCP_PYTHON_ENV")]
     python_env: Option<PathBuf>,
 }
@@ -53,6 +57,16 @@ enum Command {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Check the setup: kernelspecs, Python environments, the service. Exit 0 when the
+    /// default kernel can start; otherwise 1, with the fix.
+    Doctor {
+        /// Print the report as JSON (for scripts).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write kernel-mcp's entry into an MCP client's config (shown first; the rest of the file
+    /// is kept).
+    Install(cli::install::InstallArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,7 +99,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kernel_mcp=info")),
         )
         .init();
-    let env_prefix = cli.python_env.clone().or_else(default_env_prefix);
+    let python_env = kernel_mcp::kernel::env_prefix::select_from_process(cli.python_env.as_deref());
+    let env_prefix = python_env.as_ref().map(|c| c.prefix.clone());
     let search = KernelSearch::new(
         &cli.kernelspec_dir,
         env_prefix.as_deref(),
@@ -107,6 +122,8 @@ fn main() -> ExitCode {
             .unwrap_or(4096),
     });
     match command {
+        Command::Doctor { json } => cli::doctor::run(&search, cli.python_env.as_deref(), json),
+        Command::Install(args) => cli::install::run(&args, python_env.as_ref()),
         Command::Kernels => {
             for spec in search.list() {
                 println!(
@@ -186,17 +203,6 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-/// $VIRTUAL_ENV, else $CONDA_PREFIX, else `./.venv` when it exists.
-fn default_env_prefix() -> Option<PathBuf> {
-    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
-        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            return Some(PathBuf::from(v));
-        }
-    }
-    let local = std::env::current_dir().ok()?.join(".venv");
-    local.join("bin").join("python").exists().then_some(local)
 }
 
 /// The project's own `kernelspecs/`: next to the sources in a dev build, or

@@ -72,7 +72,7 @@ fn spec_prefix(resource_dir: &Path) -> Option<PathBuf> {
 }
 
 /// `^python(\d(\.\d+)?)?$`
-fn is_python_name(s: &str) -> bool {
+pub(crate) fn is_python_name(s: &str) -> bool {
     let Some(rest) = s.strip_prefix("python") else {
         return false;
     };

@@ -6,10 +6,12 @@
 //! `kernel_info_request` (or an `iopub_welcome`), retrying the request about once a second
 //! (jupyter_client `wait_for_ready`). Every wait races the child's exit and a deadline.
 
+pub mod advice;
 pub(crate) mod argv;
 pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
+pub mod env_prefix;
 pub(crate) mod process;
 pub(crate) mod seam;
 pub(crate) mod spec;
@@ -25,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+pub use argv::build_argv;
 pub use channels::{Channel, Channels, KernelEvent};
 pub use connection::ConnectionInfo;
 pub use process::{ExitInfo, KernelProcess};
@@ -59,13 +62,15 @@ pub struct LaunchOptions {
 pub enum StartError {
     #[error("cannot launch kernel '{kernel}': {detail}")]
     Launch { kernel: String, detail: String },
+    /// `hint` is empty, or a paragraph (starting with a blank line) saying how to fix it.
     #[error(
-        "kernel '{kernel}' exited during start-up ({exit}). Its output ended with:\n{output_tail}"
+        "kernel '{kernel}' exited during start-up ({exit}). Its output ended with:\n{output_tail}{hint}"
     )]
     Exited {
         kernel: String,
         exit: ExitInfo,
         output_tail: String,
+        hint: String,
     },
     #[error(
         "kernel '{kernel}' did not become ready within {timeout_s} s. Its output ended with:\n{output_tail}"
@@ -137,8 +142,16 @@ impl Kernel {
             .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
         let guard = FileGuard(Some(connection_file.clone()));
 
+        let program_missing = |detail: String| {
+            let program = spec.argv.first().map(String::as_str).unwrap_or_default();
+            let file = (!spec.resource_dir.as_os_str().is_empty())
+                .then(|| spec.resource_dir.join("kernel.json"));
+            let fix =
+                advice::missing_program(program, file.as_deref(), argv::is_python_name(program));
+            launch_err(format!("{detail}\n\n{fix}"))
+        };
         let mut argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
-            .map_err(launch_err)?;
+            .map_err(program_missing)?;
         if let Some(sup) = &opts.supervisor {
             let mut wrapped = vec![
                 sup.display().to_string(),
@@ -155,19 +168,38 @@ impl Kernel {
             argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());
         let process = KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some())
-            .map_err(|e| launch_err(format!("{}: {e}", argv.join(" "))))?;
+            .map_err(|e| {
+                let detail = format!("{}: {e}", argv.join(" "));
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    program_missing(detail)
+                } else {
+                    launch_err(detail)
+                }
+            })?;
         tracing::info!(kernel = %spec.name, pid = process.pid(), "kernel process started");
 
         let deadline = Instant::now() + opts.startup_timeout;
         let (tx, rx) = mpsc::unbounded_channel();
         let mut exit = process.exit_watch();
-        let exited = |process: &KernelProcess| StartError::Exited {
-            kernel: spec.name.clone(),
-            exit: process.exit_info().unwrap_or(ExitInfo {
-                code: None,
-                signal: None,
-            }),
-            output_tail: process.output_tail(),
+        let exited = |process: &KernelProcess| {
+            let output_tail = process.output_tail();
+            // The first call of most new users ends here: a `python3` without ipykernel.
+            let hint = if advice::is_missing_ipykernel(&output_tail) {
+                let interpreter = std::path::Path::new(argv.first().map_or("python3", |a| a));
+                let has_uv = which::which("uv").is_ok();
+                format!("\n\n{}", advice::missing_ipykernel(interpreter, has_uv))
+            } else {
+                String::new()
+            };
+            StartError::Exited {
+                kernel: spec.name.clone(),
+                exit: process.exit_info().unwrap_or(ExitInfo {
+                    code: None,
+                    signal: None,
+                }),
+                output_tail,
+                hint,
+            }
         };
         let timed_out = |process: &KernelProcess| StartError::Timeout {
             kernel: spec.name.clone(),

@@ -15,6 +15,7 @@ use super::history::Journal;
 use super::ids::RunId;
 use super::types::SessionInfo;
 use crate::config::Limits;
+use crate::kernel::advice;
 use crate::kernel::discovery::KernelSearch;
 use crate::kernel::{KernelSpec, LaunchOptions, LocalLauncher, ShutdownRung};
 
@@ -250,8 +251,9 @@ impl Registry {
             Some(k) => k.clone(),
             None => self.default_kernel().ok_or_else(|| SessionError::KernelNotFound {
                 message: format!(
-                    "No kernelspecs found. Install one (e.g. `pip install ipykernel`). Searched: {}",
-                    self.search.dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+                    "No kernelspecs found. Searched: {}.\n\nInstall ipykernel into a Python environment (`python3 -m venv ~/.venvs/kernels && ~/.venvs/kernels/bin/pip install ipykernel`), then select it, or:\n- {}",
+                    self.search.dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+                    advice::select_env_hint()
                 ),
                 details: json!({"searched": self.search.dirs()}),
             })?,
@@ -380,17 +382,10 @@ async fn check_ipykernel(interpreter: &std::path::Path) -> Result<(), SessionErr
     if ok {
         return Ok(());
     }
-    let exe = interpreter.display();
-    let uv = if which::which("uv").is_ok() {
-        format!(" (or: uv pip install --python {exe} ipykernel)")
-    } else {
-        String::new()
-    };
+    let has_uv = which::which("uv").is_ok();
     Err(SessionError::KernelStartFailed {
-        message: format!(
-            "'{exe}' cannot import ipykernel, so it cannot run a kernel. Install it with: {exe} -m pip install ipykernel{uv}"
-        ),
-        details: json!({"python": interpreter, "install_command": format!("{exe} -m pip install ipykernel")}),
+        message: advice::missing_ipykernel(interpreter, has_uv),
+        details: json!({"python": interpreter, "install_command": advice::install_command(interpreter)}),
     })
 }
 

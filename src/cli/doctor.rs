@@ -1,0 +1,433 @@
+//! `kernel-mcp doctor [--json]`: what kernel-mcp finds on this machine, and whether the first
+//! `execute` (which uses the default kernel) would start.
+//!
+//! It reports the kernelspec directories searched and the kernelspecs in them, each with the
+//! program its `argv` resolves to and whether that program can run it (for Python kernels: the
+//! interpreter imports the kernel's module); the Python environments kernel-mcp would consider,
+//! in order, each with its Python and ipykernel versions; the per-user service socket and
+//! whether something listens on it; and versions. Every probe of an interpreter is bounded
+//! ([`PROBE_TIMEOUT`]) and they run in parallel, so doctor answers in seconds.
+//!
+//! Exit status: 0 when the default kernel can start, 1 otherwise (with the fix printed).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kernel_mcp::kernel::KernelSpec;
+use kernel_mcp::kernel::advice;
+use kernel_mcp::kernel::build_argv;
+use kernel_mcp::kernel::discovery::KernelSearch;
+use kernel_mcp::kernel::env_prefix::{self, EnvCandidate};
+use serde::Serialize;
+
+/// The longest one interpreter probe may take (a cold `import ipykernel` takes about a second).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Everything doctor found; `--json` prints this.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub ok: bool,
+    pub kernel_mcp_version: &'static str,
+    pub platform: String,
+    /// The environment kernel-mcp selects for discovery and `python` in kernelspecs.
+    pub selected_environment: Option<PathBuf>,
+    pub python_environments: Vec<PythonEnv>,
+    pub kernelspec_dirs: Vec<SpecDir>,
+    pub kernelspecs: Vec<SpecStatus>,
+    pub default_kernel: Option<String>,
+    pub service: Service,
+    /// What to do, when `ok` is false (or a warning when it is true).
+    pub advice: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PythonEnv {
+    /// `$VIRTUAL_ENV`, `kernel-mcp's own environment`, `python3 on PATH`…
+    pub source: String,
+    pub prefix: Option<PathBuf>,
+    pub python: PathBuf,
+    pub exists: bool,
+    pub python_version: Option<String>,
+    pub ipykernel_version: Option<String>,
+    pub selected: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SpecDir {
+    pub path: PathBuf,
+    pub exists: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SpecStatus {
+    pub name: String,
+    pub language: String,
+    pub resource_dir: PathBuf,
+    /// The command kernel-mcp would run (`{connection_file}` left as is), when it resolves.
+    pub command: Option<Vec<String>>,
+    pub can_start: bool,
+    /// Why it cannot start, and the fix.
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Service {
+    pub socket: Option<PathBuf>,
+    pub running: bool,
+}
+
+/// Gathers the report and prints it (JSON on `--json`). Never panics; probes are bounded.
+pub fn run(search: &KernelSearch, flag: Option<&Path>, json: bool) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kernel-mcp doctor: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = runtime.block_on(gather(search, flag));
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => eprintln!("kernel-mcp doctor: {e}"),
+        }
+    } else {
+        print!("{}", render(&report));
+    }
+    if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
+    let candidates = env_prefix::candidates_from_process(flag);
+    let selected = candidates.first().map(|c| c.prefix.clone());
+    let mut envs: Vec<(String, Option<PathBuf>, PathBuf)> = candidates
+        .iter()
+        .map(|c: &EnvCandidate| {
+            (
+                c.source.label().to_string(),
+                Some(c.prefix.clone()),
+                c.python(),
+            )
+        })
+        .collect();
+    if let Ok(p) = which::which("python3") {
+        envs.push(("python3 on PATH".into(), None, p));
+    }
+    let env_probes = envs.iter().map(|(_, _, python)| probe(python, "ipykernel"));
+    let env_results = futures::future::join_all(env_probes).await;
+    let python_environments: Vec<PythonEnv> = envs
+        .into_iter()
+        .zip(env_results)
+        .map(|((source, prefix, python), r)| PythonEnv {
+            selected: prefix.is_some() && prefix == selected,
+            exists: python.exists(),
+            source,
+            prefix,
+            python,
+            python_version: r.python_version,
+            ipykernel_version: r.module_version,
+        })
+        .collect();
+
+    let specs = search.list();
+    let spec_checks = specs.iter().map(|s| check_spec(s, selected.as_deref()));
+    let kernelspecs: Vec<SpecStatus> = futures::future::join_all(spec_checks).await;
+    let default_kernel = specs
+        .iter()
+        .find(|s| s.name == "python3")
+        .or(specs.first())
+        .map(|s| s.name.clone());
+
+    // A `.venv` with ipykernel in the working directory backs the default session by itself.
+    let local_venv_ok = python_environments
+        .iter()
+        .any(|e| e.source == "./.venv" && e.ipykernel_version.is_some());
+    let default_ok = kernelspecs
+        .iter()
+        .any(|k| Some(&k.name) == default_kernel.as_ref() && k.can_start);
+    let ok = default_ok || local_venv_ok;
+    let mut advice = Vec::new();
+    if !ok {
+        match kernelspecs
+            .iter()
+            .find(|k| Some(&k.name) == default_kernel.as_ref())
+        {
+            Some(k) => advice.push(format!(
+                "The default kernel '{}' cannot start: {}",
+                k.name,
+                k.problem.as_deref().unwrap_or("unknown")
+            )),
+            None => advice.push(format!(
+                "No kernelspecs found. Install ipykernel into a Python environment and select it:\n- {}",
+                advice::select_env_hint()
+            )),
+        }
+        let others: Vec<&str> = kernelspecs
+            .iter()
+            .filter(|k| k.can_start)
+            .map(|k| k.name.as_str())
+            .collect();
+        if !others.is_empty() {
+            advice.push(format!(
+                "These kernels can start when named in create_session(kernel=…): {}.",
+                others.join(", ")
+            ));
+        }
+    }
+    let socket = service_socket(&|k| std::env::var(k).ok(), nix::unistd::getuid().as_raw());
+    let running = socket
+        .as_deref()
+        .is_some_and(|s| std::os::unix::net::UnixStream::connect(s).is_ok());
+    Report {
+        ok,
+        kernel_mcp_version: env!("CARGO_PKG_VERSION"),
+        platform: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        selected_environment: selected,
+        python_environments,
+        kernelspec_dirs: search
+            .dirs()
+            .iter()
+            .map(|d| SpecDir {
+                path: d.clone(),
+                exists: d.is_dir(),
+            })
+            .collect(),
+        kernelspecs,
+        default_kernel,
+        service: Service { socket, running },
+        advice,
+    }
+}
+
+/// Whether `spec` can start: its program resolves and, for `python -m MODULE`, imports MODULE.
+async fn check_spec(spec: &KernelSpec, env_prefix: Option<&Path>) -> SpecStatus {
+    let status = |command, can_start, problem| SpecStatus {
+        name: spec.name.clone(),
+        language: spec.language.clone(),
+        resource_dir: spec.resource_dir.clone(),
+        command,
+        can_start,
+        problem,
+    };
+    let spec_file = spec.resource_dir.join("kernel.json");
+    let argv = match build_argv(spec, Path::new("{connection_file}"), env_prefix) {
+        Ok(a) => a,
+        Err(e) => {
+            let program = spec.argv.first().map(String::as_str).unwrap_or_default();
+            let is_python = program.starts_with("python");
+            let fix = advice::missing_program(program, Some(&spec_file), is_python);
+            return status(None, false, Some(format!("{e}\n{fix}")));
+        }
+    };
+    let Some(argv0) = argv.first().cloned() else {
+        return status(None, false, Some("the kernelspec's argv is empty".into()));
+    };
+    let program = PathBuf::from(&argv0);
+    let resolved = if program.is_absolute() {
+        program.is_file().then(|| program.clone())
+    } else {
+        which::which(&program).ok()
+    };
+    let Some(resolved) = resolved else {
+        let fix = advice::missing_program(&argv0, Some(&spec_file), false);
+        return status(Some(argv), false, Some(fix));
+    };
+    // `<python> -m MODULE …`: the interpreter must import MODULE.
+    let module = argv.windows(2).find(|w| w[0] == "-m").map(|w| w[1].clone());
+    if let Some(module) = module {
+        let r = probe(&resolved, &module).await;
+        if r.python_version.is_some() && r.module_version.is_none() {
+            let problem = if module.starts_with("ipykernel") {
+                advice::missing_ipykernel(&resolved, which::which("uv").is_ok())
+            } else {
+                format!(
+                    "{} cannot import {module}: install that kernel's package into it ({} -m pip install …), or remove the kernelspec {}.",
+                    resolved.display(),
+                    resolved.display(),
+                    spec_file.display()
+                )
+            };
+            return status(Some(argv), false, Some(problem));
+        }
+    }
+    status(Some(argv), true, None)
+}
+
+/// What one interpreter probe found; both `None` when the interpreter did not run.
+#[derive(Debug, Default)]
+struct Probe {
+    python_version: Option<String>,
+    /// The version of the distribution named like the module, or "yes" when the module is
+    /// there but no such distribution is (`ipykernel_launcher` belongs to ipykernel).
+    module_version: Option<String>,
+}
+
+/// Runs `python -c` to read its version and find `module` (and its distribution's version),
+/// bounded by [`PROBE_TIMEOUT`].
+async fn probe(python: &Path, module: &str) -> Probe {
+    if !python.exists()
+        || !module
+            .chars()
+            .all(|c| c.is_alphanumeric() || "._".contains(c))
+    {
+        return Probe::default();
+    }
+    // find_spec locates the module without running it (a kernel's `-m` module may start a
+    // kernel when imported); the version comes from the installed distribution's metadata.
+    let script = format!(
+        "import sys, importlib.util, importlib.metadata as md\n\
+         print(sys.version.split()[0])\n\
+         if importlib.util.find_spec('{module}') is None: sys.exit(3)\n\
+         try: print(md.version('{module}'))\n\
+         except Exception: print('yes')\n"
+    );
+    let child = tokio::process::Command::new(python)
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let Ok(Ok(out)) = tokio::time::timeout(PROBE_TIMEOUT, child).await else {
+        return Probe::default();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    Probe {
+        python_version: lines.next().map(str::to_string),
+        module_version: out
+            .status
+            .success()
+            .then(|| lines.next().map(str::to_string))
+            .flatten(),
+    }
+}
+
+/// The per-user service socket: `$XDG_RUNTIME_DIR/kernel-mcp/service.sock`, else
+/// `${TMPDIR:-/tmp}/kernel-mcp-<uid>/service.sock`.
+pub fn service_socket(env: &dyn Fn(&str) -> Option<String>, uid: u32) -> Option<PathBuf> {
+    let non_empty = |k: &str| env(k).filter(|v| !v.is_empty());
+    if let Some(dir) = non_empty("XDG_RUNTIME_DIR") {
+        return Some(Path::new(&dir).join("kernel-mcp/service.sock"));
+    }
+    let tmp = non_empty("TMPDIR").unwrap_or_else(|| "/tmp".into());
+    Some(Path::new(&tmp).join(format!("kernel-mcp-{uid}/service.sock")))
+}
+
+/// The report for a person.
+fn render(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "kernel-mcp {} ({})", r.kernel_mcp_version, r.platform);
+    let _ = writeln!(
+        o,
+        "\nPython environments (in order; the first is selected, change it with --python-env, KERNEL_MCP_PYTHON_ENV or VIRTUAL_ENV):"
+    );
+    if r.python_environments.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for e in &r.python_environments {
+        let mark = if e.selected { "*" } else { " " };
+        let state = match (&e.python_version, &e.ipykernel_version) {
+            _ if !e.exists => "no python there".to_string(),
+            (None, _) => "python did not run".to_string(),
+            (Some(v), Some(k)) => format!("Python {v}, ipykernel {k}"),
+            (Some(v), None) => format!("Python {v}, no ipykernel"),
+        };
+        let _ = writeln!(
+            o,
+            "  {mark} {}  [{}]  {state}",
+            e.python.display(),
+            e.source
+        );
+    }
+    let _ = writeln!(o, "\nKernelspec directories searched:");
+    for d in &r.kernelspec_dirs {
+        let state = if d.exists { "" } else { "  (missing)" };
+        let _ = writeln!(o, "    {}{state}", d.path.display());
+    }
+    let _ = writeln!(o, "\nKernelspecs:");
+    if r.kernelspecs.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for k in &r.kernelspecs {
+        let mark = if k.can_start { "ok  " } else { "FAIL" };
+        let default = if Some(&k.name) == r.default_kernel.as_ref() {
+            " (default)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            o,
+            "  {mark} {}{default}  {}  {}",
+            k.name,
+            k.language,
+            k.resource_dir.display()
+        );
+        if let Some(cmd) = &k.command {
+            let _ = writeln!(o, "       runs: {}", cmd.join(" "));
+        }
+        // The first line says what is wrong; the fix for the default kernel follows below.
+        if let Some(line) = k.problem.as_deref().and_then(|p| p.lines().next()) {
+            let _ = writeln!(o, "       {line}");
+        }
+    }
+    let _ = writeln!(o, "\nService:");
+    match &r.service.socket {
+        Some(s) => {
+            let state = if r.service.running {
+                "running"
+            } else {
+                "not running (standalone mode needs none)"
+            };
+            let _ = writeln!(o, "    {}  {state}", s.display());
+        }
+        None => {
+            let _ = writeln!(o, "    no socket path");
+        }
+    }
+    let _ = writeln!(o);
+    if r.ok {
+        let _ = writeln!(
+            o,
+            "OK: the default kernel ({}) can start.",
+            r.default_kernel.as_deref().unwrap_or("./.venv")
+        );
+    } else {
+        let _ = writeln!(o, "PROBLEM: a first `execute` would fail.");
+        for a in &r.advice {
+            let _ = writeln!(o, "{a}");
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_socket_prefers_xdg_runtime_dir_then_tmpdir_then_tmp() {
+        let xdg = |k: &str| (k == "XDG_RUNTIME_DIR").then(|| "/run/user/7".to_string());
+        assert_eq!(
+            service_socket(&xdg, 7),
+            Some(PathBuf::from("/run/user/7/kernel-mcp/service.sock"))
+        );
+        let tmp = |k: &str| (k == "TMPDIR").then(|| "/var/tmp".to_string());
+        assert_eq!(
+            service_socket(&tmp, 7),
+            Some(PathBuf::from("/var/tmp/kernel-mcp-7/service.sock"))
+        );
+        assert_eq!(
+            service_socket(&|_| None, 7),
+            Some(PathBuf::from("/tmp/kernel-mcp-7/service.sock"))
+        );
+    }
+}
