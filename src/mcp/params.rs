@@ -122,6 +122,12 @@ pub struct HistoryParams {
     /// End index, exclusive; negative counts from the end. Omitted: to the end.
     #[serde(default)]
     pub end: Option<i64>,
+    /// Only the entry of this run (a run_id from an execute result). Not with start/end/latest_n.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Only the last N entries (N >= 1). Not with start/end/run_id.
+    #[serde(default)]
+    pub latest_n: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

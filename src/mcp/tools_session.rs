@@ -150,7 +150,8 @@ impl KernelMcp {
         ))
     }
 
-    /// Server version, protocol versions, limits, kernelspec directories and session count.
+    /// Server version, protocol versions, limits, kernelspec directories, session count, and this
+    /// server process's id (server_instance) and start time: a new id means earlier sessions are gone.
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn server_info(&self) -> ToolResult {
         let sessions = self.registry.session_ids().len();
@@ -163,6 +164,8 @@ impl KernelMcp {
             "kernelspec_dirs": self.registry.search.dirs(),
             "python_environment": self.registry.env_prefix,
             "session_count": sessions,
+            "server_instance": crate::instance::current().id,
+            "started_at": crate::instance::current().started_at,
         });
         Ok(render::success(
             format!(

@@ -98,6 +98,15 @@ pub enum SessionError {
     /// No session knows this run (never existed, or forgotten).
     #[error("Run '{0}' not found (finished runs are kept for a while, then forgotten).")]
     RunNotFound(String),
+    /// `get_history(run_id)` for a run the history does not hold.
+    #[error(
+        "Run '{run}' is not in the history of session '{session}' ({total} entries): runs with store_history=false, runs of other sessions and deleted entries are not there."
+    )]
+    RunNotInHistory {
+        run: String,
+        session: String,
+        total: usize,
+    },
     #[error("Run '{run}' is {status} and not waiting for input.")]
     NotAwaitingInput { run: RunId, status: &'static str },
     #[error("{0}")]
@@ -126,7 +135,7 @@ impl SessionError {
             E::KernelNotFound { .. } => ErrorCode::KernelNotFound,
             E::KernelStartFailed { .. } => ErrorCode::KernelStartFailed,
             E::StateChanged { .. } => ErrorCode::StateChanged,
-            E::RunNotFound(_) => ErrorCode::ExecutionNotFound,
+            E::RunNotFound(_) | E::RunNotInHistory { .. } => ErrorCode::ExecutionNotFound,
             E::NotAwaitingInput { .. } => ErrorCode::NotAwaitingInput,
             E::Unsupported(_) => ErrorCode::Unsupported,
             E::InvalidArgument(_) => ErrorCode::InvalidArgument,
@@ -155,6 +164,11 @@ impl SessionError {
                 ..
             } => json!({"generation": generation, "expected_generation": expected}),
             E::RunNotFound(run) => json!({"run_id": run}),
+            E::RunNotInHistory {
+                run,
+                session,
+                total,
+            } => json!({"run_id": run, "session_id": session, "history_count": total}),
             E::NotAwaitingInput { run, status } => json!({"run_id": run, "status": status}),
             E::Io { path, .. } => json!({"path": path}),
             _ => Value::Null,

@@ -15,6 +15,7 @@ pub mod error;
 pub mod export;
 pub mod files;
 pub mod history;
+pub mod history_query;
 pub mod ids;
 pub mod language;
 pub mod ops;

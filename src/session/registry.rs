@@ -62,6 +62,8 @@ impl Registry {
         limits: Limits,
         sessions: tokio::runtime::Handle,
     ) -> Registry {
+        // The process's identity dates from the registry's birth, not from the first call.
+        let _ = crate::instance::current();
         Registry {
             sessions_runtime: sessions,
             sessions: Mutex::new(HashMap::new()),
