@@ -1,4 +1,7 @@
-//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio) and `kernels`.
+//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio), `kernels` and
+//! `env` (named Python environments, [`env_cli`]).
+
+mod env_cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +43,11 @@ enum Command {
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
+    /// Named Python environments for `create_session(environment=NAME)`.
+    Env {
+        #[command(subcommand)]
+        command: env_cli::EnvCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -70,6 +78,7 @@ fn main() -> ExitCode {
             .unwrap_or(8000),
     });
     match command {
+        Command::Env { command } => env_cli::run(command),
         Command::Kernels => {
             for spec in search.list() {
                 println!(

@@ -17,6 +17,10 @@ pub struct CreateSessionParams {
     /// Python interpreter or venv directory to launch ipykernel from (instead of a kernelspec).
     #[serde(default)]
     pub python: Option<String>,
+    /// A registered environment's name (see list_environments): launches ipykernel from its
+    /// interpreter. Not with kernel or python.
+    #[serde(default)]
+    pub environment: Option<String>,
     /// Working directory of the kernel. Omitted: the server's working directory.
     #[serde(default)]
     pub cwd: Option<String>,
@@ -189,6 +193,11 @@ pub struct ExecuteFileParams {
     /// Seconds to wait before returning status "running" (default 50).
     #[serde(default)]
     pub wait_s: Option<f64>,
+    /// "persistent" (default): in the session's kernel and namespace. "fresh": in a new,
+    /// short-lived kernel of the same kind, cwd and env, shut down afterwards; the session's
+    /// namespace is untouched.
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -222,4 +231,30 @@ pub struct InspectParams {
     /// 0 (signature and docstring) or 1 (also source, when available).
     #[serde(default)]
     pub detail_level: Option<u8>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RegisterEnvironmentParams {
+    /// Name for the environment (1-64 of letters, digits, '.', '_', '-').
+    pub name: String,
+    /// Python interpreter or venv directory; relative paths resolve against the server's
+    /// working directory.
+    pub python: String,
+    /// Re-point an existing name at another interpreter (default false: refused).
+    #[serde(default)]
+    pub replace: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EnvironmentNameParams {
+    /// The environment's registered name.
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CheckpointParams {
+    /// The Python session's id.
+    pub session_id: String,
+    /// The checkpoint file; relative paths resolve against the session's cwd.
+    pub path: String,
 }

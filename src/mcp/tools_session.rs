@@ -51,6 +51,7 @@ impl KernelMcp {
             session_id: p.session_id,
             kernel: p.kernel,
             python: p.python,
+            environment: p.environment,
             cwd: p.cwd.map(PathBuf::from),
             env: p.env.unwrap_or_default(),
             startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,

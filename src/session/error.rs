@@ -86,6 +86,12 @@ pub enum SessionError {
     KernelNotFound { message: String, details: Value },
     #[error("{message}")]
     KernelStartFailed { message: String, details: Value },
+    /// No environment is registered under this name.
+    #[error("Environment '{name}' is not registered. {}", if known.is_empty() { "No environments are registered.".to_string() } else { format!("Registered: {}.", known.join(", ")) })]
+    EnvironmentNotFound { name: String, known: Vec<String> },
+    /// An interpreter that does not run (as asked to register, or found when validating).
+    #[error("{message}")]
+    PythonUnusable { python: String, message: String },
     /// `expected_generation` does not match.
     #[error(
         "Session '{session}' is at generation {generation}, not {expected}: its kernel was replaced and earlier state is gone."
@@ -134,6 +140,8 @@ impl SessionError {
             E::QueueFull { .. } => ErrorCode::QueueFull,
             E::KernelNotFound { .. } => ErrorCode::KernelNotFound,
             E::KernelStartFailed { .. } => ErrorCode::KernelStartFailed,
+            E::EnvironmentNotFound { .. } => ErrorCode::KernelNotFound,
+            E::PythonUnusable { .. } => ErrorCode::InvalidArgument,
             E::StateChanged { .. } => ErrorCode::StateChanged,
             E::RunNotFound(_) | E::RunNotInHistory { .. } => ErrorCode::ExecutionNotFound,
             E::NotAwaitingInput { .. } => ErrorCode::NotAwaitingInput,
@@ -163,6 +171,10 @@ impl SessionError {
                 expected,
                 ..
             } => json!({"generation": generation, "expected_generation": expected}),
+            E::EnvironmentNotFound { name, known } => {
+                json!({"environment": name, "environments": known})
+            }
+            E::PythonUnusable { python, .. } => json!({"python": python}),
             E::RunNotFound(run) => json!({"run_id": run}),
             E::RunNotInHistory {
                 run,

@@ -10,10 +10,13 @@
 //! operations built from several actor calls), `registry.rs`, `error.rs`, `types.rs`.
 
 pub mod actor;
+pub mod checkpoint;
 pub mod display;
+pub mod environments;
 pub mod error;
 pub mod export;
 pub mod files;
+pub mod fresh;
 pub mod history;
 pub mod history_query;
 pub mod ids;
@@ -52,6 +55,9 @@ const COMMAND_BUFFER: usize = 64;
 pub struct SessionHandle {
     id: String,
     tx: mpsc::Sender<Command>,
+    /// What the session is (kernelspec, cwd, launcher): a fresh-kernel run starts its helper
+    /// kernel from the same launcher.
+    desc: Arc<SessionDesc>,
 }
 
 /// The outcome of a session's first kernel start.
@@ -70,6 +76,7 @@ impl SessionHandle {
         let handle = SessionHandle {
             id: desc.id.clone(),
             tx,
+            desc: Arc::new(desc.clone()),
         };
         Actor::spawn(runtime, desc, limits, rx, created_tx);
         (handle, created_rx)
@@ -77,6 +84,11 @@ impl SessionHandle {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// What the session is: its kernelspec, cwd and kernel launcher (fixed for its life).
+    pub fn desc(&self) -> &SessionDesc {
+        &self.desc
     }
 
     /// True if both handles talk to the same actor (not merely the same session name).
