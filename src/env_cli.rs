@@ -113,7 +113,11 @@ async fn execute(
             } else {
                 println!(
                     "{} {}",
-                    if replaced { "re-registered" } else { "registered" },
+                    if replaced {
+                        "re-registered"
+                    } else {
+                        "registered"
+                    },
                     line(&env)
                 );
                 if let Some(hint) = &env.install_hint {

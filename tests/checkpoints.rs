@@ -26,11 +26,18 @@ async fn a_checkpoint_restores_the_data_into_a_restarted_session_and_names_what_
          def f(x):\n    return x\n\
          fh = open('notes.txt', 'w')\n\
          class Loud:\n    def __repr__(self):\n        raise RuntimeError('repr called')\n\
-         loud = [Loud()]\n",
+         loud = [Loud()]\n\
+         ring = []\nring.append(ring)\n\
+         deep = cur = {}\n\
+         for _ in range(60):\n    cur['k'] = {}\n    cur = cur['k']\n\
+         del cur\n",
     )
     .await;
     let r = server
-        .call("checkpoint_session", json!({"session_id": "s", "path": "ck.json"}))
+        .call(
+            "checkpoint_session",
+            json!({"session_id": "s", "path": "ck.json"}),
+        )
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     let v = structured(&r);
@@ -41,7 +48,7 @@ async fn a_checkpoint_restores_the_data_into_a_restarted_session_and_names_what_
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    for name in ["f", "fh", "Loud", "loud"] {
+    for name in ["f", "fh", "Loud", "loud", "ring", "deep"] {
         assert!(skipped.contains(&name), "{name} not in skipped: {v}");
     }
     let reason = |name: &str| {
@@ -55,6 +62,9 @@ async fn a_checkpoint_restores_the_data_into_a_restarted_session_and_names_what_
     };
     assert!(reason("f").contains("function"), "{v}");
     assert!(reason("fh").contains("TextIOWrapper"), "{v}");
+    assert!(reason("loud").contains("Loud"), "{v}");
+    assert!(reason("ring").contains("contains itself"), "{v}");
+    assert!(reason("deep").contains("deeper"), "{v}");
     assert!(dir.path().join("ck.json").is_file());
 
     let r = server
@@ -62,7 +72,10 @@ async fn a_checkpoint_restores_the_data_into_a_restarted_session_and_names_what_
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     let r = server
-        .call("restore_session", json!({"session_id": "s", "path": "ck.json"}))
+        .call(
+            "restore_session",
+            json!({"session_id": "s", "path": "ck.json"}),
+        )
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(structured(&r)["restored"], json!(["d", "n", "raw", "st"]));
@@ -89,7 +102,10 @@ async fn a_corrupted_checkpoint_is_refused_with_nothing_loaded() {
     create_session_with(&server, json!({"session_id": "s", "cwd": dir.path()})).await;
     exec_ok(&server, "s", "a = 1\nb = [1, 2]").await;
     let r = server
-        .call("checkpoint_session", json!({"session_id": "s", "path": "ck.json"}))
+        .call(
+            "checkpoint_session",
+            json!({"session_id": "s", "path": "ck.json"}),
+        )
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     exec_ok(&server, "s", "a = 'changed'\ndel b").await;
@@ -112,7 +128,10 @@ async fn a_corrupted_checkpoint_is_refused_with_nothing_loaded() {
     assert_eq!(r["stdout"], "changed False\n", "{r}");
 
     let r = server
-        .call("restore_session", json!({"session_id": "s", "path": "missing.json"}))
+        .call(
+            "restore_session",
+            json!({"session_id": "s", "path": "missing.json"}),
+        )
         .await;
     assert_eq!(error_code(&r), "IO_ERROR", "{}", text(&r));
     server.shutdown().await;
@@ -124,7 +143,12 @@ async fn history_is_read_by_latest_n_and_by_run_id() {
     server.create_session("s").await;
     let mut ids = Vec::new();
     for code in ["a = 0", "a = 1", "a = 2", "a = 3"] {
-        ids.push(exec_ok(&server, "s", code).await["run_id"].as_str().unwrap().to_string());
+        ids.push(
+            exec_ok(&server, "s", code).await["run_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
     }
     let h = structured(
         &server
@@ -148,7 +172,10 @@ async fn history_is_read_by_latest_n_and_by_run_id() {
     assert_eq!(indices(&h), [0, 1, 2, 3]);
 
     let r = server
-        .call("get_history", json!({"session_id": "s", "run_id": "run-nope"}))
+        .call(
+            "get_history",
+            json!({"session_id": "s", "run_id": "run-nope"}),
+        )
         .await;
     assert_eq!(error_code(&r), "EXECUTION_NOT_FOUND", "{}", text(&r));
     for mixed in [
@@ -169,7 +196,12 @@ async fn each_server_process_has_its_own_server_instance() {
     let two = Server::start().await;
     let a = structured(&one.call("server_info", json!({})).await);
     let b = structured(&two.call("server_info", json!({})).await);
-    let id = |v: &Value| v["server_instance"].as_str().unwrap_or_default().to_string();
+    let id = |v: &Value| {
+        v["server_instance"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
     assert_eq!(id(&a).len(), 32, "{a}");
     assert_ne!(id(&a), id(&b));
     assert!(a["started_at"].is_string(), "{a}");
@@ -195,7 +227,10 @@ async fn checkpoints_of_other_kernels_point_at_rerun_history() {
     }
     server.create_session_on("b", "bash").await;
     let r = server
-        .call("checkpoint_session", json!({"session_id": "b", "path": "x.json"}))
+        .call(
+            "checkpoint_session",
+            json!({"session_id": "b", "path": "x.json"}),
+        )
         .await;
     assert_eq!(error_code(&r), "UNSUPPORTED", "{}", text(&r));
     assert!(text(&r).contains("rerun_history"), "{}", text(&r));

@@ -148,7 +148,11 @@ async fn an_unknown_environment_is_refused_naming_the_registered_ones() {
         "{e}"
     );
     assert_eq!(e["details"]["environments"], json!(["proj"]));
-    for tool in ["get_environment", "validate_environment", "remove_environment"] {
+    for tool in [
+        "get_environment",
+        "validate_environment",
+        "remove_environment",
+    ] {
         let r = server.call(tool, json!({"name": "nope"})).await;
         assert_eq!(error_code(&r), "KERNEL_NOT_FOUND", "{tool}: {}", text(&r));
     }
@@ -193,7 +197,10 @@ async fn a_venv_without_ipykernel_is_reported_with_the_install_command() {
     assert_eq!(v["has_ipykernel"], false, "{v}");
     let hint = v["install_hint"].as_str().unwrap_or_default();
     assert!(
-        hint.contains(&format!("{} -m pip install ipykernel", bare.join("bin/python").display())),
+        hint.contains(&format!(
+            "{} -m pip install ipykernel",
+            bare.join("bin/python").display()
+        )),
         "{v}"
     );
     assert!(v["problem"].as_str().unwrap().contains("ipykernel"), "{v}");
@@ -225,7 +232,11 @@ async fn the_env_command_and_the_server_share_one_registry() {
     assert!(err.contains("Registered: proj."), "{err}");
 
     let server = start_in(&config).await;
-    let got = structured(&server.call("get_environment", json!({"name": "proj"})).await);
+    let got = structured(
+        &server
+            .call("get_environment", json!({"name": "proj"}))
+            .await,
+    );
     assert_eq!(got["python"], json!(venv.join("bin/python")));
     server.shutdown().await;
 
@@ -235,5 +246,8 @@ async fn the_env_command_and_the_server_share_one_registry() {
     let (code, _, _) = cli(&config, &["remove", "proj"]);
     assert_eq!(code, 0);
     let (_, out, _) = cli(&config, &["list", "--json"]);
-    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["environments"], json!([]));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["environments"],
+        json!([])
+    );
 }

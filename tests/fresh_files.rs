@@ -46,17 +46,26 @@ async fn a_fresh_run_returns_its_output_leaves_the_namespace_alone_and_no_kernel
     assert_eq!(v["session_id"], "s");
     let out = v["stdout"].as_str().unwrap();
     let real_cwd = std::fs::canonicalize(cwd.path()).unwrap();
-    assert!(out.contains(&format!("CWD {}", real_cwd.display())), "{out}");
+    assert!(
+        out.contains(&format!("CWD {}", real_cwd.display())),
+        "{out}"
+    );
     assert!(out.contains("ENV m42"), "{out}");
     assert!(out.contains("ARGV ['a b']"), "{out}");
     let helper = printed_pid(&v);
     assert_ne!(helper, session_pid);
-    assert!(!pid_alive(helper), "the helper kernel {helper} is still running");
+    assert!(
+        !pid_alive(helper),
+        "the helper kernel {helper} is still running"
+    );
     let left: Vec<u32> = descendants(server.pid())
         .into_iter()
         .filter(|p| *p != session_pid && !descendants(session_pid).contains(p))
         .collect();
-    assert!(left.is_empty(), "processes left besides the session's kernel: {left:?}");
+    assert!(
+        left.is_empty(),
+        "processes left besides the session's kernel: {left:?}"
+    );
     assert!(
         v["notices"].to_string().contains("fresh kernel"),
         "{}",
@@ -68,7 +77,10 @@ async fn a_fresh_run_returns_its_output_leaves_the_namespace_alone_and_no_kernel
     // The session itself still runs files in its own namespace by default.
     let r = structured(
         &server
-            .call("execute_file", json!({"session_id": "s", "path": "script.py"}))
+            .call(
+                "execute_file",
+                json!({"session_id": "s", "path": "script.py"}),
+            )
             .await,
     );
     assert_eq!(status(&r), "ok", "{r}");
@@ -106,7 +118,10 @@ async fn a_timeout_ends_a_sleeping_fresh_run_and_its_kernel() {
     assert_eq!(status(&v), "timeout", "{v}");
     assert!(took < Duration::from_secs(20), "took {took:?}");
     let helper = printed_pid(&v);
-    assert!(!pid_alive(helper), "the helper kernel {helper} is still running");
+    assert!(
+        !pid_alive(helper),
+        "the helper kernel {helper} is still running"
+    );
     eprintln!("fresh run with timeout_s=2 answered after {took:?}");
     server.shutdown().await;
 }
@@ -150,7 +165,11 @@ async fn a_fresh_run_past_wait_s_is_followed_and_cancelled_by_its_run_id() {
         "helper {helper} still alive"
     );
     // Its final result stays readable after the kernel is gone.
-    let again = structured(&server.call("get_execution", json!({"run_id": run_id})).await);
+    let again = structured(
+        &server
+            .call("get_execution", json!({"run_id": run_id}))
+            .await,
+    );
     assert_eq!(status(&again), "ok", "{again}");
 
     let v = structured(
@@ -164,14 +183,75 @@ async fn a_fresh_run_past_wait_s_is_followed_and_cancelled_by_its_run_id() {
     assert_eq!(status(&v), "running", "{v}");
     let helper = printed_pid(&v);
     let run_id = v["run_id"].as_str().unwrap().to_string();
-    let c = structured(&server.call("cancel_execution", json!({"run_id": run_id})).await);
-    assert!(
-        matches!(status(&c), "interrupted" | "cancelled"),
-        "{c}"
+    let c = structured(
+        &server
+            .call("cancel_execution", json!({"run_id": run_id}))
+            .await,
     );
+    assert!(matches!(status(&c), "interrupted" | "cancelled"), "{c}");
     assert!(
         wait_until(Duration::from_secs(15), || !pid_alive(helper)).await,
         "helper {helper} still alive after cancel"
     );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_call_of_a_fresh_run_shuts_its_kernel_down() {
+    use rmcp::model::{CallToolRequestParams, ClientRequest, Request};
+    use rmcp::service::PeerRequestOptions;
+
+    let server = Server::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    create_session_with(&server, json!({"session_id": "s", "cwd": dir.path()})).await;
+    let session_pid = server.kernel_pid("s").await;
+    std::fs::write(
+        dir.path().join("forever.py"),
+        "import os, time\nopen('pid.txt', 'w').write(str(os.getpid()))\ntime.sleep(600)\n",
+    )
+    .unwrap();
+    let args = json!({"session_id": "s", "path": "forever.py", "mode": "fresh"});
+    let params = CallToolRequestParams::new("execute_file")
+        .with_arguments(args.as_object().unwrap().clone());
+    let handle = server
+        .client()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("send execute_file");
+    let pid_file = dir.path().join("pid.txt");
+    assert!(
+        wait_until(Duration::from_secs(30), || std::fs::read_to_string(
+            &pid_file
+        )
+        .is_ok_and(|s| !s.is_empty()))
+        .await,
+        "the fresh run never started"
+    );
+    let helper: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    handle
+        .cancel(Some("test cancels".into()))
+        .await
+        .expect("send notifications/cancelled");
+    let t0 = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(20), || !pid_alive(helper)).await,
+        "helper {helper} alive 20 s after the cancel\n{}",
+        server.stderr_tail()
+    );
+    eprintln!("helper kernel gone {:?} after the cancel", t0.elapsed());
+    let left: Vec<u32> = descendants(server.pid())
+        .into_iter()
+        .filter(|p| *p != session_pid && !descendants(session_pid).contains(p))
+        .collect();
+    assert!(left.is_empty(), "processes left: {left:?}");
+    let v = server.exec("s", "print('still here')").await;
+    assert_eq!(status(&v), "ok", "{v}");
     server.shutdown().await;
 }

@@ -63,7 +63,11 @@ impl KernelMcp {
         Ok(render::success(
             format!(
                 "{} environment {}",
-                if replaced { "re-registered" } else { "registered" },
+                if replaced {
+                    "re-registered"
+                } else {
+                    "registered"
+                },
                 environment_line(&env)
             ),
             &with(&env, json!({"replaced": replaced})),
@@ -92,14 +96,21 @@ impl KernelMcp {
 
     /// Show one registered environment as last checked (no interpreter is run).
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
-    async fn get_environment(&self, Parameters(p): Parameters<EnvironmentNameParams>) -> ToolResult {
+    async fn get_environment(
+        &self,
+        Parameters(p): Parameters<EnvironmentNameParams>,
+    ) -> ToolResult {
         let env = self.registry.environments.get(&p.name).await?;
         Ok(render::success(environment_line(&env), &env, vec![]))
     }
 
     /// Run a registered environment's interpreter again: does it still run, which version, does it
     /// have ipykernel (with the install command if not)? ok is true when a session can start from it.
-    #[tool(annotations(read_only_hint = false, destructive_hint = false, open_world_hint = false))]
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        open_world_hint = false
+    ))]
     async fn validate_environment(
         &self,
         Parameters(p): Parameters<EnvironmentNameParams>,

@@ -23,10 +23,7 @@ impl KernelMcp {
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn get_history(&self, Parameters(p): Parameters<HistoryParams>) -> ToolResult {
         let select = HistorySelect::from_params(p.start, p.end, p.run_id, p.latest_n)?;
-        let src = self
-            .registry
-            .history_select(&p.session_id, &select)
-            .await?;
+        let src = self.registry.history_select(&p.session_id, &select).await?;
         let entries: Vec<_> = src
             .entries
             .iter()

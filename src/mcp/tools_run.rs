@@ -77,7 +77,11 @@ impl KernelMcp {
         Parameters(p): Parameters<ExecuteFileParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult {
-        if let Some(m) = p.mode.as_deref().filter(|m| !matches!(*m, "persistent" | "fresh")) {
+        if let Some(m) = p
+            .mode
+            .as_deref()
+            .filter(|m| !matches!(*m, "persistent" | "fresh"))
+        {
             return Err(ToolError::invalid(format!(
                 "mode must be \"persistent\" (the session's kernel) or \"fresh\" (a new kernel just for this run), not {m:?}."
             )));

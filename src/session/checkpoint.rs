@@ -28,8 +28,9 @@ use super::{SessionError, SessionHandle, python};
 
 /// Largest checkpoint written or read (bytes of JSON).
 pub const MAX_CHECKPOINT_BYTES: usize = 8 * 1024 * 1024;
-/// Deepest nesting of containers.
-pub const MAX_DEPTH: usize = 100;
+/// Deepest nesting of containers. Each level is up to three levels of JSON (a dict's value
+/// sits in a pair in a list in its tagged pair), and serde_json stops at 128.
+pub const MAX_DEPTH: usize = 40;
 /// Values (containers and scalars) in one variable at most.
 pub const MAX_NODES: usize = 1_000_000;
 /// Digits of an int at most (CPython's default limit for int ↔ str).
@@ -410,9 +411,7 @@ fn hashable(v: &Value) -> bool {
     match v.as_array().map(Vec::as_slice) {
         Some([Value::String(t), p]) => match t.as_str() {
             "list" | "set" | "dict" | "bytearray" => false,
-            "tuple" | "frozenset" => p
-                .as_array()
-                .is_some_and(|items| items.iter().all(hashable)),
+            "tuple" | "frozenset" => p.as_array().is_some_and(|items| items.iter().all(hashable)),
             _ => true,
         },
         _ => false,
@@ -421,7 +420,9 @@ fn hashable(v: &Value) -> bool {
 
 fn is_int_text(s: &str) -> bool {
     let digits = s.strip_prefix('-').unwrap_or(s);
-    !digits.is_empty() && digits.len() <= MAX_INT_DIGITS && digits.bytes().all(|b| b.is_ascii_digit())
+    !digits.is_empty()
+        && digits.len() <= MAX_INT_DIGITS
+        && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A value for an error message, cut short.
@@ -475,7 +476,13 @@ mod tests {
             assert!(parse(&file(vars.clone())).is_err(), "{vars}");
         }
         assert!(parse(b"{\"format\": \"kernel-mcp-checkpoint\", \"version\": 1, \"variables\": {\"x\": [\"int\"").is_err());
-        assert!(parse(&serde_json::to_vec(&json!({"format": "other", "version": 1, "variables": {}})).unwrap()).is_err());
+        assert!(
+            parse(
+                &serde_json::to_vec(&json!({"format": "other", "version": 1, "variables": {}}))
+                    .unwrap()
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -486,5 +493,11 @@ mod tests {
         }
         let err = parse(&file(json!({"deep": v}))).unwrap_err();
         assert!(err.contains("deeper"), "{err}");
+        // The deepest allowed nesting of dicts still parses (serde_json's own limit is 128).
+        let mut v = json!(["none", null]);
+        for _ in 0..MAX_DEPTH {
+            v = json!(["dict", [[["str", "k"], v]]]);
+        }
+        assert!(parse(&file(json!({"deep": v}))).is_ok());
     }
 }

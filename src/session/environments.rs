@@ -109,7 +109,11 @@ impl EnvironmentStore {
         };
         let base = std::env::var_os("XDG_CONFIG_HOME")
             .and_then(absolute)
-            .or_else(|| std::env::var_os("HOME").and_then(absolute).map(|h| h.join(".config")));
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .and_then(absolute)
+                    .map(|h| h.join(".config"))
+            });
         EnvironmentStore {
             path: base.map(|b| b.join("kernel-mcp").join("environments.json")),
         }
@@ -248,7 +252,12 @@ impl EnvironmentStore {
         let problem = probe
             .ipykernel_error
             .filter(|_| !fresh.has_ipykernel)
-            .map(|why| format!("'{}' cannot import ipykernel ({why}).", fresh.python.display()));
+            .map(|why| {
+                format!(
+                    "'{}' cannot import ipykernel ({why}).",
+                    fresh.python.display()
+                )
+            });
         Ok(Validation {
             env: fresh,
             runs: true,
@@ -389,7 +398,11 @@ pub async fn probe(interpreter: &Path) -> Result<Probe, SessionError> {
         }
     };
     let text = String::from_utf8_lossy(&out);
-    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
     let parsed: Option<serde_json::Value> = serde_json::from_str(last).ok();
     match parsed {
         Some(v) if status.success() && v["version"].is_string() => Ok(Probe {
@@ -429,7 +442,8 @@ async fn blocking<T: Send + 'static>(
 
 /// The file's registrations; an absent file is an empty registry.
 fn read_store(path: &Path) -> Result<StoreFile, SessionError> {
-    let io = |e: std::io::Error| SessionError::io(path, format!("cannot read {}: {e}", path.display()));
+    let io =
+        |e: std::io::Error| SessionError::io(path, format!("cannot read {}: {e}", path.display()));
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -447,7 +461,10 @@ fn read_store(path: &Path) -> Result<StoreFile, SessionError> {
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(SessionError::io(
             path,
-            format!("{} is larger than {MAX_FILE_BYTES} bytes; it is not a registry this program wrote.", path.display()),
+            format!(
+                "{} is larger than {MAX_FILE_BYTES} bytes; it is not a registry this program wrote.",
+                path.display()
+            ),
         ));
     }
     let mut store: StoreFile = serde_json::from_slice(&bytes).map_err(|e| {

@@ -19,7 +19,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::actor::SessionDesc;
-use super::{ExecuteRequest, ExecutionResult, Registry, RunId, RunStatus, SessionError, SessionHandle};
+use super::{
+    ExecuteRequest, ExecutionResult, Registry, RunId, RunStatus, SessionError, SessionHandle,
+};
 
 /// Finished fresh runs whose results stay readable with `get_execution`.
 pub const KEEP_FINISHED: usize = 32;
@@ -85,8 +87,8 @@ impl FreshRun {
 
     /// Wait (bounded) until the helper kernel has been shut down.
     pub async fn reaped(&mut self) {
-        let _ = tokio::time::timeout(REAP_LIMIT + ABANDON_GRACE, self.reaped.wait_for(|r| *r))
-            .await;
+        let _ =
+            tokio::time::timeout(REAP_LIMIT + ABANDON_GRACE, self.reaped.wait_for(|r| *r)).await;
     }
 
     /// The sentence a result of this run carries.
