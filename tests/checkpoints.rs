@@ -236,3 +236,58 @@ async fn checkpoints_of_other_kernels_point_at_rerun_history() {
     assert!(text(&r).contains("rerun_history"), "{}", text(&r));
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_stays_within_its_size_limit_and_says_what_did_not_fit() {
+    let server = Server::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    create_session_with(&server, json!({"session_id": "s", "cwd": dir.path()})).await;
+    // 6 MB fits; 9 MB more does not: the variable that does not fit is skipped, not the call.
+    exec_ok(
+        &server,
+        "s",
+        "a_fits = 'x' * 6_000_000\nb_big = b'y' * 9_000_000\nc_small = [1, 2, 3]",
+    )
+    .await;
+    let t0 = std::time::Instant::now();
+    let r = server
+        .call(
+            "checkpoint_session",
+            json!({"session_id": "s", "path": "big.json"}),
+        )
+        .await;
+    let took = t0.elapsed();
+    assert!(!is_error(&r), "{}", text(&r));
+    let v = structured(&r);
+    assert_eq!(v["saved"], json!(["a_fits", "c_small"]), "{v}");
+    assert_eq!(v["skipped"][0]["name"], "b_big", "{v}");
+    assert!(
+        v["skipped"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("bytes left"),
+        "{v}"
+    );
+    let size = std::fs::metadata(dir.path().join("big.json"))
+        .unwrap()
+        .len();
+    assert!(size <= 8 * 1024 * 1024, "{size}");
+    server
+        .call("restart_session", json!({"session_id": "s"}))
+        .await;
+    let t1 = std::time::Instant::now();
+    let r = server
+        .call(
+            "restore_session",
+            json!({"session_id": "s", "path": "big.json"}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    eprintln!(
+        "checkpoint of {size} bytes took {took:?}; restore took {:?}",
+        t1.elapsed()
+    );
+    let r = exec_ok(&server, "s", "print(len(a_fits), c_small)").await;
+    assert_eq!(r["stdout"], "6000000 [1, 2, 3]\n", "{r}");
+    server.shutdown().await;
+}

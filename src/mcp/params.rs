@@ -17,8 +17,7 @@ pub struct CreateSessionParams {
     /// Python interpreter or venv directory to launch ipykernel from (instead of a kernelspec).
     #[serde(default)]
     pub python: Option<String>,
-    /// A registered environment's name (see list_environments): launches ipykernel from its
-    /// interpreter. Not with kernel or python.
+    /// A registered environment's name (list_environments); not with kernel or python.
     #[serde(default)]
     pub environment: Option<String>,
     /// Working directory of the kernel. Omitted: the server's working directory.
@@ -126,10 +125,10 @@ pub struct HistoryParams {
     /// End index, exclusive; negative counts from the end. Omitted: to the end.
     #[serde(default)]
     pub end: Option<i64>,
-    /// Only the entry of this run (a run_id from an execute result). Not with start/end/latest_n.
+    /// Only this run's entry (not with start/end/latest_n).
     #[serde(default)]
     pub run_id: Option<String>,
-    /// Only the last N entries (N >= 1). Not with start/end/run_id.
+    /// Only the last N entries (not with start/end/run_id).
     #[serde(default)]
     pub latest_n: Option<usize>,
 }
@@ -193,9 +192,8 @@ pub struct ExecuteFileParams {
     /// Seconds to wait before returning status "running" (default 50).
     #[serde(default)]
     pub wait_s: Option<f64>,
-    /// "persistent" (default): in the session's kernel and namespace. "fresh": in a new,
-    /// short-lived kernel of the same kind, cwd and env, shut down afterwards; the session's
-    /// namespace is untouched.
+    /// "persistent" (default): in the session's namespace. "fresh": in a new kernel of the same
+    /// kind, cwd and env, shut down afterwards.
     #[serde(default)]
     pub mode: Option<String>,
 }
@@ -235,19 +233,18 @@ pub struct InspectParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RegisterEnvironmentParams {
-    /// Name for the environment (1-64 of letters, digits, '.', '_', '-').
+    /// 1-64 of letters, digits, '.', '_', '-'.
     pub name: String,
-    /// Python interpreter or venv directory; relative paths resolve against the server's
-    /// working directory.
+    /// Interpreter or venv directory.
     pub python: String,
-    /// Re-point an existing name at another interpreter (default false: refused).
+    /// Re-point an existing name at another interpreter (default false).
     #[serde(default)]
     pub replace: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EnvironmentNameParams {
-    /// The environment's registered name.
+    /// The registered name.
     pub name: String,
 }
 
@@ -255,6 +252,6 @@ pub struct EnvironmentNameParams {
 pub struct CheckpointParams {
     /// The Python session's id.
     pub session_id: String,
-    /// The checkpoint file; relative paths resolve against the session's cwd.
+    /// The checkpoint file (relative: the session's cwd).
     pub path: String,
 }

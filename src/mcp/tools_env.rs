@@ -41,9 +41,8 @@ fn with(e: &Environment, extra: Value) -> Value {
 
 #[tool_router(router = env_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Register a Python interpreter or venv under a name, after checking that it runs. Reports its
-    /// version and whether it has ipykernel (with the install command if not). Kept across server
-    /// restarts; use it with create_session(environment=name).
+    /// Register a Python interpreter or venv under a name (kept across restarts) for
+    /// create_session(environment=name). Checks it runs; reports version and ipykernel.
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = false,
@@ -75,7 +74,7 @@ impl KernelMcp {
         ))
     }
 
-    /// List the registered Python environments (name, interpreter, version, ipykernel).
+    /// List the registered Python environments.
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn list_environments(&self) -> ToolResult {
         let envs = self.registry.environments.list().await?;
@@ -94,7 +93,7 @@ impl KernelMcp {
         ))
     }
 
-    /// Show one registered environment as last checked (no interpreter is run).
+    /// Show one registered Python environment.
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn get_environment(
         &self,
@@ -104,8 +103,8 @@ impl KernelMcp {
         Ok(render::success(environment_line(&env), &env, vec![]))
     }
 
-    /// Run a registered environment's interpreter again: does it still run, which version, does it
-    /// have ipykernel (with the install command if not)? ok is true when a session can start from it.
+    /// Re-check a registered environment: ok when a session can start from it, else the problem
+    /// and install command.
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = false,
@@ -128,7 +127,7 @@ impl KernelMcp {
         Ok(render::success(text, &v, vec![]))
     }
 
-    /// Forget a registered environment. Sessions already running from it keep running.
+    /// Forget a registered environment (running sessions are not affected).
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = true,

@@ -18,8 +18,8 @@ use crate::session::history_query::HistorySelect;
 #[tool_router(router = history_router, vis = "pub(crate)")]
 impl KernelMcp {
     /// Read a session's history: each executed block with its status and an output summary.
-    /// start/end are Python slice indices (0-based, end exclusive, negatives from the end);
-    /// or latest_n (the last N entries), or run_id (that run's entry) instead.
+    /// start/end are Python slice indices (0-based, end exclusive, negatives from the end); or
+    /// latest_n, or run_id.
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn get_history(&self, Parameters(p): Parameters<HistoryParams>) -> ToolResult {
         let select = HistorySelect::from_params(p.start, p.end, p.run_id, p.latest_n)?;

@@ -64,8 +64,7 @@ impl KernelMcp {
     /// Run a file in a session. Python kernels run it in the session's namespace with its real
     /// filename in tracebacks, __file__ set and sys.argv = [path, *argv] exactly; other kernels
     /// execute the file's contents. Relative paths resolve against the session's cwd.
-    /// mode="fresh" runs it in a new kernel of the session's kind, cwd and env instead, shut down
-    /// afterwards: the session's namespace is untouched.
+    /// mode="fresh": in a new kernel instead (the session's namespace is untouched).
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = true,

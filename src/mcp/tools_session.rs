@@ -151,8 +151,8 @@ impl KernelMcp {
         ))
     }
 
-    /// Server version, protocol versions, limits, kernelspec directories, session count, and this
-    /// server process's id (server_instance) and start time: a new id means earlier sessions are gone.
+    /// Server version, protocol versions, limits, kernelspec directories, session count, and
+    /// server_instance (a new id = a new server process).
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn server_info(&self) -> ToolResult {
         let sessions = self.registry.session_ids().len();

@@ -14,9 +14,8 @@ use super::server::KernelMcp;
 
 #[tool_router(router = state_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Save a Python session's data variables (None, bool, int, float, complex, str, bytes, and
-    /// lists/tuples/sets/dicts of those; at most 8 MiB) to a JSON file, atomically. Functions, modules,
-    /// open files and other objects are listed in skipped with the reason. No pickle; never calls user code.
+    /// Save a Python session's data variables (scalars, str, bytes, and lists/tuples/sets/dicts of
+    /// those) to a JSON file; other objects are listed in skipped. No pickle, no user code run.
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = false,
@@ -39,8 +38,8 @@ impl KernelMcp {
         Ok(render::success(text, &done, vec![]))
     }
 
-    /// Load a checkpoint_session file into a Python session's namespace (e.g. after restart_session).
-    /// The whole file is validated first: a corrupted or foreign file loads nothing.
+    /// Load a checkpoint_session file into a Python session (e.g. after restart_session). A file
+    /// that is not valid loads nothing.
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = true,

@@ -69,7 +69,6 @@ import json, base64
 class Skip(Exception):
     pass
 HIDDEN = {'In', 'Out', 'exit', 'quit', 'get_ipython'}
-CONTAINERS = (list, tuple, set, frozenset, dict)
 def tname(v):
     t = type(v)
     try:
@@ -89,6 +88,10 @@ def why(v):
     if type(v) is type:
         return 'a class: code is not saved (run its definition again)'
     return 'a %s, which is not JSON-safe data' % n
+def spend(st, n):
+    st[2] += n
+    if st[2] > st[5]:
+        raise Skip('larger than the %d bytes left in the checkpoint' % max(st[5], 0))
 def enc(v, st, depth):
     t = type(v)
     st[0] += 1
@@ -103,28 +106,28 @@ def enc(v, st, depth):
             s = int.__repr__(v)
         except ValueError:
             raise Skip('an int with too many digits')
-        st[2] += len(s) + 10
-        r = ['int', s]
-    elif t is float:
-        r = ['float', float.__repr__(v)]
-        st[2] += 30
-    elif t is complex:
-        r = ['complex', [float.__repr__(v.real), float.__repr__(v.imag)]]
-        st[2] += 60
-    elif t is str:
-        st[2] += len(v) + 10
-        r = ['str', v]
-    elif t is bytes or t is bytearray:
-        st[2] += len(v) * 4 // 3 + 16
-        r = [t.__name__, base64.b64encode(v).decode('ascii')]
-    elif t in CONTAINERS:
+        spend(st, len(s) + 10)
+        return ['int', s]
+    if t is float:
+        spend(st, 30)
+        return ['float', float.__repr__(v)]
+    if t is complex:
+        spend(st, 60)
+        return ['complex', [float.__repr__(v.real), float.__repr__(v.imag)]]
+    if t is str:
+        spend(st, len(v) + 10)
+        return ['str', v]
+    if t is bytes or t is bytearray:
+        spend(st, len(v) * 4 // 3 + 16)
+        return [t.__name__, base64.b64encode(v).decode('ascii')]
+    if t is list or t is tuple or t is set or t is frozenset or t is dict:
         if depth >= st[4]:
             raise Skip('nested deeper than %d levels' % st[4])
         i = id(v)
         if i in st[3]:
             raise Skip('it contains itself')
         st[3].add(i)
-        st[2] += 12
+        spend(st, 12)
         try:
             if t is dict:
                 body = [[enc(k, st, depth + 1), enc(x, st, depth + 1)] for k, x in dict.items(v)]
@@ -132,12 +135,8 @@ def enc(v, st, depth):
                 body = [enc(x, st, depth + 1) for x in v]
         finally:
             st[3].discard(i)
-        r = [t.__name__, body]
-    else:
-        raise Skip(why(v) if depth == 0 else 'it holds ' + why(v))
-    if st[2] > st[5]:
-        raise Skip('larger than the %d bytes left in the checkpoint' % max(st[5], 0))
-    return r
+        return [t.__name__, body]
+    raise Skip(why(v) if depth == 0 else 'it holds ' + why(v))
 def run(ns, max_bytes, max_nodes, max_depth):
     saved, skipped, out, left = [], [], {}, max_bytes
     for name in sorted(k for k in list(ns) if type(k) is str):
