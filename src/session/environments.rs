@@ -205,9 +205,10 @@ impl EnvironmentStore {
         let name = name.to_string();
         blocking(move || {
             update_store(&path, |envs| {
-                find(envs, &name)?;
-                let i = envs.iter().position(|e| e.name == name).unwrap_or(0);
-                Ok(envs.remove(i))
+                match envs.iter().position(|e| e.name == name) {
+                    Some(i) => Ok(envs.remove(i)),
+                    None => find(envs, &name).cloned(),
+                }
             })
         })
         .await

@@ -12,6 +12,7 @@
 //! or whose caller goes away before the run is queued ends with its dropped handle.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +38,29 @@ const REAP_LIMIT: Duration = Duration::from_secs(15);
 pub struct FreshRuns {
     live: Mutex<HashMap<RunId, SessionHandle>>,
     finished: Mutex<VecDeque<ExecutionResult>>,
+    /// Helpers from the start of their kernel to their reaping (at most [`MAX_LIVE`]).
+    slots: AtomicUsize,
+}
+
+/// One of the [`MAX_LIVE`] helper slots, given back when dropped.
+struct Slot(Arc<FreshRuns>);
+
+impl Slot {
+    /// A slot, if one is free.
+    fn take(runs: &Arc<FreshRuns>) -> Option<Slot> {
+        runs.slots
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_LIVE).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(runs.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.slots.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl FreshRuns {
@@ -114,11 +138,11 @@ impl Registry {
         handle: &SessionHandle,
         req: ExecuteRequest,
     ) -> Result<FreshRun, SessionError> {
-        if lock(&self.fresh.live).len() >= MAX_LIVE {
+        let Some(slot) = Slot::take(&self.fresh) else {
             return Err(SessionError::LimitExceeded(format!(
                 "{MAX_LIVE} fresh-kernel runs are already under way on this server; wait for one to end or cancel it."
             )));
-        }
+        };
         let desc = SessionDesc {
             journal_dir: None,
             ..handle.desc().clone()
@@ -146,6 +170,7 @@ impl Registry {
         let pid = info.pid;
         self.sessions_runtime.spawn(async move {
             reap(helper, run_id, rx, abandon, runs, pid).await;
+            drop(slot);
             let _ = reaped_tx.send(true);
         });
         Ok(run)
@@ -180,4 +205,52 @@ async fn reap(
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_most_max_live_helpers_hold_a_slot_and_a_dropped_slot_is_free_again() {
+        let runs = Arc::new(FreshRuns::default());
+        let mut held: Vec<Slot> = (0..MAX_LIVE)
+            .map(|_| Slot::take(&runs).expect("a free slot"))
+            .collect();
+        assert!(Slot::take(&runs).is_none());
+        held.pop();
+        assert!(Slot::take(&runs).is_some());
+    }
+
+    #[test]
+    fn only_the_last_finished_results_are_kept() {
+        let runs = FreshRuns::default();
+        let result = |i: usize| ExecutionResult {
+            run_id: format!("run-{i}"),
+            session_id: "s".into(),
+            generation: 1,
+            state_reset: false,
+            status: RunStatus::Ok,
+            execution_count: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            result: None,
+            outputs: vec![],
+            error: None,
+            prompt: None,
+            truncated: None,
+            late_output: 0,
+            queued_ms: 0,
+            elapsed_ms: 0,
+            notices: vec![],
+        };
+        for i in 0..KEEP_FINISHED + 3 {
+            runs.remember(result(i));
+        }
+        assert!(runs.finished(&RunId::from("run-0")).is_none());
+        assert!(
+            runs.finished(&RunId::from(format!("run-{}", KEEP_FINISHED + 2)))
+                .is_some()
+        );
+    }
 }
