@@ -40,7 +40,7 @@ TEST_THREADS ?= 2
 # discovery (VIRTUAL_ENV wins over CONDA_PREFIX) and tell tests which interpreter to use.
 RUN_ENV := VIRTUAL_ENV=$(VENV) KERNEL_MCP_TEST_PYTHON=$(VPY)
 
-.PHONY: help venv .venv kernels apt-kernels build test demo bench lint fmt clean-venv
+.PHONY: help venv .venv kernels apt-kernels build test demo bench fuzz lint fmt clean-venv
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -109,6 +109,12 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(CARGO) build --release --bins --examples
 	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench
+
+# Long fuzzing runs, outside `make test` (which runs proptest's default 256 cases per target).
+FUZZ_CASES ?= 1000000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --features test-kernel --lib fuzz_
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --features test-kernel --test fuzz
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -1,4 +1,4 @@
-//! Limits and defaults (DESIGN §5). The CLI can override them; `server_info` reports them.
+//! Limits and defaults (docs/limits.md). The CLI can override them; `server_info` reports them.
 
 use std::time::Duration;
 
@@ -21,6 +21,9 @@ pub struct Limits {
     pub queue_length: usize,
     /// Sessions per server; one more is `LIMIT_EXCEEDED`.
     pub max_sessions: usize,
+    /// Memory per session: the kernel's whole process tree (MiB; 0 = none). Enforced by the
+    /// kernel's supervisor.
+    pub max_memory_mib: u64,
     /// Default kernel start-up timeout (seconds).
     pub startup_timeout_s: u64,
     /// Grace after an interrupt before a timed-out run's kernel is restarted (seconds).
@@ -41,6 +44,7 @@ impl Default for Limits {
             max_image_bytes: 1024 * 1024,
             queue_length: 64,
             max_sessions: 64,
+            max_memory_mib: 4096,
             startup_timeout_s: 60,
             interrupt_grace_s: 5,
             shutdown_grace_s: 2.5,

@@ -1,6 +1,6 @@
 //! kernel-mcp: an MCP server giving AI agents named, persistent sessions on real Jupyter kernels.
 //!
-//! Layers, top to bottom (see `DESIGN.md`):
+//! Layers, top to bottom (user-facing reference: `docs/`):
 //! - [`mcp`]: tool parameters → session calls; records → `CallToolResult`.
 //! - [`session`]: one actor per session: queue, runs, history, generation, registry.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.

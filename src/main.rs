@@ -40,6 +40,9 @@ enum Command {
         /// Port to listen on in HTTP mode.
         #[arg(long, env = "MCP_PORT", default_value_t = 8000)]
         port: u16,
+        /// Memory limit per session (the kernel's whole process tree), MiB; 0 = none.
+        #[arg(long, env = "KERNEL_MCP_MAX_MEMORY_MIB", default_value_t = 4096)]
+        max_memory_mib: u64,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
@@ -48,9 +51,32 @@ enum Command {
         #[command(subcommand)]
         command: env_cli::EnvCommand,
     },
+    /// Run a kernel under supervision (used by the server for each kernel; not for people).
+    #[command(hide = true)]
+    Supervise {
+        /// Stop the kernel when its process tree's memory exceeds this (MiB); 0 = none.
+        #[arg(long, default_value_t = 0)]
+        max_memory_mib: u64,
+        /// The kernel's argv.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
+    // The supervisor is a tiny sync process between the server and a kernel: no runtime, no
+    // logging setup, and it must parse its own arguments before anything else runs.
+    let cli = Cli::parse();
+    if let Some(Command::Supervise {
+        max_memory_mib,
+        argv,
+    }) = cli.command
+    {
+        return kernel_mcp::kernel::supervise::run(kernel_mcp::kernel::supervise::SuperviseArgs {
+            argv,
+            max_memory_mib,
+        });
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -59,7 +85,6 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kernel_mcp=info")),
         )
         .init();
-    let cli = Cli::parse();
     let env_prefix = cli.python_env.clone().or_else(default_env_prefix);
     let search = KernelSearch::new(
         &cli.kernelspec_dir,
@@ -76,6 +101,10 @@ fn main() -> ExitCode {
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(8000),
+        max_memory_mib: std::env::var("KERNEL_MCP_MAX_MEMORY_MIB")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(4096),
     });
     match command {
         Command::Env { command } => env_cli::run(command),
@@ -100,10 +129,12 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+        Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
         Command::Serve {
             transport,
             host,
             port,
+            max_memory_mib,
         } => {
             let http = match transport.as_str() {
                 "stdio" => false,
@@ -129,12 +160,16 @@ fn main() -> ExitCode {
                     tracing::info!("removed {pruned} history journals older than 30 days");
                 }
             }
-            let registry = Arc::new(Registry::new(
-                search,
-                env_prefix,
-                Limits::default(),
-                runtimes.sessions(),
-            ));
+            let limits = Limits {
+                max_memory_mib,
+                ..Limits::default()
+            };
+            let mut registry = Registry::new(search, env_prefix, limits, runtimes.sessions());
+            match std::env::current_exe() {
+                Ok(exe) => registry = registry.with_supervisor(exe),
+                Err(e) => tracing::warn!("kernels run unsupervised: {e}"),
+            }
+            let registry = Arc::new(registry);
             let result = if http {
                 runtimes.block_on(kernel_mcp::mcp::serve::serve_http(
                     registry,

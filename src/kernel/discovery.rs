@@ -1,4 +1,4 @@
-//! Kernelspec discovery, in jupyter_client's order (DESIGN §2). Owns the search path (from the
+//! Kernelspec discovery, in jupyter_client's order (docs/semantics.md). Owns the search path (from the
 //! environment and OS defaults), the lookup of `<dir>/<name>/kernel.json` in it, and the cache
 //! of the last lookup (read again when a name is not found in it).
 //!

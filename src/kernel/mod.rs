@@ -6,13 +6,14 @@
 //! `kernel_info_request` (or an `iopub_welcome`), retrying the request about once a second
 //! (jupyter_client `wait_for_ready`). Every wait races the child's exit and a deadline.
 
-pub mod argv;
-pub mod channels;
+pub(crate) mod argv;
+pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
-pub mod process;
-pub mod seam;
-pub mod spec;
+pub(crate) mod process;
+pub(crate) mod seam;
+pub(crate) mod spec;
+pub mod supervise;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -46,6 +47,11 @@ pub struct LaunchOptions {
     pub env_prefix: Option<PathBuf>,
     /// Give up waiting for readiness after this long.
     pub startup_timeout: Duration,
+    /// The `kernel-mcp` binary to run the kernel under (`kernel-mcp supervise`), so nothing
+    /// the kernel starts outlives it (see [`supervise`]); `None`: the kernel runs directly.
+    pub supervisor: Option<PathBuf>,
+    /// The kernel tree's memory limit (MiB) the supervisor enforces; 0 = none.
+    pub max_memory_mib: u64,
 }
 
 /// Why a kernel could not be started. The messages say what happened and carry the kernel's output.
@@ -131,13 +137,24 @@ impl Kernel {
             .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
         let guard = FileGuard(Some(connection_file.clone()));
 
-        let argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
+        let mut argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
             .map_err(launch_err)?;
+        if let Some(sup) = &opts.supervisor {
+            let mut wrapped = vec![
+                sup.display().to_string(),
+                "supervise".into(),
+                "--max-memory-mib".into(),
+                opts.max_memory_mib.to_string(),
+                "--".into(),
+            ];
+            wrapped.append(&mut argv);
+            argv = wrapped;
+        }
         let lookup = |k: &str| std::env::var(k).ok();
         let mut env: BTreeMap<String, String> =
             argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());
-        let process = KernelProcess::spawn(&argv, &env, &opts.cwd)
+        let process = KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some())
             .map_err(|e| launch_err(format!("{}: {e}", argv.join(" "))))?;
         tracing::info!(kernel = %spec.name, pid = process.pid(), "kernel process started");
 
@@ -307,7 +324,7 @@ impl KernelIo for Kernel {
     }
 
     fn pid(&self) -> Option<u32> {
-        Some(self.process.pid())
+        Some(self.process.kernel_pid())
     }
 
     fn request(&self, msg_type: &str, content: Value) -> Message {

@@ -48,7 +48,12 @@ impl fmt::Display for ExitInfo {
 
 /// A running (or exited) kernel process. Dropping it SIGKILLs the process group.
 pub struct KernelProcess {
+    /// The process we started: the kernel, or its supervisor.
     pid: i32,
+    /// Whether `pid` is a supervisor (then the kernel is its child).
+    supervised: bool,
+    /// The kernel's own pid once known.
+    kernel: std::sync::OnceLock<i32>,
     exit: watch::Receiver<Option<ExitInfo>>,
     output_tail: Arc<Mutex<VecDeque<u8>>>,
     reaped: bool,
@@ -61,6 +66,7 @@ impl KernelProcess {
         argv: &[String],
         env: &BTreeMap<String, String>,
         cwd: &Path,
+        supervised: bool,
     ) -> std::io::Result<KernelProcess> {
         let (program, args) = argv
             .split_first()
@@ -137,6 +143,8 @@ impl KernelProcess {
         });
         Ok(KernelProcess {
             pid,
+            supervised,
+            kernel: std::sync::OnceLock::new(),
             exit: rx,
             output_tail,
             reaped: false,
@@ -146,6 +154,20 @@ impl KernelProcess {
     /// The kernel's process id (also its process group id).
     pub fn pid(&self) -> u32 {
         self.pid as u32
+    }
+
+    /// The kernel's own pid: the supervisor's child when supervised, else [`Self::pid`].
+    pub fn kernel_pid(&self) -> u32 {
+        if !self.supervised {
+            return self.pid as u32;
+        }
+        if let Some(k) = self.kernel.get() {
+            return *k as u32;
+        }
+        match first_child(self.pid) {
+            Some(k) => *self.kernel.get_or_init(|| k) as u32,
+            None => self.pid as u32,
+        }
     }
 
     /// `Some` once the process has exited.
@@ -273,6 +295,30 @@ pub fn any_reads_terminal(pids: &[i32]) -> bool {
             && std::fs::read_link(path.join("fd/0"))
                 .is_ok_and(|t| t.starts_with("/dev/pts") || t.starts_with("/dev/tty"))
     })
+}
+
+/// The resident memory (bytes) of `root`'s descendants, from `/proc/<pid>/statm` (Linux; 0
+/// elsewhere). Processes that vanish while being read count as 0.
+pub fn tree_rss_bytes(root: i32) -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { nix::libc::sysconf(nix::libc::_SC_PAGESIZE) }.max(4096) as u64;
+    descendants(root)
+        .into_iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/statm")).ok())
+        .filter_map(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map(|pages| pages * page)
+        .sum()
+}
+
+/// The first child of `pid` (the kernel under its supervisor), from
+/// `/proc/<pid>/task/<pid>/children`.
+pub fn first_child(pid: i32) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// All live descendants of `root`, from the ppid links in /proc (Linux; empty elsewhere).

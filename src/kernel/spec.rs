@@ -74,7 +74,7 @@ struct RawSpec {
 impl KernelSpec {
     /// Read `<resource_dir>/kernel.json`. `name` is lower-cased.
     ///
-    /// Errors: [`SpecError::Io`] when the file cannot be read, [`SpecError::Invalid`] when it is not a
+    /// Errors: `SpecError::Io` when the file cannot be read, `SpecError::Invalid` when it is not a
     /// JSON object, `argv` is missing or empty, or a known field has the wrong type.
     pub fn load(name: &str, resource_dir: &Path) -> Result<KernelSpec, SpecError> {
         let path = resource_dir.join("kernel.json");

@@ -1,6 +1,6 @@
 //! Errors at the MCP edge: one [`ToolError`] that every tool returns with `?`, turned into the
 //! contract's tool result (`isError: true`, `structuredContent` `{error_code, message,
-//! details}`, DESIGN §4 "Errors"). Here, and only here, a session error's facts get the advice
+//! details}`, docs/tools.md "Errors"). Here, and only here, a session error's facts get the advice
 //! that names MCP tools ("create one with create_session…").
 
 use rmcp::ErrorData;

@@ -1,10 +1,10 @@
-//! The MCP surface: tool parameters ([`params`]), the handler ([`server`]) and its tools
-//! (`tools_*.rs`), errors at the edge ([`error`]), rendering of records into
-//! `CallToolResult`s ([`render`]) and the transports ([`serve`]).
+//! The MCP surface: tool parameters (`params`), the handler (`server`) and its tools
+//! (`tools_*.rs`), errors at the edge (`error`), rendering of records into
+//! `CallToolResult`s (`render`) and the transports (`serve`).
 
-pub mod error;
-pub mod params;
-pub mod render;
+pub(crate) mod error;
+pub(crate) mod params;
+pub(crate) mod render;
 pub mod serve;
 pub mod server;
 mod tools_code;

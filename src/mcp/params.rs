@@ -29,6 +29,10 @@ pub struct CreateSessionParams {
     /// Seconds to wait for the kernel to become ready (default 60).
     #[serde(default)]
     pub startup_timeout_s: Option<f64>,
+    /// Memory limit in MiB for the kernel and every process it starts (0 = none). Over it,
+    /// the kernel is stopped and the run ends kernel_died. Default: the server's (4096).
+    #[serde(default)]
+    pub max_memory_mib: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

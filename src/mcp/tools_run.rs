@@ -1,7 +1,7 @@
 //! Tools that run code and follow runs: execute, execute_file, get_execution (wait again, or
 //! page one part), send_input and cancel_execution. Waiting is bounded by `wait_s`; while it
 //! waits, a call with a progress token gets `notifications/progress` once a second, and MCP
-//! cancellation of an `execute` cancels its run (DESIGN §3).
+//! cancellation of an `execute` cancels its run (docs/semantics.md).
 
 use std::path::PathBuf;
 use std::time::Duration;

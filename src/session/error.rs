@@ -1,5 +1,5 @@
 //! What can go wrong in a session call, as a typed enum with the contract's codes
-//! ([`ErrorCode`], DESIGN §4 "Errors") and structured details. The messages state the facts
+//! ([`ErrorCode`], docs/tools.md "Errors") and structured details. The messages state the facts
 //! in the session's own words; what to do next in terms of MCP tools is added at the edge
 //! (`mcp/error.rs`), so the CLI and other front ends can give their own advice.
 

@@ -1,4 +1,4 @@
-//! Sessions: policy and state. One actor task per session ([`actor`]) owns the kernel, the
+//! Sessions: policy and state. One actor task per session (`actor`) owns the kernel, the
 //! FIFO queue, the runs and the generation; callers hold a cloneable [`SessionHandle`]. The
 //! [`Registry`] belongs to the process (not to an MCP connection) and maps names and run ids
 //! to sessions.
@@ -9,26 +9,26 @@
 //! `quirks.rs` and `language.rs` (per-kernel and per-language behaviour), `ops.rs` (session
 //! operations built from several actor calls), `registry.rs`, `error.rs`, `types.rs`.
 
-pub mod actor;
-pub mod checkpoint;
-pub mod display;
+pub(crate) mod actor;
+pub(crate) mod checkpoint;
+pub(crate) mod display;
 pub mod environments;
 pub mod error;
-pub mod export;
-pub mod files;
-pub mod fresh;
+pub(crate) mod export;
+pub(crate) mod files;
+pub(crate) mod fresh;
 pub mod history;
-pub mod history_query;
-pub mod ids;
-pub mod language;
-pub mod ops;
-pub mod output;
-pub mod packages;
-pub mod python;
-pub mod quirks;
+pub(crate) mod history_query;
+pub(crate) mod ids;
+pub(crate) mod language;
+pub(crate) mod ops;
+pub(crate) mod output;
+pub(crate) mod packages;
+pub(crate) mod python;
+pub(crate) mod quirks;
 pub mod registry;
-pub mod run;
-pub mod runs;
+pub(crate) mod run;
+pub(crate) mod runs;
 pub mod types;
 
 use std::sync::Arc;
@@ -40,6 +40,7 @@ use actor::{Actor, Command};
 pub use actor::{ExecuteRequest, SessionDesc, Submitted};
 pub use error::{ErrorCode, SessionError};
 pub use ids::RunId;
+pub use output::StreamPage;
 pub use registry::{CreateRequest, Registry};
 pub use run::Part;
 pub use types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};

@@ -41,7 +41,7 @@ impl SessionHandle {
         Ok(Language::from_name(&self.info().await?.language))
     }
 
-    /// The user's variables (name, type, short summary), at most [`MAX_VARIABLES`], and how
+    /// The user's variables (name, type, short summary), at most `MAX_VARIABLES`, and how
     /// many there are in all. Never calls a user-defined `__repr__`.
     /// Errors: `UNSUPPORTED` for kernels other than Python; `SESSION_BUSY` while a run executes.
     pub async fn variables(&self) -> Result<(Vec<Value>, usize), SessionError> {

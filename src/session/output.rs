@@ -12,18 +12,33 @@ const EMULATED_MAX_LINES: usize = 1000;
 /// Widest grid the emulator gets; longer lines wrap.
 const EMULATED_MAX_COLS: usize = 400;
 
+/// Stands in for a tab while control sequences are applied: both the escape stripper and the
+/// terminal emulator turn a tab into cursor movement, and a tab in data (`!cat file.tsv`, whose
+/// lines end `\r\n` under a pty) must reach the agent as a tab. A private-use character.
+const TAB_STAND_IN: char = '\u{E009}';
+
 /// Text as a terminal would leave it, without escape sequences: `\r\n` → `\n`; `\r` returns to
 /// column 0 (later text overwrites), `\b` moves back one column, cursor up/down and erase-line
-/// sequences are applied; all other escape sequences (CSI, OSC, DCS…) are removed.
-/// Plain text is returned as is, without copying.
+/// sequences are applied; all other escape sequences (CSI, OSC, DCS…) are removed. Every
+/// other character, tab included, is kept. Plain text is returned as is, without copying.
 pub fn clean_text(raw: &str) -> Cow<'_, str> {
     if !raw.contains(['\x1b', '\r', '\u{8}', '\u{9b}']) {
         return Cow::Borrowed(raw);
     }
+    if raw.contains('\t') {
+        let guarded = raw.replace('\t', &TAB_STAND_IN.to_string());
+        let cleaned = apply_control(&guarded).replace(TAB_STAND_IN, "\t");
+        return Cow::Owned(cleaned);
+    }
+    Cow::Owned(apply_control(raw))
+}
+
+/// [`clean_text`] for text that has control characters or escapes.
+fn apply_control(raw: &str) -> String {
     if has_cursor_motion(raw)
         && let Some(text) = emulate(raw)
     {
-        return Cow::Owned(text);
+        return text;
     }
     // Strip escapes between the control characters we interpret (the stripper drops `\r` and
     // `\b` itself), then apply them line by line.
@@ -40,7 +55,7 @@ pub fn clean_text(raw: &str) -> Cow<'_, str> {
     }
     let normalized = interpreted.replace("\r\n", "\n");
     if !normalized.contains(['\r', '\u{8}']) {
-        return Cow::Owned(normalized);
+        return normalized;
     }
     let mut out = String::with_capacity(normalized.len());
     for (i, line) in normalized.split('\n').enumerate() {
@@ -49,7 +64,7 @@ pub fn clean_text(raw: &str) -> Cow<'_, str> {
         }
         out.push_str(&overstrike(line));
     }
-    Cow::Owned(out)
+    out
 }
 
 /// True if `raw` has a CSI sequence that moves the cursor between lines or erases
@@ -207,6 +222,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tabs_survive_carriage_returns_colours_and_cursor_motion() {
+        assert_eq!(clean_text("a\tb\tc\r"), "a\tb\tc");
+        assert_eq!(
+            clean_text("real\t0m0.003s\r\nuser\t0m0.001s\r\n"),
+            "real\t0m0.003s\nuser\t0m0.001s\n"
+        );
+        assert_eq!(clean_text("\x1b[31mx\ty\x1b[0m\r\n"), "x\ty\n");
+        assert_eq!(
+            clean_text("col1\tcol2\n\x1b[1A\x1b[2Knew\tline\n"),
+            "new\tline\n"
+        );
+    }
+
+    #[test]
     fn colour_codes_and_osc_titles_are_removed() {
         let s = clean_text("\x1b[31mred\x1b[0m \x1b]0;title\x07done");
         assert_eq!(s, "red done");
@@ -289,5 +318,55 @@ mod tests {
         let (shown, omitted) = head_tail(&text, 51);
         assert!(omitted.is_some());
         assert!(shown.contains("bytes omitted"));
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Text rich in what the cleaner interprets: escapes, CR, BS, tabs, cursor moves, UTF-8.
+    fn terminal_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            "[ -~]{0,20}",
+            Just("\r".to_string()),
+            Just("\u{8}".to_string()),
+            Just("\t".to_string()),
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            Just("\x1b[".to_string()),
+            Just("\x1b[2K".to_string()),
+            Just("\x1b[1A".to_string()),
+            Just("\x1b[31m".to_string()),
+            Just("\x1b]0;title\x07".to_string()),
+            Just("\u{9b}".to_string()),
+            Just("é漢\u{fffd}".to_string()),
+            any::<char>().prop_map(String::from),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn fuzz_cleaning_never_panics_and_leaves_no_escape(text in terminal_text()) {
+            let cleaned = clean_text(&text);
+            prop_assert!(!cleaned.contains('\x1b'), "{cleaned:?} from {text:?}");
+        }
+
+        #[test]
+        fn fuzz_head_tail_and_pages_stay_on_character_boundaries(
+            text in terminal_text(),
+            limit in 0usize..64,
+            offset in 0usize..200,
+        ) {
+            let (shown, omitted) = head_tail(&text, limit);
+            if omitted.is_none() {
+                prop_assert_eq!(&shown, &text);
+            }
+            let p = page(&text, offset, limit.max(1));
+            prop_assert!(p.next_offset <= text.len());
+            prop_assert!(text.is_char_boundary(p.offset) && text.is_char_boundary(p.next_offset));
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Where kernels bend the protocol, and what the session does about it. Decided once per kernel
 //! from its `kernel_info_reply` (implementation and language), so the rest of the session code
-//! stays generic. Facts behind each rule: `shared/notes/jupyter-protocol.md` §6.
+//! stays generic. Each rule is pinned by a test against the real kernel (`tests/kernels_*.rs`).
 
 use serde_json::Value;
 

@@ -36,6 +36,8 @@ pub struct CreateRequest {
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
     pub startup_timeout: Option<Duration>,
+    /// The kernel tree's memory limit (MiB; 0 = none); `None`: the server's default.
+    pub max_memory_mib: Option<u64>,
 }
 
 /// All sessions of this server process.
@@ -59,6 +61,8 @@ pub struct Registry {
     pub environments: EnvironmentStore,
     /// Helper kernels of `execute_file(mode="fresh")` runs, and their finished results.
     pub(crate) fresh: Arc<super::fresh::FreshRuns>,
+    /// The `kernel-mcp` binary that supervises each kernel (see `kernel::supervise`).
+    supervisor: Option<PathBuf>,
 }
 
 impl Registry {
@@ -86,7 +90,15 @@ impl Registry {
                 .ok(),
             environments: EnvironmentStore::from_env(),
             fresh: Default::default(),
+            supervisor: None,
         }
+    }
+
+    /// Run every kernel under `kernel-mcp supervise` from this binary, so nothing a kernel
+    /// starts outlives its session (and memory limits apply).
+    pub fn with_supervisor(mut self, binary: PathBuf) -> Registry {
+        self.supervisor = Some(binary);
+        self
     }
 
     fn next_id(&self, prefix: &str) -> String {
@@ -175,6 +187,8 @@ impl Registry {
             startup_timeout: req
                 .startup_timeout
                 .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s)),
+            supervisor: self.supervisor.clone(),
+            max_memory_mib: req.max_memory_mib.unwrap_or(self.limits.max_memory_mib),
         };
         let desc = SessionDesc {
             id: id.clone(),

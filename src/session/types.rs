@@ -1,5 +1,5 @@
-//! The records sessions hand to callers: [`SessionInfo`] and [`ExecutionResult`] (DESIGN §4).
-//! Field names are the tool contract; change them only together with DESIGN.md.
+//! The records sessions hand to callers: [`SessionInfo`] and [`ExecutionResult`] (docs/tools.md).
+//! Field names are the tool contract; change them only together with docs/tools.md.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -117,7 +117,7 @@ pub struct OutputItem {
     pub bundle: std::sync::Arc<DisplayBundle>,
 }
 
-/// What is kept of a display's MIME bundle for history and the notebook export (DESIGN:
+/// What is kept of a display's MIME bundle for history and the notebook export (docs/semantics.md:
 /// "a notebook export keeps every MIME type of the bundle"), bounded per value.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DisplayBundle {

@@ -17,7 +17,7 @@ impl Actor {
             }
             Command::GetRun(id, reply) => {
                 let bounds = self.bounds;
-                let _ = reply.send(self.runs.get_mut(id.as_str()).map(|r| r.to_result(&bounds)));
+                let _ = reply.send(self.runs.get_mut(id.as_str()).map(|r| r.snapshot(&bounds)));
             }
             Command::WatchRun(id, reply) => {
                 let _ = reply.send(self.runs.get(id.as_str()).map(|r| r.watch()));

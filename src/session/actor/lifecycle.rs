@@ -89,6 +89,14 @@ impl Actor {
                     "The kernel exited when it was interrupted ({info}); some kernels (e.g. xeus-python) do that instead of stopping the code."
                 ));
             }
+            if let Some(line) = tail
+                .lines()
+                .find(|l| l.starts_with(crate::kernel::supervise::MEMORY_LIMIT_MARK))
+            {
+                run.notices.push(format!(
+                    "{line}. Use less memory, or create the session with a larger max_memory_mib."
+                ));
+            }
             run.notices.push(format!(
                 "The kernel died ({info}); its state is lost. A new kernel is being started for the next run."
             ));

@@ -10,7 +10,7 @@
 //! through the [`KernelIo`] seam, and every send to it has a deadline, so a stopped or wedged
 //! kernel never blocks the actor.
 //!
-//! Semantics (DESIGN §3): one run at a time, FIFO queue; a run is done on `execute_reply` and
+//! Semantics (docs/semantics.md): one run at a time, FIFO queue; a run is done on `execute_reply` and
 //! iopub `idle`; on kernel death the running run ends `kernel_died`, queued runs are cancelled
 //! and a new kernel is started (generation + 1); a run past its `timeout_s` is interrupted,
 //! and if still busy after the grace, its kernel is restarted. An interrupt asked for by a

@@ -2,8 +2,8 @@
 //!
 //! This file owns the model ([`HistoryEntry`], [`HistoryOutput`], [`ENTRY_STREAM_BYTES`]); the
 //! rest is split by responsibility and re-exported here so callers keep using
-//! `crate::session::history::…`: [`slice`] (Python-slice ranges), [`render`] (text renderings),
-//! [`journal`] (the JSONL journal on disk), [`store`] (the bounded in-memory [`History`]).
+//! `crate::session::history::…`: `slice` (Python-slice ranges), `render` (text renderings),
+//! `journal` (the JSONL journal on disk), `store` (the bounded in-memory `History`).
 
 mod journal;
 mod render;

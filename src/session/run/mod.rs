@@ -1,5 +1,5 @@
 //! One run: an `execute_request` and everything the kernel sent back for it, correlated by
-//! `parent_header.msg_id` (DESIGN §2 "Done"; spec "Request-Reply" and "IOPub").
+//! `parent_header.msg_id` (docs/semantics.md; spec "Request-Reply" and "IOPub").
 //!
 //! The run's life is its [`Phase`] (`phase.rs`); what it collected is its [`RunOutput`]
 //! (`output.rs`); what a response shows of it, bounded, is built in `response.rs`.

@@ -4,7 +4,7 @@
 //! <https://jupyter-client.readthedocs.io/en/latest/messaging.html#messages-on-the-iopub-pub-sub-channel>.
 //!
 //! Output that arrives after the run finished is still applied here and counted in
-//! `late_output` (DESIGN §3).
+//! `late_output` (docs/semantics.md).
 
 use serde_json::Value;
 

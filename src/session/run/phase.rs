@@ -7,7 +7,7 @@
 //!
 //! `CheckingComplete` is only for kernels that need an `is_complete_request` before the code
 //! is sent (see `Quirks::check_complete`). `Executing` records what the kernel has said so far
-//! (the `execute_reply`, iopub `idle`; DESIGN §2 "Done") and what we did to the run (an
+//! (the `execute_reply`, iopub `idle`; docs/semantics.md) and what we did to the run (an
 //! interrupt under way, a deadline passed, the terminal probe). [`Phase::next_deadline`] is
 //! the single place that says what the actor must do next and when; the actor handles the
 //! answer in a single `match` on [`Deadline`].

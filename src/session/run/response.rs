@@ -1,4 +1,4 @@
-//! What one response shows of a run: every part bounded (DESIGN §3), the rest pageable.
+//! What one response shows of a run: every part bounded (docs/semantics.md), the rest pageable.
 //!
 //! Each stream, the `result` and the traceback show at most [`Bounds::part_bytes`] (head and
 //! tail, with the omitted byte count in `truncated`); the error value and the input prompt
@@ -73,7 +73,7 @@ impl Run {
     }
 
     /// The record as the contract's [`ExecutionResult`], every part bounded by `b`.
-    pub fn to_result(&mut self, b: &Bounds) -> ExecutionResult {
+    pub fn snapshot(&mut self, b: &Bounds) -> ExecutionResult {
         let mut truncated = BTreeMap::new();
         let mut bounded = |name: &str, text: &str| {
             let (shown, omitted) = head_tail(text, b.part_bytes);
