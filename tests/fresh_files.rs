@@ -11,6 +11,14 @@ use common::history::*;
 use common::*;
 use serde_json::{Value, json};
 
+/// True for the session's kernel, what it started, and what runs it (a supervisor process
+/// between the server and the kernel).
+fn belongs_to_session(pid: u32, session_pid: u32) -> bool {
+    pid == session_pid
+        || descendants(session_pid).contains(&pid)
+        || descendants(pid).contains(&session_pid)
+}
+
 /// The pid a fresh script printed as `PID <n>`.
 fn printed_pid(r: &Value) -> u32 {
     let out = r["stdout"].as_str().unwrap_or_default();
@@ -60,7 +68,7 @@ async fn a_fresh_run_returns_its_output_leaves_the_namespace_alone_and_no_kernel
     );
     let left: Vec<u32> = descendants(server.pid())
         .into_iter()
-        .filter(|p| *p != session_pid && !descendants(session_pid).contains(p))
+        .filter(|p| !belongs_to_session(*p, session_pid))
         .collect();
     assert!(
         left.is_empty(),
@@ -248,7 +256,7 @@ async fn cancelling_the_call_of_a_fresh_run_shuts_its_kernel_down() {
     eprintln!("helper kernel gone {:?} after the cancel", t0.elapsed());
     let left: Vec<u32> = descendants(server.pid())
         .into_iter()
-        .filter(|p| *p != session_pid && !descendants(session_pid).contains(p))
+        .filter(|p| !belongs_to_session(*p, session_pid))
         .collect();
     assert!(left.is_empty(), "processes left: {left:?}");
     let v = server.exec("s", "print('still here')").await;
