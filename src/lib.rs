@@ -5,8 +5,11 @@
 //! - [`session`]: one actor per session: queue, runs, history, generation, registry.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
+//!
+//! [`instance`] is this process's identity (`server_instance`, `started_at`).
 
 pub mod config;
+pub mod instance;
 pub mod kernel;
 pub mod mcp;
 pub mod session;

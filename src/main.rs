@@ -1,7 +1,8 @@
 //! The `kernel-mcp` command line: `serve` (the default; MCP over stdio), `kernels`, `doctor`
-//! and `install` (the last two live in [`cli`]).
+//! and `install` (in [`cli`]), and `env` (named Python environments, [`env_cli`]).
 
 mod cli;
+mod env_cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +48,11 @@ enum Command {
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
+    /// Named Python environments for `create_session(environment=NAME)`.
+    Env {
+        #[command(subcommand)]
+        command: env_cli::EnvCommand,
+    },
     /// Run a kernel under supervision (used by the server for each kernel; not for people).
     #[command(hide = true)]
     Supervise {
@@ -124,6 +130,7 @@ fn main() -> ExitCode {
     match command {
         Command::Doctor { json } => cli::doctor::run(&search, cli.python_env.as_deref(), json),
         Command::Install(args) => cli::install::run(&args, python_env.as_ref()),
+        Command::Env { command } => env_cli::run(command),
         Command::Kernels => {
             for spec in search.list() {
                 println!(

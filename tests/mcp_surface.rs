@@ -21,6 +21,13 @@ const TOOLS: &[&str] = &[
     "send_input",
     "cancel_execution",
     "server_info",
+    "checkpoint_session",
+    "restore_session",
+    "register_environment",
+    "list_environments",
+    "get_environment",
+    "validate_environment",
+    "remove_environment",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,6 +61,8 @@ async fn tools_list_has_every_tool_with_annotations() {
         "get_session",
         "get_execution",
         "server_info",
+        "list_environments",
+        "get_environment",
     ] {
         assert_eq!(
             by_name(name)["annotations"]["readOnlyHint"],

@@ -92,6 +92,9 @@ fn hint(e: &SessionError) -> String {
         E::StateChanged { generation, .. } => format!(
             " Re-run the setup code, then pass expected_generation={generation}."
         ),
+        E::EnvironmentNotFound { .. } => {
+            " Register one with register_environment(name, python); list_environments shows them.".into()
+        }
         E::RunNotFound(_) => {
             " Run ids come from execute results; runs of destroyed sessions are forgotten.".into()
         }

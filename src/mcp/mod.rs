@@ -8,8 +8,11 @@ pub(crate) mod render;
 pub mod serve;
 pub mod server;
 mod tools_code;
+mod tools_env;
+mod tools_fresh;
 mod tools_history;
 mod tools_run;
 mod tools_session;
+mod tools_state;
 
 pub use server::KernelMcp;

@@ -17,6 +17,9 @@ pub struct CreateSessionParams {
     /// Python interpreter or venv directory to launch ipykernel from (instead of a kernelspec).
     #[serde(default)]
     pub python: Option<String>,
+    /// A registered environment's name (list_environments); not with kernel or python.
+    #[serde(default)]
+    pub environment: Option<String>,
     /// Working directory of the kernel. Omitted: the server's working directory.
     #[serde(default)]
     pub cwd: Option<String>,
@@ -126,6 +129,12 @@ pub struct HistoryParams {
     /// End index, exclusive; negative counts from the end. Omitted: to the end.
     #[serde(default)]
     pub end: Option<i64>,
+    /// Only this run's entry (not with start/end/latest_n).
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Only the last N entries (not with start/end/run_id).
+    #[serde(default)]
+    pub latest_n: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -187,6 +196,10 @@ pub struct ExecuteFileParams {
     /// Seconds to wait before returning status "running" (default 50).
     #[serde(default)]
     pub wait_s: Option<f64>,
+    /// "persistent" (default): in the session's namespace. "fresh": in a new kernel of the same
+    /// kind, cwd and env, shut down afterwards.
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -220,4 +233,29 @@ pub struct InspectParams {
     /// 0 (signature and docstring) or 1 (also source, when available).
     #[serde(default)]
     pub detail_level: Option<u8>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RegisterEnvironmentParams {
+    /// 1-64 of letters, digits, '.', '_', '-'.
+    pub name: String,
+    /// Interpreter or venv directory.
+    pub python: String,
+    /// Re-point an existing name at another interpreter (default false).
+    #[serde(default)]
+    pub replace: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EnvironmentNameParams {
+    /// The registered name.
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CheckpointParams {
+    /// The Python session's id.
+    pub session_id: String,
+    /// The checkpoint file (relative: the session's cwd).
+    pub path: String,
 }

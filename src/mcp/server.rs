@@ -32,7 +32,9 @@ impl KernelMcp {
             tool_router: Self::session_router()
                 + Self::run_router()
                 + Self::history_router()
-                + Self::code_router(),
+                + Self::code_router()
+                + Self::state_router()
+                + Self::env_router(),
         }
     }
 }

@@ -13,17 +13,17 @@ use super::render;
 use super::server::{KernelMcp, seconds};
 use crate::session::export::ExportFormat;
 use crate::session::history::{self, HistoryEntry};
+use crate::session::history_query::HistorySelect;
 
 #[tool_router(router = history_router, vis = "pub(crate)")]
 impl KernelMcp {
     /// Read a session's history: each executed block with its status and an output summary.
-    /// start/end are Python slice indices (0-based, end exclusive, negatives from the end).
+    /// start/end are Python slice indices (0-based, end exclusive, negatives from the end); or
+    /// latest_n, or run_id.
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn get_history(&self, Parameters(p): Parameters<HistoryParams>) -> ToolResult {
-        let src = self
-            .registry
-            .history_source(&p.session_id, p.start, p.end)
-            .await?;
+        let select = HistorySelect::from_params(p.start, p.end, p.run_id, p.latest_n)?;
+        let src = self.registry.history_select(&p.session_id, &select).await?;
         let entries: Vec<_> = src
             .entries
             .iter()

@@ -64,6 +64,7 @@ impl KernelMcp {
     /// Run a file in a session. Python kernels run it in the session's namespace with its real
     /// filename in tracebacks, __file__ set and sys.argv = [path, *argv] exactly; other kernels
     /// execute the file's contents. Relative paths resolve against the session's cwd.
+    /// mode="fresh": in a new kernel instead (the session's namespace is untouched).
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = true,
@@ -75,6 +76,15 @@ impl KernelMcp {
         Parameters(p): Parameters<ExecuteFileParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult {
+        if let Some(m) = p
+            .mode
+            .as_deref()
+            .filter(|m| !matches!(*m, "persistent" | "fresh"))
+        {
+            return Err(ToolError::invalid(format!(
+                "mode must be \"persistent\" (the session's kernel) or \"fresh\" (a new kernel just for this run), not {m:?}."
+            )));
+        }
         let handle = self
             .registry
             .get_or_default(p.session_id.as_deref())
@@ -88,7 +98,11 @@ impl KernelMcp {
             timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
             ..ExecuteRequest::new(code)
         };
-        self.submit_and_wait(&handle, req, p.wait_s, &ctx).await
+        if p.mode.as_deref() == Some("fresh") {
+            self.run_fresh(&handle, req, p.wait_s, &ctx).await
+        } else {
+            self.submit_and_wait(&handle, req, p.wait_s, &ctx).await
+        }
     }
 
     /// Get a run's result (waiting up to wait_s for it to finish), or page one part of it with
@@ -100,6 +114,9 @@ impl KernelMcp {
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult {
         let run_id = RunId::from(p.run_id);
+        if let Some(r) = self.registry.fresh.finished(&run_id) {
+            return super::tools_fresh::finished_fresh(&r, p.stream.is_some(), &self.registry);
+        }
         let handle = self.registry.session_of_run(&run_id)?;
         if let Some(stream) = p.stream {
             let part = Part::parse(&stream).ok_or_else(|| {
@@ -151,13 +168,16 @@ impl KernelMcp {
     ))]
     async fn cancel_execution(&self, Parameters(p): Parameters<RunIdParams>) -> ToolResult {
         let run_id = RunId::from(p.run_id);
+        if let Some(r) = self.registry.fresh.finished(&run_id) {
+            return Ok(render::execution(&r, self.registry.limits.max_image_bytes));
+        }
         let handle = self.registry.session_of_run(&run_id)?;
         handle.cancel(&run_id).await?;
         // Give an interrupt a moment to land before reporting.
         if let Ok(mut rx) = handle.watch_run(&run_id).await {
             wait_settled(&mut rx, Duration::from_secs(2)).await;
         }
-        let r = handle.get_run(&run_id).await?;
+        let r = self.run_record(&handle, &run_id).await?;
         Ok(render::execution(&r, self.registry.limits.max_image_bytes))
     }
 }
@@ -182,9 +202,26 @@ impl KernelMcp {
             .await
     }
 
-    /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the
-    /// request carries a token; on MCP cancellation of an `execute`, cancel the run.
+    /// Wait for the run to settle (bounded by `wait`) and render it; see [`Self::follow_run`].
     async fn wait_and_render(
+        &self,
+        handle: &SessionHandle,
+        run_id: &RunId,
+        rx: watch::Receiver<RunStatus>,
+        wait: Duration,
+        ctx: &RequestContext<RoleServer>,
+        cancel_on_abort: bool,
+    ) -> ToolResult {
+        let r = self
+            .follow_run(handle, run_id, rx, wait, ctx, cancel_on_abort)
+            .await?;
+        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+    }
+
+    /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the
+    /// request carries a token; on MCP cancellation of an `execute`, cancel the run. Returns
+    /// the run's record at the end of the wait.
+    pub(crate) async fn follow_run(
         &self,
         handle: &SessionHandle,
         run_id: &RunId,
@@ -192,7 +229,7 @@ impl KernelMcp {
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
         cancel_on_abort: bool,
-    ) -> ToolResult {
+    ) -> Result<crate::session::ExecutionResult, ToolError> {
         let deadline = tokio::time::Instant::now() + wait;
         let token = ctx.meta.get_progress_token();
         let mut ticks = 0u32;
@@ -233,7 +270,19 @@ impl KernelMcp {
                     .await;
             }
         }
-        let r = handle.get_run(run_id).await?;
-        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+        self.run_record(handle, run_id).await
+    }
+
+    /// The run's record; for a fresh run whose helper kernel was just shut down, its kept
+    /// final result.
+    async fn run_record(
+        &self,
+        handle: &SessionHandle,
+        run_id: &RunId,
+    ) -> Result<crate::session::ExecutionResult, ToolError> {
+        match handle.get_run(run_id).await {
+            Ok(r) => Ok(r),
+            Err(e) => self.registry.fresh.finished(run_id).ok_or(e.into()),
+        }
     }
 }

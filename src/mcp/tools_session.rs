@@ -51,6 +51,7 @@ impl KernelMcp {
             session_id: p.session_id,
             kernel: p.kernel,
             python: p.python,
+            environment: p.environment,
             cwd: p.cwd.map(PathBuf::from),
             env: p.env.unwrap_or_default(),
             startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,
@@ -151,7 +152,8 @@ impl KernelMcp {
         ))
     }
 
-    /// Server version, protocol versions, limits, kernelspec directories and session count.
+    /// Server version, protocol versions, limits, kernelspec directories, session count, and
+    /// server_instance (a new id = a new server process).
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn server_info(&self) -> ToolResult {
         let sessions = self.registry.session_ids().len();
@@ -164,6 +166,8 @@ impl KernelMcp {
             "kernelspec_dirs": self.registry.search.dirs(),
             "python_environment": self.registry.env_prefix,
             "session_count": sessions,
+            "server_instance": crate::instance::current().id,
+            "started_at": crate::instance::current().started_at,
         });
         Ok(render::success(
             format!(

@@ -86,6 +86,12 @@ pub enum SessionError {
     KernelNotFound { message: String, details: Value },
     #[error("{message}")]
     KernelStartFailed { message: String, details: Value },
+    /// No environment is registered under this name.
+    #[error("Environment '{name}' is not registered. {}", if known.is_empty() { "No environments are registered.".to_string() } else { format!("Registered: {}.", known.join(", ")) })]
+    EnvironmentNotFound { name: String, known: Vec<String> },
+    /// An interpreter that does not run (as asked to register, or found when validating).
+    #[error("{message}")]
+    PythonUnusable { python: String, message: String },
     /// `expected_generation` does not match.
     #[error(
         "Session '{session}' is at generation {generation}, not {expected}: its kernel was replaced and earlier state is gone."
@@ -98,6 +104,15 @@ pub enum SessionError {
     /// No session knows this run (never existed, or forgotten).
     #[error("Run '{0}' not found (finished runs are kept for a while, then forgotten).")]
     RunNotFound(String),
+    /// `get_history(run_id)` for a run the history does not hold.
+    #[error(
+        "Run '{run}' is not in the history of session '{session}' ({total} entries): runs with store_history=false, runs of other sessions and deleted entries are not there."
+    )]
+    RunNotInHistory {
+        run: String,
+        session: String,
+        total: usize,
+    },
     #[error("Run '{run}' is {status} and not waiting for input.")]
     NotAwaitingInput { run: RunId, status: &'static str },
     #[error("{0}")]
@@ -125,8 +140,10 @@ impl SessionError {
             E::QueueFull { .. } => ErrorCode::QueueFull,
             E::KernelNotFound { .. } => ErrorCode::KernelNotFound,
             E::KernelStartFailed { .. } => ErrorCode::KernelStartFailed,
+            E::EnvironmentNotFound { .. } => ErrorCode::KernelNotFound,
+            E::PythonUnusable { .. } => ErrorCode::InvalidArgument,
             E::StateChanged { .. } => ErrorCode::StateChanged,
-            E::RunNotFound(_) => ErrorCode::ExecutionNotFound,
+            E::RunNotFound(_) | E::RunNotInHistory { .. } => ErrorCode::ExecutionNotFound,
             E::NotAwaitingInput { .. } => ErrorCode::NotAwaitingInput,
             E::Unsupported(_) => ErrorCode::Unsupported,
             E::InvalidArgument(_) => ErrorCode::InvalidArgument,
@@ -154,7 +171,16 @@ impl SessionError {
                 expected,
                 ..
             } => json!({"generation": generation, "expected_generation": expected}),
+            E::EnvironmentNotFound { name, known } => {
+                json!({"environment": name, "environments": known})
+            }
+            E::PythonUnusable { python, .. } => json!({"python": python}),
             E::RunNotFound(run) => json!({"run_id": run}),
+            E::RunNotInHistory {
+                run,
+                session,
+                total,
+            } => json!({"run_id": run, "session_id": session, "history_count": total}),
             E::NotAwaitingInput { run, status } => json!({"run_id": run, "status": status}),
             E::Io { path, .. } => json!({"path": path}),
             _ => Value::Null,

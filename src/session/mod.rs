@@ -10,11 +10,15 @@
 //! operations built from several actor calls), `registry.rs`, `error.rs`, `types.rs`.
 
 pub(crate) mod actor;
+pub(crate) mod checkpoint;
 pub(crate) mod display;
+pub mod environments;
 pub mod error;
 pub(crate) mod export;
 pub(crate) mod files;
+pub(crate) mod fresh;
 pub mod history;
+pub(crate) mod history_query;
 pub(crate) mod ids;
 pub(crate) mod language;
 pub(crate) mod ops;
@@ -52,6 +56,9 @@ const COMMAND_BUFFER: usize = 64;
 pub struct SessionHandle {
     id: String,
     tx: mpsc::Sender<Command>,
+    /// What the session is (kernelspec, cwd, launcher): a fresh-kernel run starts its helper
+    /// kernel from the same launcher.
+    desc: Arc<SessionDesc>,
 }
 
 /// The outcome of a session's first kernel start.
@@ -70,6 +77,7 @@ impl SessionHandle {
         let handle = SessionHandle {
             id: desc.id.clone(),
             tx,
+            desc: Arc::new(desc.clone()),
         };
         Actor::spawn(runtime, desc, limits, rx, created_tx);
         (handle, created_rx)
@@ -77,6 +85,11 @@ impl SessionHandle {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// What the session is: its kernelspec, cwd and kernel launcher (fixed for its life).
+    pub fn desc(&self) -> &SessionDesc {
+        &self.desc
     }
 
     /// True if both handles talk to the same actor (not merely the same session name).

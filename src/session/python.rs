@@ -52,6 +52,15 @@ del __kernel_mcp_run_file
 /// Evaluate a hex-encoding JSON `expr` silently in the kernel and decode the result.
 /// Errors: `SESSION_BUSY` while a run executes; `INTERNAL_ERROR` if the expression failed.
 pub async fn eval_json(handle: &SessionHandle, expr: &str) -> Result<Value, SessionError> {
+    eval_json_within(handle, expr, EXPRESSION_TIMEOUT).await
+}
+
+/// [`eval_json`] with its own time limit (for helpers that move a lot of data).
+pub async fn eval_json_within(
+    handle: &SessionHandle,
+    expr: &str,
+    timeout: Duration,
+) -> Result<Value, SessionError> {
     let content = json!({
         "code": "",
         "silent": true,
@@ -61,7 +70,7 @@ pub async fn eval_json(handle: &SessionHandle, expr: &str) -> Result<Value, Sess
         "stop_on_error": false,
     });
     let reply = handle
-        .request("execute_request", content, true, EXPRESSION_TIMEOUT)
+        .request("execute_request", content, true, timeout)
         .await?;
     let v = &reply["user_expressions"]["v"];
     if v["status"] != "ok" {

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::SessionHandle;
 use super::actor::{ExecuteRequest, SessionDesc, Submitted};
+use super::environments::EnvironmentStore;
 use super::error::SessionError;
 use super::history::Journal;
 use super::ids::RunId;
@@ -31,6 +32,8 @@ pub struct CreateRequest {
     pub session_id: Option<String>,
     pub kernel: Option<String>,
     pub python: Option<String>,
+    /// A registered environment's name (see [`super::environments`]).
+    pub environment: Option<String>,
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
     pub startup_timeout: Option<Duration>,
@@ -50,11 +53,15 @@ pub struct Registry {
     pub limits: Arc<Limits>,
     counter: std::sync::atomic::AtomicU64,
     /// Where session actors run.
-    sessions_runtime: tokio::runtime::Handle,
+    pub(crate) sessions_runtime: tokio::runtime::Handle,
     /// Interpreters known to import ipykernel (the probe costs a Python start-up).
     ipykernel_ok: Mutex<std::collections::HashSet<PathBuf>>,
     /// Where sessions journal their history; `None`: no journals.
     journal_dir: Option<PathBuf>,
+    /// Named Python environments (`create_session(environment=…)`).
+    pub environments: EnvironmentStore,
+    /// Helper kernels of `execute_file(mode="fresh")` runs, and their finished results.
+    pub(crate) fresh: Arc<super::fresh::FreshRuns>,
     /// The `kernel-mcp` binary that supervises each kernel (see `kernel::supervise`).
     supervisor: Option<PathBuf>,
 }
@@ -67,6 +74,8 @@ impl Registry {
         limits: Limits,
         sessions: tokio::runtime::Handle,
     ) -> Registry {
+        // The process's identity dates from the registry's birth, not from the first call.
+        let _ = crate::instance::current();
         Registry {
             sessions_runtime: sessions,
             sessions: Mutex::new(HashMap::new()),
@@ -80,6 +89,8 @@ impl Registry {
             journal_dir: Journal::dir()
                 .inspect_err(|e| tracing::warn!("history journals are off: {e}"))
                 .ok(),
+            environments: EnvironmentStore::from_env(),
+            fresh: Default::default(),
             supervisor: None,
         }
     }
@@ -123,6 +134,7 @@ impl Registry {
     /// Create a session and wait for its kernel to be ready.
     /// Errors: `INVALID_ARGUMENT`, `SESSION_ALREADY_EXISTS`, `KERNEL_NOT_FOUND`, `KERNEL_START_FAILED`.
     pub async fn create(&self, req: CreateRequest) -> Result<SessionInfo, SessionError> {
+        let (req, environment) = self.apply_environment(req).await?;
         let id = match &req.session_id {
             Some(id) => {
                 validate_session_id(id)?;
@@ -165,7 +177,10 @@ impl Registry {
             }
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         };
-        let spec = self.resolve_spec(&req, &cwd).await?;
+        let mut spec = self.resolve_spec(&req, &cwd).await?;
+        if let Some(name) = &environment {
+            spec.display_name = format!("Python (environment {name})");
+        }
         let opts = LaunchOptions {
             cwd: cwd.clone(),
             env: req.env.clone(),
@@ -267,6 +282,26 @@ impl Registry {
         })
     }
 
+    /// `req` with a named environment turned into its interpreter, and that name.
+    /// Errors: `INVALID_ARGUMENT` (combined with `kernel` or `python`), `KERNEL_NOT_FOUND`
+    /// (not registered; the message lists the registered names), `IO_ERROR`.
+    async fn apply_environment(
+        &self,
+        mut req: CreateRequest,
+    ) -> Result<(CreateRequest, Option<String>), SessionError> {
+        let Some(name) = req.environment.take() else {
+            return Ok((req, None));
+        };
+        if req.kernel.is_some() || req.python.is_some() {
+            return Err(SessionError::InvalidArgument(
+                "Give one of `environment`, `kernel` or `python`, not several.".into(),
+            ));
+        }
+        let env = self.environments.get(&name).await?;
+        req.python = Some(env.python.display().to_string());
+        Ok((req, Some(name)))
+    }
+
     /// [`check_ipykernel`], remembering interpreters that passed.
     async fn check_ipykernel(&self, interpreter: &std::path::Path) -> Result<(), SessionError> {
         if lock(&self.ipykernel_ok).contains(interpreter) {
@@ -353,6 +388,9 @@ impl Registry {
 
     /// The session holding run `run_id`. Errors: `EXECUTION_NOT_FOUND`.
     pub fn session_of_run(&self, run_id: &RunId) -> Result<SessionHandle, SessionError> {
+        if let Some(helper) = self.fresh.live(run_id) {
+            return Ok(helper);
+        }
         let session = lock(&self.runs)
             .0
             .get(run_id)
@@ -363,7 +401,9 @@ impl Registry {
 
     /// Destroy every session (server exit), in parallel, each bounded by its shutdown ladder.
     pub async fn shutdown_all(&self) {
-        let handles: Vec<SessionHandle> = lock(&self.sessions).drain().map(|(_, h)| h).collect();
+        let mut handles: Vec<SessionHandle> =
+            lock(&self.sessions).drain().map(|(_, h)| h).collect();
+        handles.extend(self.fresh.drain_live());
         let all = handles.iter().map(|h| h.destroy());
         let _ = tokio::time::timeout(Duration::from_secs(15), futures::future::join_all(all)).await;
     }

@@ -98,6 +98,10 @@ pub struct SessionInfo {
     pub current_run_id: Option<String>,
     /// From `kernel_info_reply`: implementation, language_info, protocol_version, banner.
     pub kernel_info: Value,
+    /// The id of the server process holding the session (as in `server_info`).
+    pub server_instance: String,
+    /// When that server process started (RFC 3339).
+    pub server_started_at: String,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.

@@ -289,6 +289,8 @@ pub fn server_command(workdir: &Path) -> tokio::process::Command {
         .env_remove("KERNEL_MCP_PYTHON_ENV")
         // History journals go to the test's temp dir, not the user's ~/.local/state.
         .env("XDG_STATE_HOME", workdir.join("state"))
+        // Registered environments go there too, never into the user's ~/.config.
+        .env("XDG_CONFIG_HOME", workdir.join("config"))
         .current_dir(workdir);
     cmd
 }

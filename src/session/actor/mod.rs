@@ -425,6 +425,8 @@ impl Actor {
             queue_length: self.runs.queue_len(),
             current_run_id: self.runs.current_id().map(|r| r.to_string()),
             kernel_info: kernel_info_summary(&self.kernel_info),
+            server_instance: crate::instance::current().id.clone(),
+            server_started_at: crate::instance::current().started_at.clone(),
         }
     }
 }

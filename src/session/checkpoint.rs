@@ -1,0 +1,502 @@
+//! Checkpoints of a Python kernel's namespace: the JSON-safe part of it written to a file,
+//! and loaded back into a session (after a restart, or into another session).
+//!
+//! What is saved: variables whose names do not start with `_` holding `None`, `bool`, `int`,
+//! `float`, `complex`, `str`, `bytes`, `bytearray`, and `list`, `tuple`, `set`, `frozenset`
+//! and `dict` of those (nested up to [`MAX_DEPTH`] levels, [`MAX_NODES`] values, the whole
+//! file at most [`MAX_CHECKPOINT_BYTES`]). Types are checked exactly (`type(v) is int`), so
+//! subclasses, and so user code, are never involved: no user `__repr__`, `__eq__`, `__hash__`
+//! or `__iter__` runs, nothing is pickled, no code is replayed. Everything else is listed in
+//! `skipped` with the reason.
+//!
+//! The file (`"format": "kernel-mcp-checkpoint"`, version 1) holds each value as a tagged
+//! pair, numbers as text so none loses precision: `["int", "42"]`, `["float", "0.1"]`,
+//! `["bytes", "<base64>"]`, `["dict", [[key, value], …]]`, `["set", [...]]`… It is written
+//! atomically. `restore` validates the whole file here before anything is sent to the kernel,
+//! then the kernel decodes every value into a scratch dict and only then updates its
+//! namespace: a bad file loads nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::language::Language;
+use super::{SessionError, SessionHandle, python};
+
+/// Largest checkpoint written or read (bytes of JSON).
+pub const MAX_CHECKPOINT_BYTES: usize = 8 * 1024 * 1024;
+/// Deepest nesting of containers. Each level is up to three levels of JSON (a dict's value
+/// sits in a pair in a list in its tagged pair), and serde_json stops at 128.
+pub const MAX_DEPTH: usize = 40;
+/// Values (containers and scalars) in one variable at most.
+pub const MAX_NODES: usize = 1_000_000;
+/// Digits of an int at most (CPython's default limit for int ↔ str).
+const MAX_INT_DIGITS: usize = 4300;
+/// Time for the kernel to encode or decode a namespace.
+const KERNEL_TIMEOUT: Duration = Duration::from_secs(60);
+const FORMAT: &str = "kernel-mcp-checkpoint";
+const VERSION: u64 = 1;
+
+/// A variable left out, and why.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+/// What `checkpoint` wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checkpoint {
+    pub path: PathBuf,
+    pub saved: Vec<String>,
+    pub skipped: Vec<Skipped>,
+    pub bytes: usize,
+}
+
+/// What `restore` loaded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Restored {
+    pub path: PathBuf,
+    pub restored: Vec<String>,
+}
+
+/// Encodes the namespace. Runs in a private dict, reads `globals()` of the user namespace.
+const ENCODE_SRC: &str = r#"
+import json, base64
+class Skip(Exception):
+    pass
+HIDDEN = {'In', 'Out', 'exit', 'quit', 'get_ipython'}
+def tname(v):
+    t = type(v)
+    try:
+        m = type.__getattribute__(t, '__module__')
+        q = type.__getattribute__(t, '__qualname__')
+    except Exception:
+        return 'object'
+    if type(m) is not str or type(q) is not str:
+        return 'object'
+    return q if m == 'builtins' else m + '.' + q
+def why(v):
+    n = tname(v)
+    if n == 'module':
+        return 'a module: import it again after restoring'
+    if n in ('function', 'builtin_function_or_method', 'method'):
+        return 'a %s: code is not saved (run its definition again)' % n
+    if type(v) is type:
+        return 'a class: code is not saved (run its definition again)'
+    return 'a %s, which is not JSON-safe data' % n
+def spend(st, n):
+    st[2] += n
+    if st[2] > st[5]:
+        raise Skip('larger than the %d bytes left in the checkpoint' % max(st[5], 0))
+def enc(v, st, depth):
+    t = type(v)
+    st[0] += 1
+    if st[0] > st[1]:
+        raise Skip('more than %d values' % st[1])
+    if v is None:
+        return ['none', None]
+    if t is bool:
+        return ['bool', v]
+    if t is int:
+        try:
+            s = int.__repr__(v)
+        except ValueError:
+            raise Skip('an int with too many digits')
+        spend(st, len(s) + 10)
+        return ['int', s]
+    if t is float:
+        spend(st, 30)
+        return ['float', float.__repr__(v)]
+    if t is complex:
+        spend(st, 60)
+        return ['complex', [float.__repr__(v.real), float.__repr__(v.imag)]]
+    if t is str:
+        spend(st, len(v) + 10)
+        return ['str', v]
+    if t is bytes or t is bytearray:
+        spend(st, len(v) * 4 // 3 + 16)
+        return [t.__name__, base64.b64encode(v).decode('ascii')]
+    if t is list or t is tuple or t is set or t is frozenset or t is dict:
+        if depth >= st[4]:
+            raise Skip('nested deeper than %d levels' % st[4])
+        i = id(v)
+        if i in st[3]:
+            raise Skip('it contains itself')
+        st[3].add(i)
+        spend(st, 12)
+        try:
+            if t is dict:
+                body = [[enc(k, st, depth + 1), enc(x, st, depth + 1)] for k, x in dict.items(v)]
+            else:
+                body = [enc(x, st, depth + 1) for x in v]
+        finally:
+            st[3].discard(i)
+        return [t.__name__, body]
+    raise Skip(why(v) if depth == 0 else 'it holds ' + why(v))
+def run(ns, max_bytes, max_nodes, max_depth):
+    saved, skipped, out, left = [], [], {}, max_bytes
+    for name in sorted(k for k in list(ns) if type(k) is str):
+        if name.startswith('_') or name in HIDDEN:
+            continue
+        v = ns[name]
+        try:
+            e = enc(v, [0, max_nodes, 0, set(), max_depth, left], 0)
+            size = len(json.dumps(e, ensure_ascii=False).encode('utf-8')) + len(name) + 8
+        except Skip as s:
+            skipped.append({'name': name, 'reason': str(s)})
+            continue
+        except UnicodeEncodeError:
+            skipped.append({'name': name, 'reason': 'it holds a str with lone surrogates, which UTF-8 cannot hold'})
+            continue
+        except RecursionError:
+            skipped.append({'name': name, 'reason': 'nested too deeply'})
+            continue
+        if size > left:
+            skipped.append({'name': name, 'reason': 'larger than the %d bytes left in the checkpoint' % left})
+            continue
+        left -= size
+        out[name] = e
+        saved.append(name)
+    return json.dumps({'variables': out, 'saved': saved, 'skipped': skipped}, ensure_ascii=False).encode('utf-8').hex()
+"#;
+
+/// Decodes a validated checkpoint into a scratch dict, then updates the namespace.
+const DECODE_SRC: &str = r#"
+import json, base64, keyword
+def dec(e):
+    tag, p = e
+    if tag == 'none':
+        return None
+    if tag == 'bool':
+        return p is True
+    if tag == 'int':
+        return int(p)
+    if tag == 'float':
+        return float(p)
+    if tag == 'complex':
+        return complex(float(p[0]), float(p[1]))
+    if tag == 'str':
+        return p
+    if tag == 'bytes':
+        return base64.b64decode(p, validate=True)
+    if tag == 'bytearray':
+        return bytearray(base64.b64decode(p, validate=True))
+    if tag == 'list':
+        return [dec(x) for x in p]
+    if tag == 'tuple':
+        return tuple(dec(x) for x in p)
+    if tag == 'set':
+        return set(dec(x) for x in p)
+    if tag == 'frozenset':
+        return frozenset(dec(x) for x in p)
+    if tag == 'dict':
+        return {dec(k): dec(v) for k, v in p}
+    raise ValueError('unknown tag %r' % (tag,))
+def run(ns, text):
+    out = {}
+    for name, e in json.loads(text).items():
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError('%r is not a variable name' % (name,))
+        out[name] = dec(e)
+    ns.update(out)
+    return json.dumps(sorted(out)).encode().hex()
+"#;
+
+/// The expression that runs `run(*args)` of `src` in a private namespace.
+fn helper_expr(src: &str, args: &str) -> String {
+    // A JSON string literal is a valid Python string literal (serde_json writes non-ASCII raw).
+    let literal = serde_json::to_string(src).unwrap_or_default();
+    format!("(lambda h: (exec({literal}, h), h['run'])[1])({{}})({args})")
+}
+
+impl SessionHandle {
+    /// Write the JSON-safe part of the Python namespace to `path` (relative: the session's
+    /// cwd), atomically. Errors: `UNSUPPORTED` (not Python), `SESSION_BUSY`, `IO_ERROR`.
+    pub async fn checkpoint(&self, path: &Path) -> Result<Checkpoint, SessionError> {
+        let info = self.info().await?;
+        require_python(&info.language, &info.session_id)?;
+        let path = PathBuf::from(&info.cwd).join(path);
+        let expr = helper_expr(
+            ENCODE_SRC,
+            &format!("globals(), {MAX_CHECKPOINT_BYTES}, {MAX_NODES}, {MAX_DEPTH}"),
+        );
+        let got = python::eval_json_within(self, &expr, KERNEL_TIMEOUT).await?;
+        let saved: Vec<String> = serde_json::from_value(got["saved"].clone()).unwrap_or_default();
+        let skipped = got["skipped"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|s| Skipped {
+                        name: s["name"].as_str().unwrap_or_default().to_string(),
+                        reason: s["reason"].as_str().unwrap_or_default().to_string(),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let file = json!({
+            "format": FORMAT,
+            "version": VERSION,
+            "created_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "session_id": info.session_id,
+            "kernel": info.kernel,
+            "python_version": info.kernel_info["language_info"]["version"],
+            "variables": got["variables"],
+            "skipped": skipped,
+        });
+        let mut bytes = serde_json::to_vec(&file)
+            .map_err(|e| SessionError::Internal(format!("checkpoint: {e}")))?;
+        bytes.push(b'\n');
+        let len = bytes.len();
+        super::files::write_file(&path, bytes).await?;
+        Ok(Checkpoint {
+            path,
+            saved,
+            skipped,
+            bytes: len,
+        })
+    }
+
+    /// Load the checkpoint at `path` (relative: the session's cwd) into the Python namespace,
+    /// after validating all of it. Errors: `UNSUPPORTED` (not Python), `INVALID_ARGUMENT` (not
+    /// a valid checkpoint: nothing loaded), `IO_ERROR`, `LIMIT_EXCEEDED`, `SESSION_BUSY`.
+    pub async fn restore(&self, path: &Path) -> Result<Restored, SessionError> {
+        let info = self.info().await?;
+        require_python(&info.language, &info.session_id)?;
+        let path = PathBuf::from(&info.cwd).join(path);
+        let bytes = super::files::read_capped(&path, MAX_CHECKPOINT_BYTES + 64 * 1024).await?;
+        let variables = parse(&bytes).map_err(|why| {
+            SessionError::InvalidArgument(format!(
+                "{} is not a valid checkpoint: {why}. Nothing was loaded.",
+                path.display()
+            ))
+        })?;
+        let text = serde_json::to_string(&variables)
+            .map_err(|e| SessionError::Internal(format!("checkpoint: {e}")))?;
+        let literal = serde_json::to_string(&text).unwrap_or_default();
+        let expr = helper_expr(DECODE_SRC, &format!("globals(), {literal}"));
+        let got = python::eval_json_within(self, &expr, KERNEL_TIMEOUT)
+            .await
+            .map_err(|e| match e {
+                SessionError::Internal(m) => SessionError::Internal(format!(
+                    "{m}. Nothing was loaded into session '{}'.",
+                    info.session_id
+                )),
+                other => other,
+            })?;
+        Ok(Restored {
+            path,
+            restored: serde_json::from_value(got).unwrap_or_default(),
+        })
+    }
+}
+
+fn require_python(language: &str, session: &str) -> Result<(), SessionError> {
+    if Language::from_name(language).is_python() {
+        return Ok(());
+    }
+    Err(SessionError::Unsupported(format!(
+        "Checkpoints hold Python namespaces only; session '{session}' runs {language}. To rebuild its state after a restart, replay its code with rerun_history."
+    )))
+}
+
+/// The `variables` object of a checkpoint file, every value checked.
+fn parse(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, String> {
+    let file: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON ({e})"))?;
+    if file["format"] != FORMAT {
+        return Err(format!("its \"format\" is not \"{FORMAT}\""));
+    }
+    if file["version"].as_u64() != Some(VERSION) {
+        return Err(format!(
+            "version {} is not one this server reads ({VERSION})",
+            file["version"]
+        ));
+    }
+    let Some(vars) = file["variables"].as_object() else {
+        return Err("\"variables\" is not an object".into());
+    };
+    for (name, v) in vars {
+        if !is_identifier(name) {
+            return Err(format!("{name:?} is not a Python variable name"));
+        }
+        let mut nodes = 0;
+        check(v, 0, &mut nodes).map_err(|e| format!("variable {name}: {e}"))?;
+    }
+    Ok(vars.clone())
+}
+
+/// A plausible Python identifier (the kernel checks `str.isidentifier` and keywords too).
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+/// One tagged value: its tag and payload agree, nesting and size are bounded.
+fn check(v: &Value, depth: usize, nodes: &mut usize) -> Result<(), String> {
+    *nodes += 1;
+    if *nodes > MAX_NODES {
+        return Err(format!("more than {MAX_NODES} values"));
+    }
+    if depth > MAX_DEPTH {
+        return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+    }
+    let (tag, payload) = match v.as_array().map(Vec::as_slice) {
+        Some([Value::String(t), p]) => (t.as_str(), p),
+        _ => return Err(format!("{} is not a [tag, value] pair", short(v))),
+    };
+    let bad = || format!("{} is not a valid {tag}", short(payload));
+    match tag {
+        "none" if payload.is_null() => Ok(()),
+        "bool" if payload.is_boolean() => Ok(()),
+        "int" => payload
+            .as_str()
+            .filter(|s| is_int_text(s))
+            .map(|_| ())
+            .ok_or_else(bad),
+        "float" => payload
+            .as_str()
+            .filter(|s| s.parse::<f64>().is_ok())
+            .map(|_| ())
+            .ok_or_else(bad),
+        "complex" => match payload.as_array().map(Vec::as_slice) {
+            Some([Value::String(a), Value::String(b)])
+                if a.parse::<f64>().is_ok() && b.parse::<f64>().is_ok() =>
+            {
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        "str" if payload.is_string() => Ok(()),
+        "bytes" | "bytearray" => payload
+            .as_str()
+            .filter(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok())
+            .map(|_| ())
+            .ok_or_else(bad),
+        "list" | "tuple" | "set" | "frozenset" => {
+            let items = payload.as_array().ok_or_else(bad)?;
+            for item in items {
+                check(item, depth + 1, nodes)?;
+                if matches!(tag, "set" | "frozenset") && !hashable(item) {
+                    return Err(format!("a {tag} holds an unhashable {}", short(item)));
+                }
+            }
+            Ok(())
+        }
+        "dict" => {
+            let items = payload.as_array().ok_or_else(bad)?;
+            for pair in items {
+                let Some([k, val]) = pair.as_array().map(Vec::as_slice) else {
+                    return Err(format!("{} is not a [key, value] pair", short(pair)));
+                };
+                check(k, depth + 1, nodes)?;
+                if !hashable(k) {
+                    return Err(format!("a dict key {} is unhashable", short(k)));
+                }
+                check(val, depth + 1, nodes)?;
+            }
+            Ok(())
+        }
+        "none" | "bool" | "str" => Err(bad()),
+        other => Err(format!("unknown tag {other:?}")),
+    }
+}
+
+/// Python would accept it as a set element or dict key (the value is already checked).
+fn hashable(v: &Value) -> bool {
+    match v.as_array().map(Vec::as_slice) {
+        Some([Value::String(t), p]) => match t.as_str() {
+            "list" | "set" | "dict" | "bytearray" => false,
+            "tuple" | "frozenset" => p.as_array().is_some_and(|items| items.iter().all(hashable)),
+            _ => true,
+        },
+        _ => false,
+    }
+}
+
+fn is_int_text(s: &str) -> bool {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    !digits.is_empty()
+        && digits.len() <= MAX_INT_DIGITS
+        && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A value for an error message, cut short.
+fn short(v: &Value) -> String {
+    let mut s = v.to_string();
+    if s.len() > 60 {
+        let mut end = 60;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(vars: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"format": FORMAT, "version": 1, "variables": vars})).unwrap()
+    }
+
+    #[test]
+    fn a_well_formed_checkpoint_passes() {
+        let vars = json!({
+            "n": ["int", "-12345678901234567890"],
+            "d": ["dict", [[["str", "a"], ["list", [["int", "1"], ["float", "nan"]]]]]],
+            "s": ["set", [["tuple", [["int", "1"], ["bytes", "AAE="]]]]],
+            "b": ["bytes", "aGk="],
+            "c": ["complex", ["1.0", "-inf"]],
+        });
+        assert_eq!(parse(&file(vars)).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn any_bad_part_rejects_the_whole_file() {
+        let cases = [
+            json!({"x": ["int", "12a"]}),
+            json!({"x": ["float", "one"]}),
+            json!({"x": ["bytes", "not base64!"]}),
+            json!({"x": ["pickle", "gASV"]}),
+            json!({"x": ["set", [["list", []]]]}),
+            json!({"x": ["dict", [[["dict", []], ["int", "1"]]]]}),
+            json!({"x": ["list", [["int"]]]}),
+            json!({"1x": ["int", "1"]}),
+            json!({"ok": ["int", "1"], "bad": ["str", 5]}),
+        ];
+        for vars in cases {
+            assert!(parse(&file(vars.clone())).is_err(), "{vars}");
+        }
+        assert!(parse(b"{\"format\": \"kernel-mcp-checkpoint\", \"version\": 1, \"variables\": {\"x\": [\"int\"").is_err());
+        assert!(
+            parse(
+                &serde_json::to_vec(&json!({"format": "other", "version": 1, "variables": {}}))
+                    .unwrap()
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let mut v = json!(["none", null]);
+        for _ in 0..=MAX_DEPTH {
+            v = json!(["list", [v]]);
+        }
+        let err = parse(&file(json!({"deep": v}))).unwrap_err();
+        assert!(err.contains("deeper"), "{err}");
+        // The deepest allowed nesting of dicts still parses (serde_json's own limit is 128).
+        let mut v = json!(["none", null]);
+        for _ in 0..MAX_DEPTH {
+            v = json!(["dict", [[["str", "k"], v]]]);
+        }
+        assert!(parse(&file(json!({"deep": v}))).is_ok());
+    }
+}
