@@ -1,4 +1,5 @@
-//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio) and `kernels`.
+//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio, or with `--shared` a
+//! relay to the per-user service), `service` and `kernels`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,21 +38,38 @@ enum Command {
         /// Port to listen on in HTTP mode.
         #[arg(long, env = "MCP_PORT", default_value_t = 8000)]
         port: u16,
+        /// Relay stdio to the per-user service (started when none runs), so sessions outlive
+        /// this process and are shared with other clients.
+        #[arg(long, env = "KERNEL_MCP_SHARED")]
+        shared: bool,
+        /// The service's socket (with --shared). Default: $XDG_RUNTIME_DIR/kernel-mcp/service.sock,
+        /// else ${TMPDIR:-/tmp}/kernel-mcp-<uid>/service.sock.
+        #[arg(long, env = "KERNEL_MCP_SOCKET")]
+        socket: Option<PathBuf>,
+    },
+    /// Run the per-user service: the sessions behind a Unix socket, shared by every client.
+    Service {
+        /// The socket to listen on (default as for `serve --shared`).
+        #[arg(long, env = "KERNEL_MCP_SOCKET")]
+        socket: Option<PathBuf>,
+        /// Exit after this many seconds with no session and no connection (0 = never).
+        #[arg(long, default_value_t = kernel_mcp::service::DEFAULT_IDLE_EXIT_S)]
+        idle_exit_s: u64,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KERNEL_MCP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kernel_mcp=info")),
-        )
-        .init();
     let cli = Cli::parse();
+    match &cli.command {
+        Some(Command::Service { .. }) => {
+            if let Err(e) = kernel_mcp::service::log::init_service() {
+                eprintln!("kernel-mcp service: no log file ({e}); logging to stderr only");
+            }
+        }
+        _ => kernel_mcp::service::log::init_stderr(),
+    }
     let env_prefix = cli.python_env.clone().or_else(default_env_prefix);
     let search = KernelSearch::new(
         &cli.kernelspec_dir,
@@ -68,6 +86,9 @@ fn main() -> ExitCode {
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(8000),
+        shared: std::env::var("KERNEL_MCP_SHARED")
+            .is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "no" | "off")),
+        socket: std::env::var_os("KERNEL_MCP_SOCKET").map(PathBuf::from),
     });
     match command {
         Command::Kernels => {
@@ -92,9 +113,30 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve {
+            shared: true,
+            socket,
+            ..
+        } => relay(socket, &cli.kernelspec_dir, cli.python_env.as_deref()),
+        Command::Service {
+            socket,
+            idle_exit_s,
+        } => {
+            let opts = kernel_mcp::service::listener::ServiceOptions {
+                paths: kernel_mcp::service::paths::ServicePaths::new(
+                    socket.unwrap_or_else(kernel_mcp::service::paths::default_socket),
+                ),
+                idle_exit: (idle_exit_s > 0).then(|| std::time::Duration::from_secs(idle_exit_s)),
+            };
+            let limits = Limits::default();
+            serve_registry(search, env_prefix, limits, |registry| {
+                kernel_mcp::service::listener::run(registry, opts)
+            })
+        }
+        Command::Serve {
             transport,
             host,
             port,
+            ..
         } => {
             let http = match transport.as_str() {
                 "stdio" => false,
@@ -104,43 +146,109 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let runtimes = match kernel_mcp::mcp::serve::Runtimes::new() {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("kernel-mcp: cannot start the async runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            if let Ok(dir) = kernel_mcp::session::history::Journal::dir() {
-                let pruned = kernel_mcp::session::history::prune_journals(
-                    &dir,
-                    kernel_mcp::session::history::JOURNAL_RETENTION,
-                );
-                if pruned > 0 {
-                    tracing::info!("removed {pruned} history journals older than 30 days");
-                }
-            }
-            let registry = Arc::new(Registry::new(
+            serve_registry(
                 search,
                 env_prefix,
                 Limits::default(),
-                runtimes.sessions(),
-            ));
-            let result = if http {
-                runtimes.block_on(kernel_mcp::mcp::serve::serve_http(
-                    registry,
-                    std::net::SocketAddr::new(host, port),
-                ))
-            } else {
-                runtimes.block_on(kernel_mcp::mcp::serve::serve_stdio(registry))
-            };
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    tracing::error!("{e:#}");
-                    ExitCode::FAILURE
-                }
-            }
+                move |registry| async move {
+                    if http {
+                        kernel_mcp::mcp::serve::serve_http(
+                            registry,
+                            std::net::SocketAddr::new(host, port),
+                        )
+                        .await
+                    } else {
+                        kernel_mcp::mcp::serve::serve_stdio(registry).await
+                    }
+                },
+            )
+        }
+    }
+}
+
+/// Build the runtimes and the registry, run `serve` on the MCP runtime to its end.
+fn serve_registry<F, Fut>(
+    search: KernelSearch,
+    env_prefix: Option<PathBuf>,
+    limits: Limits,
+    serve: F,
+) -> ExitCode
+where
+    F: FnOnce(Arc<Registry>) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let runtimes = match kernel_mcp::mcp::serve::Runtimes::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kernel-mcp: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Ok(dir) = kernel_mcp::session::history::Journal::dir() {
+        let pruned = kernel_mcp::session::history::prune_journals(
+            &dir,
+            kernel_mcp::session::history::JOURNAL_RETENTION,
+        );
+        if pruned > 0 {
+            tracing::info!("removed {pruned} history journals older than 30 days");
+        }
+    }
+    let registry = Arc::new(Registry::new(
+        search,
+        env_prefix,
+        limits,
+        runtimes.sessions(),
+    ));
+    match runtimes.block_on(serve(registry)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `serve --shared`: relay stdio to the service, starting it when none runs.
+fn relay(
+    socket: Option<PathBuf>,
+    kernelspec_dirs: &[PathBuf],
+    python_env: Option<&std::path::Path>,
+) -> ExitCode {
+    use kernel_mcp::service::{paths, relay};
+    let paths = paths::ServicePaths::new(socket.unwrap_or_else(paths::default_socket));
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "service".into(),
+        "--socket".into(),
+        paths.socket.clone().into(),
+    ];
+    for d in kernelspec_dirs {
+        args.push("--kernelspec-dir".into());
+        args.push(d.into());
+    }
+    if let Some(p) = python_env {
+        args.push("--python-env".into());
+        args.push(p.into());
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kernel-mcp: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let stream = relay::connect_or_start(&paths, &args).await?;
+        relay::relay(stream, &paths.socket).await
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kernel-mcp: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod error;
 pub mod params;
 pub mod render;
+pub mod scope;
 pub mod serve;
 pub mod server;
 mod tools_code;

@@ -17,7 +17,7 @@ use super::KernelMcp;
 use crate::session::Registry;
 
 /// Longest the server takes to exit once the client has gone or a signal arrived.
-const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The two runtimes of a server process.
 ///
@@ -165,7 +165,7 @@ pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> 
 }
 
 /// Resolves on SIGTERM, SIGINT or SIGHUP, naming it.
-async fn termination() -> &'static str {
+pub(crate) async fn termination() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),

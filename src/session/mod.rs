@@ -50,6 +50,9 @@ const COMMAND_BUFFER: usize = 64;
 #[derive(Clone)]
 pub struct SessionHandle {
     id: String,
+    /// The name the registry files it under: the id, except for a connection's own
+    /// `default` session (see [`registry::Registry::create_keyed`]).
+    key: String,
     tx: mpsc::Sender<Command>,
 }
 
@@ -68,6 +71,7 @@ impl SessionHandle {
         let (created_tx, created_rx) = oneshot::channel();
         let handle = SessionHandle {
             id: desc.id.clone(),
+            key: desc.id.clone(),
             tx,
         };
         Actor::spawn(runtime, desc, limits, rx, created_tx);
@@ -76,6 +80,11 @@ impl SessionHandle {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The registry's name for this session (its id unless filed under an internal key).
+    pub fn key(&self) -> &str {
+        &self.key
     }
 
     /// True if both handles talk to the same actor (not merely the same session name).

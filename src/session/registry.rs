@@ -92,7 +92,11 @@ impl Registry {
     }
 
     fn known(&self) -> Vec<String> {
-        let mut v: Vec<String> = lock(&self.sessions).keys().cloned().collect();
+        let mut v: Vec<String> = lock(&self.sessions)
+            .keys()
+            .filter(|k| !is_internal_key(k))
+            .cloned()
+            .collect();
         v.sort();
         v
     }
@@ -121,6 +125,29 @@ impl Registry {
                     break id;
                 }
             },
+        };
+        self.create_keyed(
+            id.clone(),
+            CreateRequest {
+                session_id: Some(id),
+                ..req
+            },
+        )
+        .await
+    }
+
+    /// Create a session filed under `key`, which may differ from its id (`req.session_id`,
+    /// required): a connection's own `default` session is filed under a key no client can
+    /// name ([`is_internal_key`]), so other connections neither see nor reach it.
+    pub async fn create_keyed(
+        &self,
+        key: String,
+        req: CreateRequest,
+    ) -> Result<SessionInfo, SessionError> {
+        let Some(id) = req.session_id.clone() else {
+            return Err(SessionError::Internal(
+                "create_keyed needs a session id".into(),
+            ));
         };
         if req.python.is_some() && req.kernel.is_some() {
             return Err(SessionError::InvalidArgument(
@@ -168,16 +195,17 @@ impl Registry {
             launcher: Arc::new(LocalLauncher { spec, opts }),
             journal_dir: self.journal_dir.clone(),
         };
-        let handle;
+        let mut handle;
         let created_rx;
         {
             let mut sessions = lock(&self.sessions);
-            if sessions.contains_key(&id) {
+            if sessions.contains_key(&key) {
                 return Err(SessionError::AlreadyExists(id));
             }
             (handle, created_rx) =
                 SessionHandle::spawn(&self.sessions_runtime, desc, self.limits.clone());
-            sessions.insert(id.clone(), handle.clone());
+            handle.key = key.clone();
+            sessions.insert(key.clone(), handle.clone());
         }
         let result = created_rx
             .await
@@ -187,10 +215,10 @@ impl Registry {
             // was destroyed meanwhile and now belongs to a newer session.
             let _ = handle.destroy().await;
             let ours = lock(&self.sessions)
-                .get(&id)
+                .get(&key)
                 .is_some_and(|h| h.same_session(&handle));
             if ours {
-                self.forget(&id);
+                self.forget(&key);
             }
         }
         result
@@ -273,24 +301,38 @@ impl Registry {
 
     /// Session `id`, or — when `id` is `None` — the `default` session, created on first use.
     pub async fn get_or_default(&self, id: Option<&str>) -> Result<SessionHandle, SessionError> {
-        if let Some(id) = id {
-            return self.get(id);
+        match id {
+            Some(id) => self.get(id),
+            None => self.default_session(DEFAULT_SESSION).await,
         }
-        let _guard = self.default_lock.lock().await;
-        if let Ok(h) = self.get(DEFAULT_SESSION) {
-            return Ok(h);
-        }
-        self.create(CreateRequest {
-            session_id: Some(DEFAULT_SESSION.into()),
-            ..Default::default()
-        })
-        .await?;
-        self.get(DEFAULT_SESSION)
     }
 
-    /// Every session's info, sorted by id.
+    /// The `default` session filed under `key`, created on first use.
+    pub async fn default_session(&self, key: &str) -> Result<SessionHandle, SessionError> {
+        let _guard = self.default_lock.lock().await;
+        if let Ok(h) = self.get(key) {
+            return Ok(h);
+        }
+        let req = CreateRequest {
+            session_id: Some(DEFAULT_SESSION.into()),
+            ..Default::default()
+        };
+        self.create_keyed(key.to_string(), req).await?;
+        self.get(key)
+    }
+
+    /// Every session's info, sorted by id (sessions under internal keys included).
     pub async fn list(&self) -> Vec<SessionInfo> {
-        let handles: Vec<SessionHandle> = lock(&self.sessions).values().cloned().collect();
+        self.list_where(|_| true).await
+    }
+
+    /// The info of the sessions whose key passes `keep`, sorted by id.
+    pub async fn list_where(&self, keep: impl Fn(&str) -> bool) -> Vec<SessionInfo> {
+        let handles: Vec<SessionHandle> = lock(&self.sessions)
+            .iter()
+            .filter(|(k, _)| keep(k))
+            .map(|(_, h)| h.clone())
+            .collect();
         let mut out = Vec::new();
         for h in handles {
             if let Ok(info) = h.info().await {
@@ -299,6 +341,11 @@ impl Registry {
         }
         out.sort_by(|a, b| a.session_id.cmp(&b.session_id));
         out
+    }
+
+    /// True when no session is live (the service's idle exit counts this).
+    pub fn is_empty(&self) -> bool {
+        lock(&self.sessions).is_empty()
     }
 
     /// Shut a session's kernel down and forget it.
@@ -324,7 +371,7 @@ impl Registry {
     ) -> Result<Submitted, SessionError> {
         let submitted = handle.submit(req).await?;
         let mut runs = lock(&self.runs);
-        runs.0.insert(submitted.0.clone(), handle.id().to_string());
+        runs.0.insert(submitted.0.clone(), handle.key().to_string());
         runs.1.push_back(submitted.0.clone());
         // Sessions keep at most 256 finished runs each: the oldest ids are long forgotten.
         while runs.1.len() > MAX_TRACKED_RUNS {
@@ -398,6 +445,12 @@ fn python_spec(interpreter: &std::path::Path) -> KernelSpec {
         env: BTreeMap::new(),
         metadata: serde_json::Value::Object(Default::default()),
     }
+}
+
+/// True for a registry key no session id can be (it holds a `#`): a connection's own
+/// `default` session.
+pub fn is_internal_key(key: &str) -> bool {
+    key.contains('#')
 }
 
 /// 1–64 characters from `[A-Za-z0-9._-]`.

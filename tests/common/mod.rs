@@ -456,4 +456,5 @@ pub mod fake;
 pub mod history;
 pub mod kernels;
 pub mod raw;
+pub mod service;
 pub mod trust;
