@@ -53,7 +53,7 @@ enum Command {
         #[arg(long, env = "KERNEL_MCP_SOCKET")]
         socket: Option<PathBuf>,
         /// Exit after this many seconds with no session and no connection (0 = never).
-        #[arg(long, default_value_t = kernel_mcp::service::DEFAULT_IDLE_EXIT_S)]
+        #[arg(long, env = "KERNEL_MCP_IDLE_EXIT_S", default_value_t = kernel_mcp::service::DEFAULT_IDLE_EXIT_S)]
         idle_exit_s: u64,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.

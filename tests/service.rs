@@ -185,3 +185,58 @@ print(s.makefile().readline())
     assert!(!is_error(&client.call("server_info", json!({})).await));
     client.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_service_exits_when_idle_but_not_while_a_session_lives() {
+    let svc = TestService::new();
+    let env = svc.env();
+    let mut env: Vec<(&str, &std::ffi::OsStr)> =
+        env.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
+    env.push(("KERNEL_MCP_IDLE_EXIT_S", std::ffi::OsStr::new("2")));
+    let a = common::Server::start_with(&env, &["serve", "--shared"]).await;
+    a.create_session("keep").await;
+    let pid = svc.pid().expect("service pid");
+    a.shutdown().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(pid_alive(pid), "a live session keeps the service");
+    let b = common::Server::start_with(&env, &["serve", "--shared"]).await;
+    b.destroy("keep").await;
+    b.shutdown().await;
+    assert!(
+        wait_until(Duration::from_secs(20), || !pid_alive(pid)).await,
+        "idle service did not exit"
+    );
+    assert!(
+        svc.log_text().contains("idle for 2 s"),
+        "{}",
+        svc.log_text()
+    );
+    assert!(!svc.socket().exists(), "socket removed on exit");
+}
+
+#[tokio::test]
+async fn sigterm_shuts_every_kernel_down_and_the_relay_exits_non_zero() {
+    let svc = TestService::new();
+    let a = svc.relay().await;
+    a.create_session("one").await;
+    a.call("execute", json!({"code": "1"})).await;
+    let kernels = [a.kernel_pid("one").await, a.kernel_pid("default").await];
+    let pid = svc.pid().expect("service pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    assert!(wait_until(Duration::from_secs(30), || !pid_alive(pid)).await);
+    for k in kernels {
+        assert!(!pid_alive(k), "kernel {k} outlived the service");
+    }
+    let relay = a.pid();
+    assert!(wait_until(Duration::from_secs(15), || !pid_alive(relay)).await);
+    assert!(
+        a.stderr().contains("closed the connection"),
+        "{}",
+        a.stderr()
+    );
+    drop(a);
+}
