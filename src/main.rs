@@ -127,7 +127,10 @@ fn main() -> ExitCode {
                 ),
                 idle_exit: (idle_exit_s > 0).then(|| std::time::Duration::from_secs(idle_exit_s)),
             };
-            let limits = Limits::default();
+            let limits = Limits {
+                default_expires_after_s: Some(kernel_mcp::config::SERVICE_EXPIRES_AFTER_S),
+                ..Limits::default()
+            };
             serve_registry(search, env_prefix, limits, |registry| {
                 kernel_mcp::service::listener::run(registry, opts)
             })
@@ -199,7 +202,11 @@ where
         limits,
         runtimes.sessions(),
     ));
-    match runtimes.block_on(serve(registry)) {
+    let serving = async {
+        Registry::spawn_reaper(&registry);
+        serve(registry).await
+    };
+    match runtimes.block_on(serving) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");

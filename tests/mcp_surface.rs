@@ -21,6 +21,8 @@ const TOOLS: &[&str] = &[
     "send_input",
     "cancel_execution",
     "server_info",
+    "renew_session",
+    "clear_queue",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -306,6 +306,10 @@ impl KernelIo for Kernel {
         &self.info
     }
 
+    fn connection_file(&self) -> Option<&std::path::Path> {
+        Some(&self.connection_file)
+    }
+
     fn pid(&self) -> Option<u32> {
         Some(self.process.pid())
     }

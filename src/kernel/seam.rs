@@ -63,6 +63,12 @@ pub trait KernelIo: Send {
     /// and report the rung of the shutdown ladder that stopped it.
     fn shutdown(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ShutdownRung>;
 
+    /// The connection file a person can attach with (`jupyter console --existing FILE`),
+    /// where the kernel has a local one.
+    fn connection_file(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// The last few KiB of the kernel's own stdout/stderr, where we have them.
     fn output_tail(&self) -> String {
         String::new()

@@ -11,6 +11,7 @@ pub mod server;
 mod tools_code;
 mod tools_history;
 mod tools_run;
+mod tools_service;
 mod tools_session;
 
 pub use server::KernelMcp;

@@ -26,6 +26,10 @@ pub struct CreateSessionParams {
     /// Seconds to wait for the kernel to become ready (default 60).
     #[serde(default)]
     pub startup_timeout_s: Option<f64>,
+    /// Idle seconds before the session is shut down (0 = never). Default: never for a
+    /// standalone server, a day (86400) in the shared service. renew_session resets the clock.
+    #[serde(default)]
+    pub expires_after_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

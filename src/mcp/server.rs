@@ -50,6 +50,7 @@ impl KernelMcp {
             tool_router: Self::session_router()
                 + Self::run_router()
                 + Self::history_router()
+                + Self::service_router()
                 + Self::code_router(),
         }
     }

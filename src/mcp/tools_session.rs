@@ -54,6 +54,7 @@ impl KernelMcp {
             cwd: p.cwd.map(PathBuf::from),
             env: p.env.unwrap_or_default(),
             startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,
+            expires_after: seconds(p.expires_after_s, "expires_after_s")?,
         };
         let info = self.registry.create(req).await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))

@@ -7,11 +7,13 @@
 //! bounded response), `runs.rs` (a session's runs), `ids.rs`, `history/` and `export.rs`
 //! (history, journal, exports), `display.rs` and `output.rs` (what the agent sees of outputs),
 //! `quirks.rs` and `language.rs` (per-kernel and per-language behaviour), `ops.rs` (session
-//! operations built from several actor calls), `registry.rs`, `error.rs`, `types.rs`.
+//! operations built from several actor calls), `registry.rs` and `expiry.rs` (expired sessions),
+//! `error.rs`, `types.rs`.
 
 pub mod actor;
 pub mod display;
 pub mod error;
+pub mod expiry;
 pub mod export;
 pub mod files;
 pub mod history;
@@ -221,6 +223,24 @@ impl SessionHandle {
     /// Remove a queued run, or interrupt a running one. Errors: `EXECUTION_NOT_FOUND`.
     pub async fn cancel(&self, run: &RunId) -> Result<(), SessionError> {
         self.call(|tx| Command::Cancel(run.clone(), tx)).await?
+    }
+
+    /// Set the idle expiry (`Some(None)`: never; `None`: keep it) and restart its clock.
+    pub async fn renew(
+        &self,
+        after: Option<Option<Duration>>,
+    ) -> Result<SessionInfo, SessionError> {
+        self.call(|tx| Command::Renew(after, tx)).await
+    }
+
+    /// True when the session has been idle past its expiry (this check is not activity).
+    pub async fn check_expired(&self) -> Result<bool, SessionError> {
+        self.call(Command::CheckExpired).await
+    }
+
+    /// Cancel every queued run (the running one goes on); returns their ids.
+    pub async fn clear_queue(&self) -> Result<Vec<RunId>, SessionError> {
+        self.call(Command::ClearQueue).await
     }
 
     /// Shut the kernel down (ladder) and end the actor.

@@ -33,6 +33,8 @@ pub struct CreateRequest {
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
     pub startup_timeout: Option<Duration>,
+    /// Idle time before the session expires: `None` the server's default, zero never.
+    pub expires_after: Option<Duration>,
 }
 
 /// All sessions of this server process.
@@ -52,6 +54,8 @@ pub struct Registry {
     ipykernel_ok: Mutex<std::collections::HashSet<PathBuf>>,
     /// Where sessions journal their history; `None`: no journals.
     journal_dir: Option<PathBuf>,
+    /// Sessions that expired recently, by key (see [`super::expiry`]).
+    pub(super) expired: Mutex<super::expiry::Tombstones>,
 }
 
 impl Registry {
@@ -75,6 +79,7 @@ impl Registry {
             journal_dir: Journal::dir()
                 .inspect_err(|e| tracing::warn!("history journals are off: {e}"))
                 .ok(),
+            expired: Mutex::new(Default::default()),
         }
     }
 
@@ -207,9 +212,19 @@ impl Registry {
             handle.key = key.clone();
             sessions.insert(key.clone(), handle.clone());
         }
-        let result = created_rx
+        let mut result = created_rx
             .await
             .unwrap_or_else(|_| Err(SessionError::gone(&id)));
+        if result.is_ok() {
+            lock(&self.expired).remove(&key);
+            let after = req
+                .expires_after
+                .or(self.limits.default_expires_after_s.map(Duration::from_secs))
+                .filter(|d| !d.is_zero());
+            if after.is_some() {
+                result = handle.renew(Some(after)).await;
+            }
+        }
         if result.is_err() {
             // Nothing half-created remains: end the actor and forget the name — unless the name
             // was destroyed meanwhile and now belongs to a newer session.
@@ -292,6 +307,11 @@ impl Registry {
     /// The handle of session `id`. Errors: `SESSION_NOT_FOUND` naming the existing sessions.
     pub fn get(&self, id: &str) -> Result<SessionHandle, SessionError> {
         let found = lock(&self.sessions).get(id).cloned();
+        if found.is_none()
+            && let Some(e) = lock(&self.expired).check(id)
+        {
+            return Err(e);
+        }
         found.ok_or_else(|| SessionError::NotFound {
             id: id.to_string(),
             known: self.known(),
@@ -355,7 +375,12 @@ impl Registry {
         handle.destroy().await
     }
 
-    fn forget(&self, id: &str) {
+    /// The table of live sessions by key (for [`super::expiry`]).
+    pub(super) fn sessions_table(&self) -> &Mutex<HashMap<String, SessionHandle>> {
+        &self.sessions
+    }
+
+    pub(super) fn forget(&self, id: &str) {
         lock(&self.sessions).remove(id);
         let mut runs = lock(&self.runs);
         runs.0.retain(|_, s| s != id);
@@ -469,6 +494,6 @@ fn validate_session_id(id: &str) -> Result<(), SessionError> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -94,6 +94,12 @@ pub struct SessionInfo {
     pub current_run_id: Option<String>,
     /// From `kernel_info_reply`: implementation, language_info, protocol_version, banner.
     pub kernel_info: Value,
+    /// When the session expires if left idle (RFC 3339), or `None`: never.
+    pub expires_at: Option<String>,
+    /// The kernel's connection file (`jupyter console --existing FILE` attaches to it).
+    pub connection_file: Option<String>,
+    /// True for a kernel someone else started and this session adopted.
+    pub attached: bool,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.
