@@ -55,6 +55,9 @@ enum Command {
         /// Exit after this many seconds with no session and no connection (0 = never).
         #[arg(long, env = "KERNEL_MCP_IDLE_EXIT_S", default_value_t = kernel_mcp::service::DEFAULT_IDLE_EXIT_S)]
         idle_exit_s: u64,
+        /// Also serve streamable HTTP at ADDR:PORT (path /mcp) on the same sessions.
+        #[arg(long, value_name = "ADDR:PORT")]
+        http: Option<std::net::SocketAddr>,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
@@ -120,12 +123,14 @@ fn main() -> ExitCode {
         Command::Service {
             socket,
             idle_exit_s,
+            http,
         } => {
             let opts = kernel_mcp::service::listener::ServiceOptions {
                 paths: kernel_mcp::service::paths::ServicePaths::new(
                     socket.unwrap_or_else(kernel_mcp::service::paths::default_socket),
                 ),
                 idle_exit: (idle_exit_s > 0).then(|| std::time::Duration::from_secs(idle_exit_s)),
+                http,
             };
             let limits = Limits {
                 default_expires_after_s: Some(kernel_mcp::config::SERVICE_EXPIRES_AFTER_S),

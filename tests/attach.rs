@@ -9,7 +9,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
-use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const PERSON: &str = r#"

@@ -240,3 +240,59 @@ async fn sigterm_shuts_every_kernel_down_and_the_relay_exits_non_zero() {
     );
     drop(a);
 }
+
+#[tokio::test]
+async fn an_http_client_and_a_socket_client_of_the_service_share_a_session() {
+    let svc = TestService::new();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
+        .args(["service", "--http", "127.0.0.1:0", "--socket"])
+        .arg(svc.socket())
+        .envs(svc.env())
+        .env("VIRTUAL_ENV", common::venv())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the service");
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let port: u16 = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+                return rest.split('/').next().and_then(|p| p.parse().ok());
+            }
+        }
+        None
+    })
+    .await
+    .expect("the service announces its HTTP address")
+    .expect("a port");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let socket_client = svc.relay().await;
+    socket_client.create_session("both").await;
+    assert_eq!(value(&socket_client, "both", "x = 5; x").await, "5");
+    let web = common::http::HttpClient::connect(port).await;
+    let r = web
+        .call("execute", json!({"session_id": "both", "code": "x * 10"}))
+        .await;
+    assert_eq!(r["result"], "50", "{r}");
+    let r = web.call("list_sessions", json!({})).await;
+    assert_eq!(r["sessions"][0]["session_id"], "both", "{r}");
+    socket_client.shutdown().await;
+    let kernel = {
+        let r = web.call("get_session", json!({"session_id": "both"})).await;
+        r["pid"].as_u64().expect("pid") as u32
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id().expect("pid") as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the service exits on SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+    assert!(!pid_alive(kernel), "kernel outlived the service");
+}

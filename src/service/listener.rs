@@ -23,7 +23,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::paths::ServicePaths;
 use crate::mcp::KernelMcp;
-use crate::mcp::serve::{SHUTDOWN_DEADLINE, in_order_runtime, termination};
+use crate::mcp::serve::{SHUTDOWN_DEADLINE, in_order_runtime, serve_http_until, termination};
 use crate::session::Registry;
 
 /// Most connections served at once; one more is refused with a JSON-RPC error line.
@@ -37,6 +37,8 @@ pub struct ServiceOptions {
     pub paths: ServicePaths,
     /// Exit after this long with no session and no connection; `None`: never.
     pub idle_exit: Option<Duration>,
+    /// Also serve streamable HTTP here (each HTTP session a connection of its own).
+    pub http: Option<std::net::SocketAddr>,
 }
 
 /// The lock that says "a service runs on this socket", held until the process exits.
@@ -94,6 +96,20 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
         idle_exit_s = opts.idle_exit.map(|d| d.as_secs()),
         "kernel-mcp service listening"
     );
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut http = match opts.http {
+        Some(addr) => {
+            let factory = registry.clone();
+            Some(tokio::spawn(serve_http_until(
+                move || KernelMcp::for_connection(factory.clone()),
+                addr,
+                async {
+                    let _ = http_stopped.await;
+                },
+            )))
+        }
+        None => None,
+    };
     let connections = Arc::new(AtomicUsize::new(0));
     let mut idle_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(IDLE_TICK);
@@ -122,8 +138,21 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
                 }
             }
             s = termination() => break format!("received {s}"),
+            r = async { http.as_mut().expect("guarded").await }, if http.is_some() => {
+                http = None;
+                let why = match r {
+                    Ok(Ok(())) => "stopped".to_string(),
+                    Ok(Err(e)) => format!("{e:#}"),
+                    Err(e) => e.to_string(),
+                };
+                break format!("the HTTP listener ended: {why}");
+            }
         }
     };
+    let _ = stop_http.send(());
+    if let Some(h) = http {
+        let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+    }
     tracing::info!("service stopping: {reason}");
     drop(listener);
     let _ = std::fs::remove_file(&paths.socket);

@@ -454,6 +454,7 @@ pub fn status(result: &Value) -> &str {
 
 pub mod fake;
 pub mod history;
+pub mod http;
 pub mod kernels;
 pub mod raw;
 pub mod service;
