@@ -69,6 +69,11 @@ pub trait KernelIo: Send {
         None
     }
 
+    /// False while the kernel misses its heartbeat (status `unresponsive`; not a death).
+    fn responsive(&self) -> bool {
+        true
+    }
+
     /// The last few KiB of the kernel's own stdout/stderr, where we have them.
     fn output_tail(&self) -> String {
         String::new()
@@ -86,6 +91,11 @@ pub trait KernelLauncher: Send + Sync {
     /// Start a kernel and wait until it is ready.
     /// Errors: [`StartError`] with the exit status and output tail when it dies during start.
     fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>>;
+
+    /// True when the kernels are someone else's (adopted): they cannot be restarted.
+    fn adopts(&self) -> bool {
+        false
+    }
 }
 
 /// Launches local kernels from a kernelspec (see [`super::Kernel::start`]).

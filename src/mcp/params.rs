@@ -30,6 +30,11 @@ pub struct CreateSessionParams {
     /// standalone server, a day (86400) in the shared service. renew_session resets the clock.
     #[serde(default)]
     pub expires_after_s: Option<f64>,
+    /// Adopt a running kernel someone else started (its Jupyter connection file) instead of
+    /// starting one. Interrupt works; restart_session is UNSUPPORTED; destroy_session detaches
+    /// and leaves the kernel running.
+    #[serde(default)]
+    pub connection_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

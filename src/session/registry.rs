@@ -35,6 +35,8 @@ pub struct CreateRequest {
     pub startup_timeout: Option<Duration>,
     /// Idle time before the session expires: `None` the server's default, zero never.
     pub expires_after: Option<Duration>,
+    /// Adopt the running kernel of this connection file instead of starting one.
+    pub connection_file: Option<PathBuf>,
 }
 
 /// All sessions of this server process.
@@ -184,20 +186,28 @@ impl Registry {
             }
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         };
-        let spec = self.resolve_spec(&req, &cwd).await?;
-        let opts = LaunchOptions {
-            cwd: cwd.clone(),
-            env: req.env.clone(),
-            env_prefix: self.env_prefix.clone(),
-            startup_timeout: req
-                .startup_timeout
-                .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s)),
-        };
+        let startup_timeout = req
+            .startup_timeout
+            .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s));
+        let (spec, launcher): (KernelSpec, Arc<dyn crate::kernel::KernelLauncher>) =
+            match &req.connection_file {
+                Some(file) => adopted_spec(&req, file, &cwd, startup_timeout)?,
+                None => {
+                    let spec = self.resolve_spec(&req, &cwd).await?;
+                    let opts = LaunchOptions {
+                        cwd: cwd.clone(),
+                        env: req.env.clone(),
+                        env_prefix: self.env_prefix.clone(),
+                        startup_timeout,
+                    };
+                    (spec.clone(), Arc::new(LocalLauncher { spec, opts }))
+                }
+            };
         let desc = SessionDesc {
             id: id.clone(),
-            spec: spec.clone(),
+            spec,
             cwd,
-            launcher: Arc::new(LocalLauncher { spec, opts }),
+            launcher,
             journal_dir: self.journal_dir.clone(),
         };
         let mut handle;
@@ -450,6 +460,53 @@ async fn check_ipykernel(interpreter: &std::path::Path) -> Result<(), SessionErr
         ),
         details: json!({"python": interpreter, "install_command": format!("{exe} -m pip install ipykernel")}),
     })
+}
+
+/// The spec and launcher of a session adopting the kernel of `file` (relative to `cwd`).
+/// Errors: `INVALID_ARGUMENT` with `kernel`/`python`/`env`, `KERNEL_NOT_FOUND` for a missing file.
+fn adopted_spec(
+    req: &CreateRequest,
+    file: &std::path::Path,
+    cwd: &std::path::Path,
+    timeout: Duration,
+) -> Result<(KernelSpec, Arc<dyn crate::kernel::KernelLauncher>), SessionError> {
+    if req.kernel.is_some() || req.python.is_some() || !req.env.is_empty() {
+        return Err(SessionError::InvalidArgument(
+            "connection_file adopts a running kernel: give no kernel, python or env with it."
+                .into(),
+        ));
+    }
+    let path = if file.is_relative() {
+        cwd.join(file)
+    } else {
+        file.to_path_buf()
+    };
+    let info = crate::kernel::adopted::read_connection_file(&path).map_err(|message| {
+        SessionError::KernelNotFound {
+            message: format!("{message}. Pass the connection file of a running kernel (jupyter --runtime-dir lists where they are)."),
+            details: json!({"connection_file": path}),
+        }
+    })?;
+    let name = if info.kernel_name.is_empty() {
+        "adopted".to_string()
+    } else {
+        info.kernel_name.clone()
+    };
+    let spec = KernelSpec {
+        name: name.clone(),
+        resource_dir: PathBuf::new(),
+        argv: Vec::new(),
+        display_name: format!("{name} (adopted from {})", path.display()),
+        language: String::new(),
+        interrupt_mode: crate::kernel::InterruptMode::Message,
+        env: BTreeMap::new(),
+        metadata: serde_json::Value::Object(Default::default()),
+    };
+    let launcher = crate::kernel::adopted::AdoptLauncher {
+        connection_file: path,
+        timeout,
+    };
+    Ok((spec, Arc::new(launcher)))
 }
 
 /// A kernelspec that runs ipykernel from `interpreter`.

@@ -13,6 +13,8 @@ pub enum SessionStatus {
     Busy,
     AwaitingInput,
     Restarting,
+    /// An adopted kernel that misses its heartbeat (stopped, or too busy to answer).
+    Unresponsive,
     Dead,
 }
 
@@ -25,6 +27,7 @@ impl SessionStatus {
             SessionStatus::Busy => "busy",
             SessionStatus::AwaitingInput => "awaiting_input",
             SessionStatus::Restarting => "restarting",
+            SessionStatus::Unresponsive => "unresponsive",
             SessionStatus::Dead => "dead",
         }
     }

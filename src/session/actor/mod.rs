@@ -397,8 +397,10 @@ impl Actor {
                 SessionStatus::Restarting
             };
         }
-        if self.kernel.is_none() {
-            return SessionStatus::Dead;
+        match &self.kernel {
+            None => return SessionStatus::Dead,
+            Some(k) if !k.responsive() => return SessionStatus::Unresponsive,
+            Some(_) => {}
         }
         match self.runs.current().map(|r| r.status()) {
             Some(RunStatus::AwaitingInput) => SessionStatus::AwaitingInput,
@@ -432,7 +434,7 @@ impl Actor {
                 .as_ref()
                 .and_then(|k| k.connection_file())
                 .map(|p| p.display().to_string()),
-            attached: false,
+            attached: self.desc.launcher.adopts(),
         }
     }
 }
