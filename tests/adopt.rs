@@ -1,7 +1,8 @@
 //! Adopting a kernel someone else started (`python -m ipykernel_launcher -f FILE`): execute
 //! works, interrupt (over control) stops `time.sleep(60)`, restart is UNSUPPORTED,
 //! destroy_session leaves the kernel running; a SIGSTOPped kernel shows `unresponsive`, a
-//! SIGKILLed one `dead`, and its run ends `kernel_died`.
+//! SIGKILLed one `dead`, and its run ends `kernel_died`. Our own kernels get the heartbeat
+//! too: a stopped one shows `unresponsive`, and is not declared dead for it.
 
 mod common;
 
@@ -178,5 +179,30 @@ async fn a_stopped_adopted_kernel_is_unresponsive_and_a_killed_one_is_dead() {
     );
     assert_eq!(done["status"], "kernel_died", "{done}");
     assert!(wait_status(&server, "hb", "dead").await, "not dead");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn our_own_stopped_kernel_is_unresponsive_and_comes_back_when_continued() {
+    let server = Server::start().await;
+    server.create_session("own").await;
+    let pid = Pid::from_raw(server.kernel_pid("own").await as i32);
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
+    let stopped = wait_status(&server, "own", "unresponsive").await;
+    kill(pid, Signal::SIGCONT).expect("SIGCONT");
+    assert!(
+        stopped,
+        "a stopped kernel of ours is not shown unresponsive"
+    );
+    assert!(
+        wait_status(&server, "own", "idle").await,
+        "not idle after SIGCONT"
+    );
+    let r = server.exec("own", "1 + 1").await;
+    assert_eq!(r["result"], "2", "{r}");
+    assert_eq!(
+        r["generation"], 1,
+        "a missed heartbeat must not replace our kernel: {r}"
+    );
     server.shutdown().await;
 }

@@ -136,7 +136,7 @@ impl Adopted {
                 .await
                 .map_err(|_| timed_out())?;
         let unresponsive = Arc::new(AtomicBool::new(false));
-        let heartbeat = tokio::spawn(heartbeat(info, unresponsive.clone(), tx));
+        let heartbeat = tokio::spawn(heartbeat(info, unresponsive.clone(), Some(tx)));
         tracing::info!(connection_file = %path.display(), "adopted kernel");
         Ok(Adopted {
             info: kernel_info,
@@ -156,11 +156,13 @@ impl Drop for Adopted {
     }
 }
 
-/// Ping until the kernel is gone; then report its exit on `events` and stop.
-async fn heartbeat(
+/// Ping the kernel of `info` for ever, setting `unresponsive` after missed beats. With
+/// `events` (an adopted kernel), a missed beat that finds the ports closed reports the
+/// kernel's exit there and stops; a local kernel's exit is its process's, not ours to say.
+pub(crate) async fn heartbeat(
     info: ConnectionInfo,
     unresponsive: Arc<AtomicBool>,
-    events: mpsc::UnboundedSender<KernelEvent>,
+    events: Option<mpsc::UnboundedSender<KernelEvent>>,
 ) {
     let endpoint = info.endpoint(info.hb_port);
     let mut socket: Option<ReqSocket> = None;
@@ -192,7 +194,9 @@ async fn heartbeat(
         // A REQ socket whose echo never came cannot send again: start over with a new one.
         socket = None;
         misses += 1;
-        if shell_port_closed(&info).await {
+        if let Some(events) = &events
+            && shell_port_closed(&info).await
+        {
             tracing::warn!("adopted kernel is gone: its ports are closed");
             let _ = events.send(KernelEvent::Exited(ExitInfo {
                 code: None,
@@ -201,7 +205,11 @@ async fn heartbeat(
             return;
         }
         if misses >= MISSES_UNRESPONSIVE && !unresponsive.swap(true, Ordering::Relaxed) {
-            tracing::warn!(misses, "adopted kernel does not answer its heartbeat");
+            tracing::warn!(
+                misses,
+                port = info.hb_port,
+                "kernel does not answer its heartbeat"
+            );
         }
     }
 }

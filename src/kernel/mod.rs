@@ -100,6 +100,9 @@ pub struct Kernel {
     exit_reported: bool,
     exit: tokio::sync::watch::Receiver<Option<ExitInfo>>,
     connection_file: PathBuf,
+    /// Set by the heartbeat task while the kernel misses beats (liveness is the child's exit).
+    unresponsive: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Kernel {
@@ -176,10 +179,17 @@ impl Kernel {
             events_open: true,
             exit_reported: false,
             connection_file: guard.keep(),
+            unresponsive: Default::default(),
+            heartbeat: None,
         };
         tokio::select! {
             r = kernel.wait_ready() => {
                 kernel.info = r;
+                kernel.heartbeat = Some(tokio::spawn(adopted::heartbeat(
+                    info,
+                    kernel.unresponsive.clone(),
+                    None,
+                )));
                 Ok(kernel)
             }
             _ = until_exit(&mut exit) => Err(exited(&kernel.process)),
@@ -260,6 +270,9 @@ impl Drop for Kernel {
     fn drop(&mut self) {
         // The process kills its group on drop; the connection file goes here.
         let _ = std::fs::remove_file(&self.connection_file);
+        if let Some(h) = &self.heartbeat {
+            h.abort();
+        }
     }
 }
 
@@ -270,6 +283,10 @@ impl KernelIo for Kernel {
 
     fn connection_file(&self) -> Option<&std::path::Path> {
         Some(&self.connection_file)
+    }
+
+    fn responsive(&self) -> bool {
+        !self.unresponsive.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn pid(&self) -> Option<u32> {

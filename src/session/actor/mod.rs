@@ -397,14 +397,15 @@ impl Actor {
                 SessionStatus::Restarting
             };
         }
-        match &self.kernel {
-            None => return SessionStatus::Dead,
-            Some(k) if !k.responsive() => return SessionStatus::Unresponsive,
-            Some(_) => {}
-        }
+        let Some(kernel) = &self.kernel else {
+            return SessionStatus::Dead;
+        };
+        // Some kernels (IRkernel) skip heartbeats while they run code: only an idle kernel
+        // that misses them is reported unresponsive.
         match self.runs.current().map(|r| r.status()) {
             Some(RunStatus::AwaitingInput) => SessionStatus::AwaitingInput,
             Some(_) => SessionStatus::Busy,
+            None if !kernel.responsive() => SessionStatus::Unresponsive,
             None => SessionStatus::Idle,
         }
     }
