@@ -119,7 +119,10 @@ async fn after_the_service_is_killed_the_relay_says_why_and_the_next_relay_start
         "the relay must exit when its service is gone"
     );
     assert!(
-        first.stderr().contains("closed the connection"),
+        wait_until(Duration::from_secs(5), || first
+            .stderr()
+            .contains("closed the connection"))
+        .await,
         "relay stderr: {}",
         first.stderr()
     );
@@ -233,8 +236,12 @@ async fn sigterm_shuts_every_kernel_down_and_the_relay_exits_non_zero() {
     }
     let relay = a.pid();
     assert!(wait_until(Duration::from_secs(15), || !pid_alive(relay)).await);
+    // The relay's stderr is drained by a task of the harness: give it a moment.
     assert!(
-        a.stderr().contains("closed the connection"),
+        wait_until(Duration::from_secs(5), || a
+            .stderr()
+            .contains("closed the connection"))
+        .await,
         "{}",
         a.stderr()
     );
@@ -295,4 +302,27 @@ async fn an_http_client_and_a_socket_client_of_the_service_share_a_session() {
         .expect("wait");
     assert!(status.success(), "{status}");
     assert!(!pid_alive(kernel), "kernel outlived the service");
+}
+
+#[tokio::test]
+async fn a_second_service_on_the_same_socket_refuses_to_start_and_names_the_first() {
+    let svc = TestService::new();
+    let client = svc.relay().await;
+    let first = svc.pid().expect("service pid");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
+        .args(["service", "--socket"])
+        .arg(svc.socket())
+        .envs(svc.env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("run a second service");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("pid {first}")), "{err}");
+    assert!(
+        !is_error(&client.call("server_info", json!({})).await),
+        "the first one still serves"
+    );
+    client.shutdown().await;
 }

@@ -194,11 +194,14 @@ async fn admit(
             "jsonrpc": "2.0", "id": null,
             "error": {"code": -32001, "message": format!("kernel-mcp service: {why}")},
         });
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            let _ = stream.write_all(format!("{line}\n").as_bytes()).await;
-            let _ = stream.shutdown().await;
-        })
-        .await;
+        // In a task of its own: a peer that does not read must not hold up the accept loop.
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                let _ = stream.write_all(format!("{line}\n").as_bytes()).await;
+                let _ = stream.shutdown().await;
+            })
+            .await;
+        });
         return;
     }
     let counted = Counted::new(connections);

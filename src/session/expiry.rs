@@ -73,19 +73,17 @@ impl Registry {
             if !matches!(handle.check_expired().await, Ok(true)) {
                 continue;
             }
-            let ours = {
+            {
+                // One critical section: a session created under this name meanwhile is not
+                // touched, and no call sees the name neither live nor expired.
                 let mut sessions = lock(self.sessions_table());
-                let ours = sessions.get(&key).is_some_and(|h| h.same_session(&handle));
-                if ours {
-                    sessions.remove(&key);
+                if !sessions.get(&key).is_some_and(|h| h.same_session(&handle)) {
+                    continue;
                 }
-                ours
-            };
-            if !ours {
-                continue;
+                sessions.remove(&key);
+                lock(&self.expired).insert(key.clone(), handle.id().to_string());
             }
-            lock(&self.expired).insert(key.clone(), handle.id().to_string());
-            self.forget(&key);
+            self.forget_runs(&key);
             let rung = handle.destroy().await;
             tracing::info!(
                 session = handle.id(),

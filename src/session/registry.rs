@@ -392,6 +392,11 @@ impl Registry {
 
     pub(super) fn forget(&self, id: &str) {
         lock(&self.sessions).remove(id);
+        self.forget_runs(id);
+    }
+
+    /// Forget the run ids of the session under key `id`.
+    pub(super) fn forget_runs(&self, id: &str) {
         let mut runs = lock(&self.runs);
         runs.0.retain(|_, s| s != id);
         let (by_id, order) = &mut *runs;
