@@ -72,7 +72,7 @@ async fn every_tool_is_listed_and_tool_errors_carry_the_contract_shape() {
     let tools = s.client.list_all_tools().await.expect("tools/list");
     assert_eq!(
         tools.len(),
-        20,
+        22,
         "{:?}",
         tools.iter().map(|t| &t.name).collect::<Vec<_>>()
     );
