@@ -34,6 +34,7 @@ const IDLE_TICK: Duration = Duration::from_secs(1);
 /// How the service runs.
 #[derive(Debug, Clone)]
 pub struct ServiceOptions {
+    /// The socket and its lock files.
     pub paths: ServicePaths,
     /// Exit after this long with no session and no connection; `None`: never.
     pub idle_exit: Option<Duration>,

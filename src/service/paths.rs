@@ -68,8 +68,14 @@ impl ServicePaths {
             .mode(0o700)
             .create(dir)
             .map_err(|e| format!("cannot create the socket directory {}: {e}", dir.display()))?;
-        let meta = fs::metadata(dir)
+        let meta = fs::symlink_metadata(dir)
             .map_err(|e| format!("cannot inspect the socket directory {}: {e}", dir.display()))?;
+        if !meta.is_dir() {
+            return Err(format!(
+                "the socket directory {} is not a directory (a symlink or a file); remove it or pass --socket elsewhere",
+                dir.display()
+            ));
+        }
         let uid = nix::unistd::getuid().as_raw();
         if meta.uid() != uid {
             return Err(format!(
@@ -150,5 +156,18 @@ mod tests {
             .prepare_dir()
             .expect("prepared");
         assert_eq!(fs::metadata(&dir).expect("meta").mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_symlinked_socket_directory_is_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let real = tmp.path().join("real");
+        fs::create_dir(&real).expect("mkdir");
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let err = ServicePaths::new(link.join("service.sock"))
+            .prepare_dir()
+            .expect_err("a symlink must be refused");
+        assert!(err.contains("not a directory"), "{err}");
     }
 }
