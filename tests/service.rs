@@ -326,3 +326,26 @@ async fn a_second_service_on_the_same_socket_refuses_to_start_and_names_the_firs
     );
     client.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_service_whose_socket_is_removed_exits_once_no_client_is_connected() {
+    let svc = TestService::new();
+    let client = svc.relay().await;
+    client.create_session("orphan").await;
+    let kernel = client.kernel_pid("orphan").await;
+    let pid = svc.pid().expect("service pid");
+    std::fs::remove_file(svc.socket()).expect("remove the socket");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(pid_alive(pid), "a connected client keeps it");
+    client.shutdown().await;
+    assert!(
+        wait_until(Duration::from_secs(30), || !pid_alive(pid)).await,
+        "an unreachable service must exit"
+    );
+    assert!(!pid_alive(kernel), "its kernels go with it");
+    assert!(
+        svc.log_text().contains("was removed or replaced"),
+        "{}",
+        svc.log_text()
+    );
+}

@@ -4,13 +4,14 @@
 //! (newline-delimited JSON-RPC; rmcp serves any `AsyncRead + AsyncWrite`). A peer with
 //! another uid is told why in one JSON-RPC error line and disconnected.
 //!
-//! It ends on SIGTERM/SIGINT/SIGHUP, or after `idle_exit` with no session and no connection;
+//! It ends on SIGTERM/SIGINT/SIGHUP, after `idle_exit` with no session and no connection, or
+//! once its socket file is removed or replaced and no connection is left (nobody can reach it);
 //! every exit path shuts every kernel down (a SIGKILLed service leaves none either: the
 //! kernels' parent-death signal takes them).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -91,6 +92,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
     let listener = UnixListener::bind(&paths.socket)
         .with_context(|| format!("cannot listen on {}", paths.socket.display()))?;
     std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))?;
+    let inode = std::fs::symlink_metadata(&paths.socket)?.ino();
     tracing::info!(
         socket = %paths.socket.display(),
         pid = std::process::id(),
@@ -128,7 +130,12 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
                 }
             },
             _ = tick.tick() => {
-                let idle = connections.load(Ordering::SeqCst) == 0 && registry.is_empty();
+                let unconnected = connections.load(Ordering::SeqCst) == 0;
+                let reachable = std::fs::symlink_metadata(&paths.socket).is_ok_and(|m| m.ino() == inode);
+                if unconnected && !reachable {
+                    break format!("its socket {} was removed or replaced, so no client can reach it", paths.socket.display());
+                }
+                let idle = unconnected && registry.is_empty();
                 match (idle, idle_since, opts.idle_exit) {
                     (false, _, _) => idle_since = None,
                     (true, None, _) => idle_since = Some(Instant::now()),
