@@ -32,7 +32,13 @@ pub struct Limits {
     pub shutdown_grace_s: f64,
     /// Wait for iopub `idle` after `execute_reply` (seconds).
     pub iopub_grace_s: u64,
+    /// Idle seconds before a session expires when `create_session` does not say
+    /// (`None`: never; the service uses [`SERVICE_EXPIRES_AFTER_S`]).
+    pub default_expires_after_s: Option<u64>,
 }
+
+/// The service's default idle expiry of a session: one day.
+pub const SERVICE_EXPIRES_AFTER_S: u64 = 86_400;
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -49,6 +55,7 @@ impl Default for Limits {
             interrupt_grace_s: 5,
             shutdown_grace_s: 2.5,
             iopub_grace_s: 4,
+            default_expires_after_s: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! Layers, top to bottom (user-facing reference: `docs/`):
 //! - [`mcp`]: tool parameters → session calls; records → `CallToolResult`.
+//! - [`service`]: the per-user service (Unix socket), the `--shared` stdio relay.
 //! - [`session`]: one actor per session: queue, runs, history, generation, registry.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
@@ -12,5 +13,6 @@ pub mod config;
 pub mod instance;
 pub mod kernel;
 pub mod mcp;
+pub mod service;
 pub mod session;
 pub mod wire;

@@ -1,5 +1,6 @@
-//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio), `kernels`, `doctor`
-//! and `install` (in [`cli`]), and `env` (named Python environments, [`env_cli`]).
+//! The `kernel-mcp` command line: `serve` (the default; MCP over stdio, or with `--shared` a
+//! relay to the per-user service), `service`, `kernels`, `doctor` and `install` (in [`cli`]),
+//! and `env` (named Python environments, [`env_cli`]).
 
 mod cli;
 mod env_cli;
@@ -42,6 +43,29 @@ enum Command {
         /// Port to listen on in HTTP mode.
         #[arg(long, env = "MCP_PORT", default_value_t = 8000)]
         port: u16,
+        /// Relay stdio to the per-user service (started when none runs), so sessions outlive
+        /// this process and are shared with other clients.
+        #[arg(long, env = "KERNEL_MCP_SHARED")]
+        shared: bool,
+        /// The service's socket (with --shared). Default: $XDG_RUNTIME_DIR/kernel-mcp/service.sock,
+        /// else ${TMPDIR:-/tmp}/kernel-mcp-<uid>/service.sock.
+        #[arg(long, env = "KERNEL_MCP_SOCKET")]
+        socket: Option<PathBuf>,
+        /// Memory limit per session (the kernel's whole process tree), MiB; 0 = none.
+        #[arg(long, env = "KERNEL_MCP_MAX_MEMORY_MIB", default_value_t = 4096)]
+        max_memory_mib: u64,
+    },
+    /// Run the per-user service: the sessions behind a Unix socket, shared by every client.
+    Service {
+        /// The socket to listen on (default as for `serve --shared`).
+        #[arg(long, env = "KERNEL_MCP_SOCKET")]
+        socket: Option<PathBuf>,
+        /// Exit after this many seconds with no session and no connection (0 = never).
+        #[arg(long, env = "KERNEL_MCP_IDLE_EXIT_S", default_value_t = kernel_mcp::service::DEFAULT_IDLE_EXIT_S)]
+        idle_exit_s: u64,
+        /// Also serve streamable HTTP at ADDR:PORT (path /mcp) on the same sessions.
+        #[arg(long, value_name = "ADDR:PORT")]
+        http: Option<std::net::SocketAddr>,
         /// Memory limit per session (the kernel's whole process tree), MiB; 0 = none.
         #[arg(long, env = "KERNEL_MCP_MAX_MEMORY_MIB", default_value_t = 4096)]
         max_memory_mib: u64,
@@ -97,14 +121,14 @@ fn main() -> ExitCode {
             nix::sys::signal::SigHandler::SigIgn,
         );
     }
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KERNEL_MCP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kernel_mcp=info")),
-        )
-        .init();
+    match &cli.command {
+        Some(Command::Service { .. }) => {
+            if let Err(e) = kernel_mcp::service::log::init_service() {
+                eprintln!("kernel-mcp service: no log file ({e}); logging to stderr only");
+            }
+        }
+        _ => kernel_mcp::service::log::init_stderr(),
+    }
     let python_env = kernel_mcp::kernel::env_prefix::select_from_process(cli.python_env.as_deref());
     let env_prefix = python_env.as_ref().map(|c| c.prefix.clone());
     let search = KernelSearch::new(
@@ -122,12 +146,16 @@ fn main() -> ExitCode {
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(8000),
+        shared: std::env::var("KERNEL_MCP_SHARED")
+            .is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "no" | "off")),
+        socket: std::env::var_os("KERNEL_MCP_SOCKET").map(PathBuf::from),
         max_memory_mib: std::env::var("KERNEL_MCP_MAX_MEMORY_MIB")
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(4096),
     });
     match command {
+        Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
         Command::Doctor { json } => cli::doctor::run(&search, cli.python_env.as_deref(), json),
         Command::Install(args) => cli::install::run(&args, python_env.as_ref()),
         Command::Env { command } => env_cli::run(command),
@@ -152,12 +180,39 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
+        Command::Serve {
+            shared: true,
+            socket,
+            ..
+        } => relay(socket, &cli.kernelspec_dir, cli.python_env.as_deref()),
+        Command::Service {
+            socket,
+            idle_exit_s,
+            http,
+            max_memory_mib,
+        } => {
+            let opts = kernel_mcp::service::listener::ServiceOptions {
+                paths: kernel_mcp::service::paths::ServicePaths::new(
+                    socket.unwrap_or_else(kernel_mcp::service::paths::default_socket),
+                ),
+                idle_exit: (idle_exit_s > 0).then(|| std::time::Duration::from_secs(idle_exit_s)),
+                http,
+            };
+            let limits = Limits {
+                default_expires_after_s: Some(kernel_mcp::config::SERVICE_EXPIRES_AFTER_S),
+                max_memory_mib,
+                ..Limits::default()
+            };
+            serve_registry(search, env_prefix, limits, |registry| {
+                kernel_mcp::service::listener::run(registry, opts)
+            })
+        }
         Command::Serve {
             transport,
             host,
             port,
             max_memory_mib,
+            ..
         } => {
             let http = match transport.as_str() {
                 "stdio" => false,
@@ -167,47 +222,112 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let runtimes = match kernel_mcp::mcp::serve::Runtimes::new() {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("kernel-mcp: cannot start the async runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            if let Ok(dir) = kernel_mcp::session::history::Journal::dir() {
-                let pruned = kernel_mcp::session::history::prune_journals(
-                    &dir,
-                    kernel_mcp::session::history::JOURNAL_RETENTION,
-                );
-                if pruned > 0 {
-                    tracing::info!("removed {pruned} history journals older than 30 days");
-                }
-            }
             let limits = Limits {
                 max_memory_mib,
                 ..Limits::default()
             };
-            let mut registry = Registry::new(search, env_prefix, limits, runtimes.sessions());
-            match std::env::current_exe() {
-                Ok(exe) => registry = registry.with_supervisor(exe),
-                Err(e) => tracing::warn!("kernels run unsupervised: {e}"),
-            }
-            let registry = Arc::new(registry);
-            let result = if http {
-                runtimes.block_on(kernel_mcp::mcp::serve::serve_http(
-                    registry,
-                    std::net::SocketAddr::new(host, port),
-                ))
-            } else {
-                runtimes.block_on(kernel_mcp::mcp::serve::serve_stdio(registry))
-            };
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    tracing::error!("{e:#}");
-                    ExitCode::FAILURE
+            serve_registry(search, env_prefix, limits, move |registry| async move {
+                if http {
+                    kernel_mcp::mcp::serve::serve_http(
+                        registry,
+                        std::net::SocketAddr::new(host, port),
+                    )
+                    .await
+                } else {
+                    kernel_mcp::mcp::serve::serve_stdio(registry).await
                 }
-            }
+            })
+        }
+    }
+}
+
+/// Build the runtimes and the registry, run `serve` on the MCP runtime to its end.
+fn serve_registry<F, Fut>(
+    search: KernelSearch,
+    env_prefix: Option<PathBuf>,
+    limits: Limits,
+    serve: F,
+) -> ExitCode
+where
+    F: FnOnce(Arc<Registry>) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let runtimes = match kernel_mcp::mcp::serve::Runtimes::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kernel-mcp: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Ok(dir) = kernel_mcp::session::history::Journal::dir() {
+        let pruned = kernel_mcp::session::history::prune_journals(
+            &dir,
+            kernel_mcp::session::history::JOURNAL_RETENTION,
+        );
+        if pruned > 0 {
+            tracing::info!("removed {pruned} history journals older than 30 days");
+        }
+    }
+    let mut registry = Registry::new(search, env_prefix, limits, runtimes.sessions());
+    match std::env::current_exe() {
+        Ok(exe) => registry = registry.with_supervisor(exe),
+        Err(e) => tracing::warn!("kernels run unsupervised: {e}"),
+    }
+    let registry = Arc::new(registry);
+    let serving = async {
+        Registry::spawn_reaper(&registry);
+        serve(registry).await
+    };
+    match runtimes.block_on(serving) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `serve --shared`: relay stdio to the service, starting it when none runs.
+fn relay(
+    socket: Option<PathBuf>,
+    kernelspec_dirs: &[PathBuf],
+    python_env: Option<&std::path::Path>,
+) -> ExitCode {
+    use kernel_mcp::service::{paths, relay};
+    let paths = paths::ServicePaths::new(socket.unwrap_or_else(paths::default_socket));
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "service".into(),
+        "--socket".into(),
+        paths.socket.clone().into(),
+    ];
+    for d in kernelspec_dirs {
+        args.push("--kernelspec-dir".into());
+        args.push(d.into());
+    }
+    if let Some(p) = python_env {
+        args.push("--python-env".into());
+        args.push(p.into());
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kernel-mcp: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let stream = relay::connect_or_start(&paths, &args).await?;
+        relay::relay(stream, &paths.socket).await
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kernel-mcp: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -28,6 +28,8 @@ const TOOLS: &[&str] = &[
     "get_environment",
     "validate_environment",
     "remove_environment",
+    "renew_session",
+    "clear_queue",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

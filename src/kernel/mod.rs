@@ -6,6 +6,7 @@
 //! `kernel_info_request` (or an `iopub_welcome`), retrying the request about once a second
 //! (jupyter_client `wait_for_ready`). Every wait races the child's exit and a deadline.
 
+pub mod adopted;
 pub mod advice;
 pub(crate) mod argv;
 pub(crate) mod channels;
@@ -92,6 +93,8 @@ pub enum ShutdownRung {
     Terminated,
     /// It needed SIGKILL.
     Killed,
+    /// An adopted kernel: we disconnected and left it running.
+    Detached,
 }
 
 /// A live kernel: its process, its sockets and the event stream of both.
@@ -108,6 +111,9 @@ pub struct Kernel {
     exit_reported: bool,
     exit: tokio::sync::watch::Receiver<Option<ExitInfo>>,
     connection_file: PathBuf,
+    /// Set by the heartbeat task while the kernel misses beats (liveness is the child's exit).
+    unresponsive: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Kernel {
@@ -222,10 +228,17 @@ impl Kernel {
             events_open: true,
             exit_reported: false,
             connection_file: guard.keep(),
+            unresponsive: Default::default(),
+            heartbeat: None,
         };
         tokio::select! {
             r = kernel.wait_ready() => {
                 kernel.info = r;
+                kernel.heartbeat = Some(tokio::spawn(adopted::heartbeat(
+                    info,
+                    kernel.unresponsive.clone(),
+                    None,
+                )));
                 Ok(kernel)
             }
             _ = until_exit(&mut exit) => Err(exited(&kernel.process)),
@@ -233,50 +246,9 @@ impl Kernel {
         }
     }
 
-    /// Loop `kernel_info_request` until a reply and proof of our iopub subscription arrive.
-    /// Returns the reply content. Unbounded: the caller races it with exit and a deadline.
+    /// See [`wait_ready`].
     async fn wait_ready(&mut self) -> Value {
-        let mut sent: HashSet<String> = HashSet::new();
-        let mut reply: Option<Value> = None;
-        let mut iopub_ok = false;
-        loop {
-            if reply.is_none() {
-                let msg = self.channels.request("kernel_info_request", json!({}));
-                sent.insert(msg.msg_id().to_string());
-                if let Err(e) = self.channels.send(Channel::Shell, &msg).await {
-                    tracing::debug!("kernel_info_request not sent: {e}");
-                }
-            }
-            let round = Instant::now() + Duration::from_secs(1);
-            loop {
-                let ev = tokio::select! {
-                    ev = self.events.recv() => ev,
-                    _ = tokio::time::sleep_until(round) => break,
-                };
-                let Some(KernelEvent::Message(channel, msg)) = ev else {
-                    if ev.is_none() {
-                        // All readers gone: only the exit or the deadline can end this.
-                        std::future::pending::<()>().await;
-                    }
-                    continue;
-                };
-                let ours = msg.parent_msg_id().is_some_and(|p| sent.contains(p));
-                match channel {
-                    Channel::Shell if ours && msg.msg_type() == "kernel_info_reply" => {
-                        reply.get_or_insert(msg.content);
-                    }
-                    Channel::Iopub if ours || msg.msg_type() == "iopub_welcome" => iopub_ok = true,
-                    _ => {}
-                }
-                if let (Some(r), true) = (&reply, iopub_ok) {
-                    return r.clone();
-                }
-            }
-            // A reply without iopub proof: ask again so a fresh busy/idle pair is published.
-            if reply.is_some() && !iopub_ok {
-                reply = None;
-            }
-        }
+        wait_ready(&mut self.channels, &mut self.events).await
     }
 
     /// The kernel's process id.
@@ -347,12 +319,23 @@ impl Drop for Kernel {
     fn drop(&mut self) {
         // The process kills its group on drop; the connection file goes here.
         let _ = std::fs::remove_file(&self.connection_file);
+        if let Some(h) = &self.heartbeat {
+            h.abort();
+        }
     }
 }
 
 impl KernelIo for Kernel {
     fn info(&self) -> &Value {
         &self.info
+    }
+
+    fn connection_file(&self) -> Option<&std::path::Path> {
+        Some(&self.connection_file)
+    }
+
+    fn responsive(&self) -> bool {
+        !self.unresponsive.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn pid(&self) -> Option<u32> {
@@ -428,6 +411,55 @@ impl KernelIo for Kernel {
 
     fn reads_terminal(&self) -> bool {
         process::any_reads_terminal(&process::descendants(self.process.pid() as i32))
+    }
+}
+
+/// Loop `kernel_info_request` until a reply and proof of our iopub subscription arrive.
+/// Returns the reply content. Unbounded: the caller races it with exit and a deadline.
+pub(crate) async fn wait_ready(
+    channels: &mut Channels,
+    events: &mut mpsc::UnboundedReceiver<KernelEvent>,
+) -> Value {
+    let mut sent: HashSet<String> = HashSet::new();
+    let mut reply: Option<Value> = None;
+    let mut iopub_ok = false;
+    loop {
+        if reply.is_none() {
+            let msg = channels.request("kernel_info_request", json!({}));
+            sent.insert(msg.msg_id().to_string());
+            if let Err(e) = channels.send(Channel::Shell, &msg).await {
+                tracing::debug!("kernel_info_request not sent: {e}");
+            }
+        }
+        let round = Instant::now() + Duration::from_secs(1);
+        loop {
+            let ev = tokio::select! {
+                ev = events.recv() => ev,
+                _ = tokio::time::sleep_until(round) => break,
+            };
+            let Some(KernelEvent::Message(channel, msg)) = ev else {
+                if ev.is_none() {
+                    // All readers gone: only the exit or the deadline can end this.
+                    std::future::pending::<()>().await;
+                }
+                continue;
+            };
+            let ours = msg.parent_msg_id().is_some_and(|p| sent.contains(p));
+            match channel {
+                Channel::Shell if ours && msg.msg_type() == "kernel_info_reply" => {
+                    reply.get_or_insert(msg.content);
+                }
+                Channel::Iopub if ours || msg.msg_type() == "iopub_welcome" => iopub_ok = true,
+                _ => {}
+            }
+            if let (Some(r), true) = (&reply, iopub_ok) {
+                return r.clone();
+            }
+        }
+        // A reply without iopub proof: ask again so a fresh busy/idle pair is published.
+        if reply.is_some() && !iopub_ok {
+            reply = None;
+        }
     }
 }
 

@@ -63,6 +63,17 @@ pub trait KernelIo: Send {
     /// and report the rung of the shutdown ladder that stopped it.
     fn shutdown(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ShutdownRung>;
 
+    /// The connection file a person can attach with (`jupyter console --existing FILE`),
+    /// where the kernel has a local one.
+    fn connection_file(&self) -> Option<&std::path::Path> {
+        None
+    }
+
+    /// False while the kernel misses its heartbeat (status `unresponsive`; not a death).
+    fn responsive(&self) -> bool {
+        true
+    }
+
     /// The last few KiB of the kernel's own stdout/stderr, where we have them.
     fn output_tail(&self) -> String {
         String::new()
@@ -91,6 +102,11 @@ pub trait KernelLauncher: Send + Sync {
     /// Start a kernel and wait until it is ready.
     /// Errors: [`StartError`] with the exit status and output tail when it dies during start.
     fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>>;
+
+    /// True when the kernels are someone else's (adopted): they cannot be restarted.
+    fn adopts(&self) -> bool {
+        false
+    }
 }
 
 /// Launches local kernels from a kernelspec (see [`super::Kernel::start`]).

@@ -76,6 +76,7 @@ fn hint(e: &SessionError) -> String {
         E::NotFound { known, .. } if known.is_empty() => " There are no sessions; create one with create_session (or call execute without session_id for the default session).".into(),
         E::NotFound { known, .. } => format!(" Existing sessions: {}.", known.join(", ")),
         E::Gone(_) => " Create a new one with create_session.".into(),
+        E::Expired { .. } => " Its history is still readable with get_history and export_history; create_session makes a new session (pass expires_after_s, 0 = never, and call renew_session to keep it alive).".into(),
         E::AlreadyExists(_) => {
             " Use it, pick another session_id, or destroy_session it first.".into()
         }

@@ -5,6 +5,7 @@
 pub(crate) mod error;
 pub(crate) mod params;
 pub(crate) mod render;
+pub mod scope;
 pub mod serve;
 pub mod server;
 mod tools_code;
@@ -12,6 +13,7 @@ mod tools_env;
 mod tools_fresh;
 mod tools_history;
 mod tools_run;
+mod tools_service;
 mod tools_session;
 mod tools_state;
 

@@ -33,6 +33,15 @@ pub struct CreateSessionParams {
     /// the kernel is stopped and the run ends kernel_died. Default: the server's (4096).
     #[serde(default)]
     pub max_memory_mib: Option<u64>,
+    /// Idle seconds before the session is shut down (0 = never). Default: never for a
+    /// standalone server, a day (86400) in the shared service. renew_session resets the clock.
+    #[serde(default)]
+    pub expires_after_s: Option<f64>,
+    /// Adopt a running kernel someone else started (its Jupyter connection file) instead of
+    /// starting one. Interrupt works; restart_session is UNSUPPORTED; destroy_session detaches
+    /// and leaves the kernel running.
+    #[serde(default)]
+    pub connection_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

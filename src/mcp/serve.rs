@@ -17,7 +17,7 @@ use super::KernelMcp;
 use crate::session::Registry;
 
 /// Longest the server takes to exit once the client has gone or a signal arrived.
-const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The two runtimes of a server process.
 ///
@@ -110,6 +110,31 @@ pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
 /// shut every kernel down.
 pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> anyhow::Result<()> {
     in_order_runtime()?;
+    let factory_registry = registry.clone();
+    let outcome = serve_http_until(
+        move || KernelMcp::new(factory_registry.clone()),
+        addr,
+        async {
+            let s = termination().await;
+            tracing::info!("received {s}; shutting down");
+        },
+    )
+    .await;
+    std::thread::spawn(|| {
+        std::thread::sleep(SHUTDOWN_DEADLINE);
+        std::process::exit(1);
+    });
+    registry.shutdown_all().await;
+    outcome
+}
+
+/// Serve MCP over streamable HTTP on `addr` (path `/mcp`), one handler from `handler` per
+/// HTTP session, until `stop` resolves. Kernels are left to the caller.
+pub async fn serve_http_until(
+    handler: impl Fn() -> KernelMcp + Send + Sync + 'static,
+    addr: std::net::SocketAddr,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
@@ -135,9 +160,8 @@ pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> 
         ]);
         tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address can run code");
     }
-    let factory_registry = registry.clone();
     let service = StreamableHttpService::new(
-        move || Ok(KernelMcp::new(factory_registry.clone())),
+        move || Ok(handler()),
         LocalSessionManager::default().into(),
         config,
     );
@@ -148,24 +172,17 @@ pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> 
         listener.local_addr()?
     );
     let shutdown = ct.clone();
-    let outcome = axum::serve(listener, router)
+    axum::serve(listener, router)
         .with_graceful_shutdown(async move {
-            let s = termination().await;
-            tracing::info!("received {s}; shutting down");
+            stop.await;
             shutdown.cancel();
         })
         .await
-        .map_err(anyhow::Error::from);
-    std::thread::spawn(|| {
-        std::thread::sleep(SHUTDOWN_DEADLINE);
-        std::process::exit(1);
-    });
-    registry.shutdown_all().await;
-    outcome
+        .map_err(anyhow::Error::from)
 }
 
 /// Resolves on SIGTERM, SIGINT or SIGHUP, naming it.
-async fn termination() -> &'static str {
+pub(crate) async fn termination() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),

@@ -16,22 +16,41 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use super::error::ToolError;
+use super::scope::RegistryView;
 use crate::session::{ErrorCode, Registry};
 
-/// The MCP server: a cheap clone over the process-wide [`Registry`].
+/// The MCP server: a cheap clone over the process-wide [`Registry`], seen through the
+/// connection's [`RegistryView`] (who owns `default`).
 #[derive(Clone)]
 pub struct KernelMcp {
-    pub(crate) registry: Arc<Registry>,
+    pub(crate) registry: RegistryView,
     tool_router: ToolRouter<KernelMcp>,
 }
 
 impl KernelMcp {
+    /// The handler of a standalone server: its client owns every session, `default` included.
     pub fn new(registry: Arc<Registry>) -> KernelMcp {
+        KernelMcp::with_view(RegistryView::unscoped(registry))
+    }
+
+    /// The handler of one connection to the shared service: it sees every named session and a
+    /// `default` session of its own, which ends with [`KernelMcp::close`].
+    pub fn for_connection(registry: Arc<Registry>) -> KernelMcp {
+        KernelMcp::with_view(RegistryView::connection(registry))
+    }
+
+    /// The connection has ended: destroy its own `default` session (if it has one).
+    pub async fn close(&self) {
+        self.registry.close().await;
+    }
+
+    fn with_view(registry: RegistryView) -> KernelMcp {
         KernelMcp {
             registry,
             tool_router: Self::session_router()
                 + Self::run_router()
                 + Self::history_router()
+                + Self::service_router()
                 + Self::code_router()
                 + Self::state_router()
                 + Self::env_router(),

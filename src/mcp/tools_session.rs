@@ -56,6 +56,8 @@ impl KernelMcp {
             env: p.env.unwrap_or_default(),
             startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,
             max_memory_mib: p.max_memory_mib,
+            expires_after: seconds(p.expires_after_s, "expires_after_s")?,
+            connection_file: p.connection_file.map(PathBuf::from),
         };
         let info = self.registry.create(req).await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))

@@ -27,6 +27,7 @@ pub enum ErrorCode {
     LimitExceeded,
     IoError,
     InternalError,
+    SessionExpired,
 }
 
 impl ErrorCode {
@@ -48,6 +49,7 @@ impl ErrorCode {
             ErrorCode::LimitExceeded => "LIMIT_EXCEEDED",
             ErrorCode::IoError => "IO_ERROR",
             ErrorCode::InternalError => "INTERNAL_ERROR",
+            ErrorCode::SessionExpired => "SESSION_EXPIRED",
         }
     }
 }
@@ -66,6 +68,12 @@ pub enum SessionError {
     /// The session's actor ended while the call was in flight (it was destroyed).
     #[error("Session '{0}' was destroyed.")]
     Gone(String),
+    /// The session expired after being idle; its kernel was shut down. Its history stays
+    /// readable from the journal.
+    #[error(
+        "Session '{id}' expired at {expired_at} after being idle, and its kernel was shut down."
+    )]
+    Expired { id: String, expired_at: String },
     #[error("Session '{0}' already exists.")]
     AlreadyExists(String),
     /// A request that needs an idle kernel arrived while a run executes.
@@ -135,6 +143,7 @@ impl SessionError {
         match self {
             E::NotFound { .. } | E::Gone(_) => ErrorCode::SessionNotFound,
             E::AlreadyExists(_) => ErrorCode::SessionAlreadyExists,
+            E::Expired { .. } => ErrorCode::SessionExpired,
             E::Busy { .. } | E::NoReply { .. } | E::Replaced { .. } => ErrorCode::SessionBusy,
             E::Dead { .. } => ErrorCode::SessionDead,
             E::QueueFull { .. } => ErrorCode::QueueFull,
@@ -159,6 +168,7 @@ impl SessionError {
         match self {
             E::NotFound { id, known, .. } => json!({"session_id": id, "sessions": known}),
             E::Gone(id) | E::AlreadyExists(id) => json!({"session_id": id}),
+            E::Expired { id, expired_at } => json!({"session_id": id, "expired_at": expired_at}),
             E::Busy { session, run } => json!({"session_id": session, "run_id": run}),
             E::QueueFull { session, waiting } => {
                 json!({"session_id": session, "queue_length": waiting})

@@ -7,13 +7,15 @@
 //! bounded response), `runs.rs` (a session's runs), `ids.rs`, `history/` and `export.rs`
 //! (history, journal, exports), `display.rs` and `output.rs` (what the agent sees of outputs),
 //! `quirks.rs` and `language.rs` (per-kernel and per-language behaviour), `ops.rs` (session
-//! operations built from several actor calls), `registry.rs`, `error.rs`, `types.rs`.
+//! operations built from several actor calls), `registry.rs` and `expiry.rs` (expired sessions),
+//! `error.rs`, `types.rs`.
 
 pub(crate) mod actor;
 pub(crate) mod checkpoint;
 pub(crate) mod display;
 pub mod environments;
 pub mod error;
+pub mod expiry;
 pub(crate) mod export;
 pub(crate) mod files;
 pub(crate) mod fresh;
@@ -55,6 +57,9 @@ const COMMAND_BUFFER: usize = 64;
 #[derive(Clone)]
 pub struct SessionHandle {
     id: String,
+    /// The name the registry files it under: the id, except for a connection's own
+    /// `default` session (see [`registry::Registry::create_keyed`]).
+    key: String,
     tx: mpsc::Sender<Command>,
     /// What the session is (kernelspec, cwd, launcher): a fresh-kernel run starts its helper
     /// kernel from the same launcher.
@@ -76,6 +81,7 @@ impl SessionHandle {
         let (created_tx, created_rx) = oneshot::channel();
         let handle = SessionHandle {
             id: desc.id.clone(),
+            key: desc.id.clone(),
             tx,
             desc: Arc::new(desc.clone()),
         };
@@ -90,6 +96,11 @@ impl SessionHandle {
     /// What the session is: its kernelspec, cwd and kernel launcher (fixed for its life).
     pub fn desc(&self) -> &SessionDesc {
         &self.desc
+    }
+
+    /// The registry's name for this session (its id unless filed under an internal key).
+    pub fn key(&self) -> &str {
+        &self.key
     }
 
     /// True if both handles talk to the same actor (not merely the same session name).
@@ -226,6 +237,24 @@ impl SessionHandle {
     /// Remove a queued run, or interrupt a running one. Errors: `EXECUTION_NOT_FOUND`.
     pub async fn cancel(&self, run: &RunId) -> Result<(), SessionError> {
         self.call(|tx| Command::Cancel(run.clone(), tx)).await?
+    }
+
+    /// Set the idle expiry (`Some(None)`: never; `None`: keep it) and restart its clock.
+    pub async fn renew(
+        &self,
+        after: Option<Option<Duration>>,
+    ) -> Result<SessionInfo, SessionError> {
+        self.call(|tx| Command::Renew(after, tx)).await
+    }
+
+    /// True when the session has been idle past its expiry (this check is not activity).
+    pub async fn check_expired(&self) -> Result<bool, SessionError> {
+        self.call(Command::CheckExpired).await
+    }
+
+    /// Cancel every queued run (the running one goes on); returns their ids.
+    pub async fn clear_queue(&self) -> Result<Vec<RunId>, SessionError> {
+        self.call(Command::ClearQueue).await
     }
 
     /// Shut the kernel down (ladder) and end the actor.

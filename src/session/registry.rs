@@ -39,6 +39,10 @@ pub struct CreateRequest {
     pub startup_timeout: Option<Duration>,
     /// The kernel tree's memory limit (MiB; 0 = none); `None`: the server's default.
     pub max_memory_mib: Option<u64>,
+    /// Idle time before the session expires: `None` the server's default, zero never.
+    pub expires_after: Option<Duration>,
+    /// Adopt the running kernel of this connection file instead of starting one.
+    pub connection_file: Option<PathBuf>,
 }
 
 /// All sessions of this server process.
@@ -64,6 +68,8 @@ pub struct Registry {
     pub(crate) fresh: Arc<super::fresh::FreshRuns>,
     /// The `kernel-mcp` binary that supervises each kernel (see `kernel::supervise`).
     supervisor: Option<PathBuf>,
+    /// Sessions that expired recently, by key (see [`super::expiry`]).
+    pub(super) expired: Mutex<super::expiry::Tombstones>,
 }
 
 impl Registry {
@@ -92,6 +98,7 @@ impl Registry {
             environments: EnvironmentStore::from_env(),
             fresh: Default::default(),
             supervisor: None,
+            expired: Mutex::new(Default::default()),
         }
     }
 
@@ -116,7 +123,11 @@ impl Registry {
     }
 
     fn known(&self) -> Vec<String> {
-        let mut v: Vec<String> = lock(&self.sessions).keys().cloned().collect();
+        let mut v: Vec<String> = lock(&self.sessions)
+            .keys()
+            .filter(|k| !is_internal_key(k))
+            .cloned()
+            .collect();
         v.sort();
         v
     }
@@ -134,7 +145,6 @@ impl Registry {
     /// Create a session and wait for its kernel to be ready.
     /// Errors: `INVALID_ARGUMENT`, `SESSION_ALREADY_EXISTS`, `KERNEL_NOT_FOUND`, `KERNEL_START_FAILED`.
     pub async fn create(&self, req: CreateRequest) -> Result<SessionInfo, SessionError> {
-        let (req, environment) = self.apply_environment(req).await?;
         let id = match &req.session_id {
             Some(id) => {
                 validate_session_id(id)?;
@@ -146,6 +156,30 @@ impl Registry {
                     break id;
                 }
             },
+        };
+        self.create_keyed(
+            id.clone(),
+            CreateRequest {
+                session_id: Some(id),
+                ..req
+            },
+        )
+        .await
+    }
+
+    /// Create a session filed under `key`, which may differ from its id (`req.session_id`,
+    /// required): a connection's own `default` session is filed under a key no client can
+    /// name ([`is_internal_key`]), so other connections neither see nor reach it.
+    pub async fn create_keyed(
+        &self,
+        key: String,
+        req: CreateRequest,
+    ) -> Result<SessionInfo, SessionError> {
+        let (req, environment) = self.apply_environment(req).await?;
+        let Some(id) = req.session_id.clone() else {
+            return Err(SessionError::Internal(
+                "create_keyed needs a session id".into(),
+            ));
         };
         if req.python.is_some() && req.kernel.is_some() {
             return Err(SessionError::InvalidArgument(
@@ -177,50 +211,69 @@ impl Registry {
             }
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         };
-        let mut spec = self.resolve_spec(&req, &cwd).await?;
-        if let Some(name) = &environment {
-            spec.display_name = format!("Python (environment {name})");
-        }
-        let opts = LaunchOptions {
-            cwd: cwd.clone(),
-            env: req.env.clone(),
-            env_prefix: self.env_prefix.clone(),
-            startup_timeout: req
-                .startup_timeout
-                .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s)),
-            supervisor: self.supervisor.clone(),
-            max_memory_mib: req.max_memory_mib.unwrap_or(self.limits.max_memory_mib),
-        };
+        let startup_timeout = req
+            .startup_timeout
+            .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s));
+        let (spec, launcher): (KernelSpec, Arc<dyn crate::kernel::KernelLauncher>) =
+            match &req.connection_file {
+                Some(file) => adopted_spec(&req, file, &cwd, startup_timeout)?,
+                None => {
+                    let mut spec = self.resolve_spec(&req, &cwd).await?;
+                    if let Some(name) = &environment {
+                        spec.display_name = format!("Python (environment {name})");
+                    }
+                    let opts = LaunchOptions {
+                        cwd: cwd.clone(),
+                        env: req.env.clone(),
+                        env_prefix: self.env_prefix.clone(),
+                        startup_timeout,
+                        supervisor: self.supervisor.clone(),
+                        max_memory_mib: req.max_memory_mib.unwrap_or(self.limits.max_memory_mib),
+                    };
+                    (spec.clone(), Arc::new(LocalLauncher { spec, opts }))
+                }
+            };
         let desc = SessionDesc {
             id: id.clone(),
-            spec: spec.clone(),
+            spec,
             cwd,
-            launcher: Arc::new(LocalLauncher { spec, opts }),
+            launcher,
             journal_dir: self.journal_dir.clone(),
         };
-        let handle;
+        let mut handle;
         let created_rx;
         {
             let mut sessions = lock(&self.sessions);
-            if sessions.contains_key(&id) {
+            if sessions.contains_key(&key) {
                 return Err(SessionError::AlreadyExists(id));
             }
             (handle, created_rx) =
                 SessionHandle::spawn(&self.sessions_runtime, desc, self.limits.clone());
-            sessions.insert(id.clone(), handle.clone());
+            handle.key = key.clone();
+            sessions.insert(key.clone(), handle.clone());
         }
-        let result = created_rx
+        let mut result = created_rx
             .await
             .unwrap_or_else(|_| Err(SessionError::gone(&id)));
+        if result.is_ok() {
+            lock(&self.expired).remove(&key);
+            let after = req
+                .expires_after
+                .or(self.limits.default_expires_after_s.map(Duration::from_secs))
+                .filter(|d| !d.is_zero());
+            if after.is_some() {
+                result = handle.renew(Some(after)).await;
+            }
+        }
         if result.is_err() {
             // Nothing half-created remains: end the actor and forget the name — unless the name
             // was destroyed meanwhile and now belongs to a newer session.
             let _ = handle.destroy().await;
             let ours = lock(&self.sessions)
-                .get(&id)
+                .get(&key)
                 .is_some_and(|h| h.same_session(&handle));
             if ours {
-                self.forget(&id);
+                self.forget(&key);
             }
         }
         result
@@ -315,6 +368,11 @@ impl Registry {
     /// The handle of session `id`. Errors: `SESSION_NOT_FOUND` naming the existing sessions.
     pub fn get(&self, id: &str) -> Result<SessionHandle, SessionError> {
         let found = lock(&self.sessions).get(id).cloned();
+        if found.is_none()
+            && let Some(e) = lock(&self.expired).check(id)
+        {
+            return Err(e);
+        }
         found.ok_or_else(|| SessionError::NotFound {
             id: id.to_string(),
             known: self.known(),
@@ -324,24 +382,38 @@ impl Registry {
 
     /// Session `id`, or — when `id` is `None` — the `default` session, created on first use.
     pub async fn get_or_default(&self, id: Option<&str>) -> Result<SessionHandle, SessionError> {
-        if let Some(id) = id {
-            return self.get(id);
+        match id {
+            Some(id) => self.get(id),
+            None => self.default_session(DEFAULT_SESSION).await,
         }
-        let _guard = self.default_lock.lock().await;
-        if let Ok(h) = self.get(DEFAULT_SESSION) {
-            return Ok(h);
-        }
-        self.create(CreateRequest {
-            session_id: Some(DEFAULT_SESSION.into()),
-            ..Default::default()
-        })
-        .await?;
-        self.get(DEFAULT_SESSION)
     }
 
-    /// Every session's info, sorted by id.
+    /// The `default` session filed under `key`, created on first use.
+    pub async fn default_session(&self, key: &str) -> Result<SessionHandle, SessionError> {
+        let _guard = self.default_lock.lock().await;
+        if let Ok(h) = self.get(key) {
+            return Ok(h);
+        }
+        let req = CreateRequest {
+            session_id: Some(DEFAULT_SESSION.into()),
+            ..Default::default()
+        };
+        self.create_keyed(key.to_string(), req).await?;
+        self.get(key)
+    }
+
+    /// Every session's info, sorted by id (sessions under internal keys included).
     pub async fn list(&self) -> Vec<SessionInfo> {
-        let handles: Vec<SessionHandle> = lock(&self.sessions).values().cloned().collect();
+        self.list_where(|_| true).await
+    }
+
+    /// The info of the sessions whose key passes `keep`, sorted by id.
+    pub async fn list_where(&self, keep: impl Fn(&str) -> bool) -> Vec<SessionInfo> {
+        let handles: Vec<SessionHandle> = lock(&self.sessions)
+            .iter()
+            .filter(|(k, _)| keep(k))
+            .map(|(_, h)| h.clone())
+            .collect();
         let mut out = Vec::new();
         for h in handles {
             if let Ok(info) = h.info().await {
@@ -352,6 +424,11 @@ impl Registry {
         out
     }
 
+    /// True when no session is live (the service's idle exit counts this).
+    pub fn is_empty(&self) -> bool {
+        lock(&self.sessions).is_empty()
+    }
+
     /// Shut a session's kernel down and forget it.
     pub async fn destroy(&self, id: &str) -> Result<ShutdownRung, SessionError> {
         let handle = self.get(id)?;
@@ -359,8 +436,18 @@ impl Registry {
         handle.destroy().await
     }
 
-    fn forget(&self, id: &str) {
+    /// The table of live sessions by key (for [`super::expiry`]).
+    pub(super) fn sessions_table(&self) -> &Mutex<HashMap<String, SessionHandle>> {
+        &self.sessions
+    }
+
+    pub(super) fn forget(&self, id: &str) {
         lock(&self.sessions).remove(id);
+        self.forget_runs(id);
+    }
+
+    /// Forget the run ids of the session under key `id`.
+    pub(super) fn forget_runs(&self, id: &str) {
         let mut runs = lock(&self.runs);
         runs.0.retain(|_, s| s != id);
         let (by_id, order) = &mut *runs;
@@ -375,7 +462,7 @@ impl Registry {
     ) -> Result<Submitted, SessionError> {
         let submitted = handle.submit(req).await?;
         let mut runs = lock(&self.runs);
-        runs.0.insert(submitted.0.clone(), handle.id().to_string());
+        runs.0.insert(submitted.0.clone(), handle.key().to_string());
         runs.1.push_back(submitted.0.clone());
         // Sessions keep at most 256 finished runs each: the oldest ids are long forgotten.
         while runs.1.len() > MAX_TRACKED_RUNS {
@@ -429,6 +516,53 @@ async fn check_ipykernel(interpreter: &std::path::Path) -> Result<(), SessionErr
     })
 }
 
+/// The spec and launcher of a session adopting the kernel of `file` (relative to `cwd`).
+/// Errors: `INVALID_ARGUMENT` with `kernel`/`python`/`env`, `KERNEL_NOT_FOUND` for a missing file.
+fn adopted_spec(
+    req: &CreateRequest,
+    file: &std::path::Path,
+    cwd: &std::path::Path,
+    timeout: Duration,
+) -> Result<(KernelSpec, Arc<dyn crate::kernel::KernelLauncher>), SessionError> {
+    if req.kernel.is_some() || req.python.is_some() || !req.env.is_empty() {
+        return Err(SessionError::InvalidArgument(
+            "connection_file adopts a running kernel: give no kernel, python or env with it."
+                .into(),
+        ));
+    }
+    let path = if file.is_relative() {
+        cwd.join(file)
+    } else {
+        file.to_path_buf()
+    };
+    let info = crate::kernel::adopted::read_connection_file(&path).map_err(|message| {
+        SessionError::KernelNotFound {
+            message: format!("{message}. Pass the connection file of a running kernel (jupyter --runtime-dir lists where they are)."),
+            details: json!({"connection_file": path}),
+        }
+    })?;
+    let name = if info.kernel_name.is_empty() {
+        "adopted".to_string()
+    } else {
+        info.kernel_name.clone()
+    };
+    let spec = KernelSpec {
+        name: name.clone(),
+        resource_dir: PathBuf::new(),
+        argv: Vec::new(),
+        display_name: format!("{name} (adopted from {})", path.display()),
+        language: String::new(),
+        interrupt_mode: crate::kernel::InterruptMode::Message,
+        env: BTreeMap::new(),
+        metadata: serde_json::Value::Object(Default::default()),
+    };
+    let launcher = crate::kernel::adopted::AdoptLauncher {
+        connection_file: path,
+        timeout,
+    };
+    Ok((spec, Arc::new(launcher)))
+}
+
 /// A kernelspec that runs ipykernel from `interpreter`.
 fn python_spec(interpreter: &std::path::Path) -> KernelSpec {
     KernelSpec {
@@ -449,6 +583,12 @@ fn python_spec(interpreter: &std::path::Path) -> KernelSpec {
     }
 }
 
+/// True for a registry key no session id can be (it holds a `#`): a connection's own
+/// `default` session.
+pub fn is_internal_key(key: &str) -> bool {
+    key.contains('#')
+}
+
 /// 1–64 characters from `[A-Za-z0-9._-]`.
 fn validate_session_id(id: &str) -> Result<(), SessionError> {
     let ok = !id.is_empty()
@@ -465,6 +605,6 @@ fn validate_session_id(id: &str) -> Result<(), SessionError> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -13,6 +13,8 @@ pub enum SessionStatus {
     Busy,
     AwaitingInput,
     Restarting,
+    /// An adopted kernel that misses its heartbeat (stopped, or too busy to answer).
+    Unresponsive,
     Dead,
 }
 
@@ -25,6 +27,7 @@ impl SessionStatus {
             SessionStatus::Busy => "busy",
             SessionStatus::AwaitingInput => "awaiting_input",
             SessionStatus::Restarting => "restarting",
+            SessionStatus::Unresponsive => "unresponsive",
             SessionStatus::Dead => "dead",
         }
     }
@@ -102,6 +105,12 @@ pub struct SessionInfo {
     pub server_instance: String,
     /// When that server process started (RFC 3339).
     pub server_started_at: String,
+    /// When the session expires if left idle (RFC 3339), or `None`: never.
+    pub expires_at: Option<String>,
+    /// The kernel's connection file (`jupyter console --existing FILE` attaches to it).
+    pub connection_file: Option<String>,
+    /// True for a kernel someone else started and this session adopted.
+    pub attached: bool,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.

@@ -9,6 +9,10 @@
 //!
 //! Set `KERNEL_MCP_TEST_STDERR=1` to print the server's stderr at every shutdown.
 //!
+//! Set `KERNEL_MCP_TEST_SHARED=1` to run the same tests in shared mode: each server is then a
+//! relay (`serve --shared`) to a service of its own (socket in its temp dir), which
+//! [`Server::shutdown`] (or `Drop`) stops after the relay.
+//!
 //! Deadlines here only turn a hang into a failure: they are generous on purpose. Tests
 //! that pin a bound from the acceptance list measure it themselves.
 
@@ -243,6 +247,7 @@ impl Server {
                 "kernel-mcp (pid {pid}) still alive 15 s after its stdin closed\n--- server stderr ---\n{tail}"
             );
         }
+        stop_shared_service(self.workdir.path());
     }
 }
 
@@ -262,6 +267,27 @@ impl Drop for Server {
         // and kill it if it cannot (a wedged server must not outlive the test run; its
         // kernels then die of their parent-death signal).
         terminate(self.pid, Duration::from_secs(5));
+        stop_shared_service(self.workdir.path());
+    }
+}
+
+/// True when the tests run in shared mode (`KERNEL_MCP_TEST_SHARED=1`).
+pub fn shared_mode() -> bool {
+    std::env::var_os("KERNEL_MCP_TEST_SHARED").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The socket of the shared-mode service of the server in `workdir`.
+fn shared_socket(workdir: &Path) -> PathBuf {
+    workdir.join("svc").join("service.sock")
+}
+
+/// Stop the shared-mode service of the server in `workdir`, if one runs.
+fn stop_shared_service(workdir: &Path) {
+    if !shared_mode() {
+        return;
+    }
+    for pid in service::service_processes(&shared_socket(workdir)) {
+        terminate(pid, Duration::from_secs(10));
     }
 }
 
@@ -338,6 +364,11 @@ pub fn spawn_server_limited(
         cmd.env(k, v);
     }
     cmd.args(args);
+    if shared_mode() && !args.iter().any(|a| *a == "serve" || *a == "service") {
+        cmd.args(["serve", "--shared"])
+            .env("KERNEL_MCP_SOCKET", shared_socket(workdir.path()))
+            .env("XDG_RUNTIME_DIR", workdir.path().join("xdg-run"));
+    }
     let (transport, stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::piped())
         .spawn()
@@ -484,6 +515,8 @@ pub fn status(result: &Value) -> &str {
 
 pub mod fake;
 pub mod history;
+pub mod http;
 pub mod kernels;
 pub mod raw;
+pub mod service;
 pub mod trust;

@@ -10,8 +10,26 @@ use crate::session::run::{Interrupting, Phase, Run, page_part};
 impl Actor {
     /// Answer `cmd`; `Break` when the session is over (destroyed).
     pub(super) async fn handle_command(&mut self, cmd: Command) -> ControlFlow<()> {
-        self.last_activity = chrono::Utc::now();
+        let now = chrono::Utc::now();
+        if !matches!(cmd, Command::CheckExpired(_)) {
+            self.last_activity = now;
+        }
+        if !matches!(cmd, Command::CheckExpired(_) | Command::Info(_)) {
+            self.idle_since = now;
+        }
         match cmd {
+            Command::Renew(after, reply) => {
+                if let Some(after) = after {
+                    self.expires_after = after;
+                }
+                let _ = reply.send(self.info());
+            }
+            Command::CheckExpired(reply) => {
+                let _ = reply.send(self.check_expired());
+            }
+            Command::ClearQueue(reply) => {
+                let _ = reply.send(self.clear_queue());
+            }
             Command::Submit(req, reply) => {
                 let _ = reply.send(self.submit(req));
             }

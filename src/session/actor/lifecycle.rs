@@ -97,9 +97,11 @@ impl Actor {
                     "{line}. Use less memory, or create the session with a larger max_memory_mib."
                 ));
             }
-            run.notices.push(format!(
-                "The kernel died ({info}); its state is lost. A new kernel is being started for the next run."
-            ));
+            run.notices.push(if self.desc.launcher.adopts() {
+                format!("The adopted kernel is gone ({info}); the session has no kernel now. destroy_session it.")
+            } else {
+                format!("The kernel died ({info}); its state is lost. A new kernel is being started for the next run.")
+            });
             if !tail.trim().is_empty() {
                 run.notices.push(format!(
                     "The kernel's last output:\n{}",
@@ -117,6 +119,10 @@ impl Actor {
         ));
         // Dropping a local kernel kills whatever is left of its process group.
         drop(kernel);
+        if self.desc.launcher.adopts() {
+            // Not ours to start again: the session stays `dead`.
+            return;
+        }
         self.start_kernel(StartReason::Recover, None);
     }
 
@@ -151,6 +157,13 @@ impl Actor {
     }
 
     pub(super) fn restart(&mut self, reply: Reply<Result<SessionInfo, SessionError>>) {
+        if self.desc.launcher.adopts() {
+            let _ = reply.send(Err(SessionError::Unsupported(format!(
+                "Session '{}' drives a kernel someone else started (adopted from its connection file); kernel-mcp cannot restart it. Restart it where it was started, or destroy_session to detach.",
+                self.desc.id
+            ))));
+            return;
+        }
         self.restart_waiters.push(reply);
         if self.starting.is_some() {
             return; // A start is under way; its outcome answers this restart too.

@@ -44,6 +44,7 @@ use crate::kernel::{
 use crate::wire::Message;
 
 mod commands;
+mod expiry;
 mod lifecycle;
 mod running;
 
@@ -129,6 +130,12 @@ pub enum Command {
         end: Option<i64>,
         reply: Reply<(Vec<(usize, HistoryEntry)>, usize)>,
     },
+    /// Set the idle expiry (`Some(None)`: never; `None`: keep it) and restart its clock.
+    Renew(Option<Option<Duration>>, Reply<SessionInfo>),
+    /// True when the session has been idle for its whole expiry (not counted as activity).
+    CheckExpired(Reply<bool>),
+    /// Cancel every queued run (not the running one); replies with their ids.
+    ClearQueue(Reply<Vec<RunId>>),
     /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the count.
     DeleteHistory {
         start: Option<i64>,
@@ -212,6 +219,10 @@ pub struct Actor {
     last_activity: chrono::DateTime<chrono::Utc>,
     /// Notices for the next run (e.g. the kernel was replaced after a crash).
     pending_notices: Vec<String>,
+    /// Idle time after which the registry expires the session; `None`: never.
+    expires_after: Option<Duration>,
+    /// Start of the current idle period for expiry (see `expiry.rs`).
+    idle_since: chrono::DateTime<chrono::Utc>,
 }
 
 impl Actor {
@@ -248,6 +259,8 @@ impl Actor {
             created_at: now,
             last_activity: now,
             pending_notices: Vec::new(),
+            expires_after: None,
+            idle_since: now,
         };
         runtime.spawn(async move {
             actor.journal = actor.open_journal();
@@ -390,12 +403,15 @@ impl Actor {
                 SessionStatus::Restarting
             };
         }
-        if self.kernel.is_none() {
+        let Some(kernel) = &self.kernel else {
             return SessionStatus::Dead;
-        }
+        };
+        // Some kernels (IRkernel) skip heartbeats while they run code: only an idle kernel
+        // that misses them is reported unresponsive.
         match self.runs.current().map(|r| r.status()) {
             Some(RunStatus::AwaitingInput) => SessionStatus::AwaitingInput,
             Some(_) => SessionStatus::Busy,
+            None if !kernel.responsive() => SessionStatus::Unresponsive,
             None => SessionStatus::Idle,
         }
     }
@@ -427,6 +443,13 @@ impl Actor {
             kernel_info: kernel_info_summary(&self.kernel_info),
             server_instance: crate::instance::current().id.clone(),
             server_started_at: crate::instance::current().started_at.clone(),
+            expires_at: self.expires_at().map(|t| rfc(&t)),
+            connection_file: self
+                .kernel
+                .as_ref()
+                .and_then(|k| k.connection_file())
+                .map(|p| p.display().to_string()),
+            attached: self.desc.launcher.adopts(),
         }
     }
 }

@@ -1,0 +1,247 @@
+//! The service's listener: it proves it is the only service on its socket (an exclusive
+//! flock held for its whole life), replaces a stale socket file, binds 0600, and serves each
+//! connection from a peer with our uid as one MCP session over the same handler as stdio
+//! (newline-delimited JSON-RPC; rmcp serves any `AsyncRead + AsyncWrite`). A peer with
+//! another uid is told why in one JSON-RPC error line and disconnected.
+//!
+//! It ends on SIGTERM/SIGINT/SIGHUP, after `idle_exit` with no session and no connection, or
+//! once its socket file is removed or replaced and no connection is left (nobody can reach it);
+//! every exit path shuts every kernel down (a SIGKILLed service leaves none either: the
+//! kernels' parent-death signal takes them).
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nix::fcntl::{Flock, FlockArg};
+use rmcp::ServiceExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+
+use super::paths::ServicePaths;
+use crate::mcp::KernelMcp;
+use crate::mcp::serve::{SHUTDOWN_DEADLINE, in_order_runtime, serve_http_until, termination};
+use crate::session::Registry;
+
+/// Most connections served at once; one more is refused with a JSON-RPC error line.
+const MAX_CONNECTIONS: usize = 256;
+/// How often the idle clock is checked.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// How the service runs.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// The socket and its lock files.
+    pub paths: ServicePaths,
+    /// Exit after this long with no session and no connection; `None`: never.
+    pub idle_exit: Option<Duration>,
+    /// Also serve streamable HTTP here (each HTTP session a connection of its own).
+    pub http: Option<std::net::SocketAddr>,
+}
+
+/// The lock that says "a service runs on this socket", held until the process exits.
+pub struct AliveLock {
+    _lock: Flock<File>,
+}
+
+/// Take the alive lock of `paths` and record our pid in it.
+/// Errors: another service holds it (naming its pid), or the file cannot be opened.
+pub fn take_alive_lock(paths: &ServicePaths) -> anyhow::Result<AliveLock> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&paths.alive_lock)
+        .with_context(|| format!("cannot open {}", paths.alive_lock.display()))?;
+    let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(l) => l,
+        Err((mut file, _)) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            anyhow::bail!(
+                "a kernel-mcp service (pid {}) already serves {}; connect to it (`kernel-mcp serve --shared`) or stop it first",
+                pid.trim(),
+                paths.socket.display()
+            );
+        }
+    };
+    lock.set_len(0)?;
+    lock.rewind()?;
+    writeln!(lock, "{}", std::process::id())?;
+    Ok(AliveLock { _lock: lock })
+}
+
+/// Run the service until a signal or the idle timeout, then shut every kernel down.
+pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Result<()> {
+    in_order_runtime()?;
+    let paths = &opts.paths;
+    paths.prepare_dir().map_err(anyhow::Error::msg)?;
+    let _alive = take_alive_lock(paths)?;
+    // We hold the alive lock, so a socket file here was left by a service that is gone.
+    match std::fs::remove_file(&paths.socket) {
+        Ok(()) => tracing::info!(socket = %paths.socket.display(), "replaced a stale socket"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).context(format!("cannot remove {}", paths.socket.display())),
+    }
+    let listener = UnixListener::bind(&paths.socket)
+        .with_context(|| format!("cannot listen on {}", paths.socket.display()))?;
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))?;
+    let inode = std::fs::symlink_metadata(&paths.socket)?.ino();
+    tracing::info!(
+        socket = %paths.socket.display(),
+        pid = std::process::id(),
+        idle_exit_s = opts.idle_exit.map(|d| d.as_secs()),
+        "kernel-mcp service listening"
+    );
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut http = match opts.http {
+        Some(addr) => {
+            let factory = registry.clone();
+            Some(tokio::spawn(serve_http_until(
+                move || KernelMcp::for_connection(factory.clone()),
+                addr,
+                async {
+                    let _ = http_stopped.await;
+                },
+            )))
+        }
+        None => None,
+    };
+    let connections = Arc::new(AtomicUsize::new(0));
+    let mut idle_since: Option<Instant> = None;
+    let mut tick = tokio::time::interval(IDLE_TICK);
+    let ours = nix::unistd::getuid().as_raw();
+    let reason = loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    idle_since = None;
+                    admit(stream, ours, &registry, &connections).await;
+                }
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = tick.tick() => {
+                let unconnected = connections.load(Ordering::SeqCst) == 0;
+                let reachable = std::fs::symlink_metadata(&paths.socket).is_ok_and(|m| m.ino() == inode);
+                if unconnected && !reachable {
+                    break format!("its socket {} was removed or replaced, so no client can reach it", paths.socket.display());
+                }
+                let idle = unconnected && registry.is_empty();
+                match (idle, idle_since, opts.idle_exit) {
+                    (false, _, _) => idle_since = None,
+                    (true, None, _) => idle_since = Some(Instant::now()),
+                    (true, Some(t), Some(limit)) if t.elapsed() >= limit => {
+                        break format!("idle for {} s with no session and no connection", limit.as_secs());
+                    }
+                    _ => {}
+                }
+            }
+            s = termination() => break format!("received {s}"),
+            r = async { http.as_mut().expect("guarded").await }, if http.is_some() => {
+                http = None;
+                let why = match r {
+                    Ok(Ok(())) => "stopped".to_string(),
+                    Ok(Err(e)) => format!("{e:#}"),
+                    Err(e) => e.to_string(),
+                };
+                break format!("the HTTP listener ended: {why}");
+            }
+        }
+    };
+    let _ = stop_http.send(());
+    if let Some(h) = http {
+        let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+    }
+    tracing::info!("service stopping: {reason}");
+    drop(listener);
+    let _ = std::fs::remove_file(&paths.socket);
+    std::thread::spawn(|| {
+        std::thread::sleep(SHUTDOWN_DEADLINE);
+        tracing::error!(
+            "shutdown took longer than {} s; exiting",
+            SHUTDOWN_DEADLINE.as_secs()
+        );
+        std::process::exit(1);
+    });
+    registry.shutdown_all().await;
+    tracing::info!("service stopped");
+    Ok(())
+}
+
+/// Serve `stream` if its peer is us and there is room, else tell it why and hang up.
+async fn admit(
+    mut stream: UnixStream,
+    ours: u32,
+    registry: &Arc<Registry>,
+    connections: &Arc<AtomicUsize>,
+) {
+    let refusal = match stream.peer_cred() {
+        Ok(cred) if cred.uid() == ours => None,
+        Ok(cred) => Some(format!(
+            "refused: this kernel-mcp service belongs to uid {ours}, and the peer runs as uid {}",
+            cred.uid()
+        )),
+        Err(e) => Some(format!("refused: the peer's credentials are unknown ({e})")),
+    };
+    let refusal = refusal.or_else(|| {
+        (connections.load(Ordering::SeqCst) >= MAX_CONNECTIONS)
+            .then(|| format!("refused: the service already serves {MAX_CONNECTIONS} connections"))
+    });
+    if let Some(why) = refusal {
+        tracing::warn!("{why}");
+        let line = serde_json::json!({
+            "jsonrpc": "2.0", "id": null,
+            "error": {"code": -32001, "message": format!("kernel-mcp service: {why}")},
+        });
+        // In a task of its own: a peer that does not read must not hold up the accept loop.
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                let _ = stream.write_all(format!("{line}\n").as_bytes()).await;
+                let _ = stream.shutdown().await;
+            })
+            .await;
+        });
+        return;
+    }
+    let counted = Counted::new(connections);
+    let server = KernelMcp::for_connection(registry.clone());
+    tokio::spawn(async move {
+        let (read, write) = stream.into_split();
+        match server.clone().serve((read, write)).await {
+            Ok(service) => {
+                let reason = service.waiting().await;
+                tracing::info!(?reason, "client disconnected");
+            }
+            Err(e) => tracing::info!("connection ended before MCP initialized: {e}"),
+        }
+        server.close().await;
+        drop(counted);
+    });
+}
+
+/// One open connection in the count; leaves it when dropped (however its task ends).
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn new(connections: &Arc<AtomicUsize>) -> Counted {
+        let now = connections.fetch_add(1, Ordering::SeqCst) + 1;
+        tracing::info!(connections = now, "client connected");
+        Counted(connections.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let left = self.0.fetch_sub(1, Ordering::SeqCst).saturating_sub(1);
+        tracing::info!(connections = left, "connection closed");
+    }
+}

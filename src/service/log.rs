@@ -1,0 +1,77 @@
+//! Logging. The service logs to `<state dir>/service.log` (kept below [`MAX_LOG_BYTES`] by
+//! moving a full log to `service.log.old` at start) and to stderr, which is the terminal when
+//! it runs in the foreground and /dev/null when a relay started it. Every other command logs
+//! to stderr only (stdout is the MCP stream).
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// A log larger than this at start is moved aside.
+pub const MAX_LOG_BYTES: u64 = 8 * 1024 * 1024;
+
+fn filter() -> EnvFilter {
+    EnvFilter::try_from_env("KERNEL_MCP_LOG").unwrap_or_else(|_| EnvFilter::new("kernel_mcp=info"))
+}
+
+/// Log to stderr only.
+pub fn init_stderr() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(filter())
+        .init();
+}
+
+/// Log to the service log file and stderr. Returns the file's path, or why there is none
+/// (then only stderr is used).
+pub fn init_service() -> Result<PathBuf, String> {
+    let file = open_log();
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    let (layer, outcome) = match file {
+        Ok((path, f)) => (
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(Arc::new(f))
+                    .with_ansi(false),
+            ),
+            Ok(path),
+        ),
+        Err(e) => (None, Err(e)),
+    };
+    tracing_subscriber::registry()
+        .with(filter())
+        .with(stderr)
+        .with(layer)
+        .init();
+    outcome
+}
+
+fn open_log() -> Result<(PathBuf, std::fs::File), String> {
+    let path = super::paths::log_file().ok_or("neither XDG_STATE_HOME nor HOME is set")?;
+    if let Some(dir) = path.parent() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
+        let _ = std::fs::rename(&path, path.with_extension("log.old"));
+    }
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    Ok((path, f))
+}

@@ -1,0 +1,16 @@
+//! The per-user service: sessions that outlive any one MCP client.
+//!
+//! `kernel-mcp service` runs the process registry behind a Unix socket ([`listener`]): each
+//! connection is a full MCP session over the same handler as stdio, named sessions are shared
+//! by every connection, and each connection's `default` session is its own
+//! ([`crate::mcp::scope`]). `kernel-mcp serve --shared` is the stdio entry point turned into a
+//! byte relay to that socket, starting the service when none listens ([`relay`]). Where the
+//! socket, its locks and the log live is [`paths`]; logging is [`log`].
+
+pub mod listener;
+pub mod log;
+pub mod paths;
+pub mod relay;
+
+/// The service's default `--idle-exit-s`: 15 minutes with no session and no connection.
+pub const DEFAULT_IDLE_EXIT_S: u64 = 900;

@@ -1,0 +1,167 @@
+//! `kernel-mcp serve --shared`: the stdio entry point as a byte relay to the per-user service.
+//!
+//! It connects to the service's socket; when nobody listens it starts the service detached
+//! (its own session via `setsid`, stdio on /dev/null, logging to its file) and waits for the
+//! socket. A start lock (flock) around "connect, else start and wait" makes relays started
+//! together start one service; the service itself replaces a stale socket file. Then bytes
+//! flow both ways untouched. When the client closes stdin the relay half-closes the socket,
+//! lets the service answer what is in flight, and exits 0; when the service goes away first it
+//! exits non-zero and says why on stderr (the only thing it ever writes there).
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
+
+use super::paths::ServicePaths;
+
+/// Longest a relay waits for a service it started (or for another relay's start) to listen.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+/// Longest the relay waits for the service's last answers after the client closed stdin.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Why the relay stopped working.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("cannot start the kernel-mcp service: {0}")]
+    Start(String),
+    #[error(
+        "the kernel-mcp service at {socket} closed the connection (it exited or was killed; see {log}); restart the MCP client to reconnect"
+    )]
+    ServiceGone { socket: String, log: String },
+    #[error("relaying to the kernel-mcp service failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Connect to the service of `paths`, starting it with `service_args` (the arguments after
+/// the executable, e.g. `service --socket PATH`) when none listens.
+pub async fn connect_or_start(
+    paths: &ServicePaths,
+    service_args: &[OsString],
+) -> Result<UnixStream, RelayError> {
+    if let Ok(s) = UnixStream::connect(&paths.socket).await {
+        return Ok(s);
+    }
+    paths.prepare_dir().map_err(RelayError::Start)?;
+    let deadline = Instant::now() + START_DEADLINE;
+    let _start = start_lock(&paths.start_lock, deadline).await?;
+    // Another relay may have started it while we waited for the lock.
+    if let Ok(s) = UnixStream::connect(&paths.socket).await {
+        return Ok(s);
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| RelayError::Start(format!("cannot find our own executable: {e}")))?;
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.args(service_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only setsid (async-signal-safe) runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| RelayError::Start(format!("cannot run {}: {e}", exe.display())))?;
+    loop {
+        if let Ok(s) = UnixStream::connect(&paths.socket).await {
+            // Reap it in the background should it exit while we relay (no zombie for long).
+            std::thread::spawn(move || child.wait());
+            return Ok(s);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(RelayError::Start(format!(
+                "it exited at once ({status}); its log is {}",
+                log_name()
+            )));
+        }
+        if Instant::now() >= deadline {
+            return Err(RelayError::Start(format!(
+                "it did not listen on {} within {} s; its log is {}",
+                paths.socket.display(),
+                START_DEADLINE.as_secs(),
+                log_name()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Take the start lock, waiting until `deadline`.
+async fn start_lock(path: &Path, deadline: Instant) -> Result<Flock<std::fs::File>, RelayError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| RelayError::Start(format!("cannot open {}: {e}", path.display())))?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((f, _)) if Instant::now() < deadline => {
+                file = f;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err((_, e)) => {
+                return Err(RelayError::Start(format!(
+                    "another relay held {} for {} s ({e})",
+                    path.display(),
+                    START_DEADLINE.as_secs()
+                )));
+            }
+        }
+    }
+}
+
+/// The service log's path, for messages.
+fn log_name() -> String {
+    super::paths::log_file()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "not written (neither XDG_STATE_HOME nor HOME is set)".into())
+}
+
+/// Relay stdin → socket and socket → stdout until one side ends.
+/// Errors: [`RelayError::ServiceGone`] when the service hangs up while the client is still there.
+pub async fn relay(stream: UnixStream, socket: &Path) -> Result<(), RelayError> {
+    let (mut from_service, mut to_service) = stream.into_split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let up = async {
+        let r = tokio::io::copy(&mut stdin, &mut to_service).await;
+        let _ = to_service.shutdown().await;
+        r
+    };
+    let down = async {
+        let r = tokio::io::copy(&mut from_service, &mut stdout).await;
+        let _ = stdout.flush().await;
+        r
+    };
+    tokio::pin!(down);
+    tokio::select! {
+        _ = up => {
+            // The client is done: let the service answer what is in flight, then go.
+            let _ = tokio::time::timeout(DRAIN_DEADLINE, &mut down).await;
+            Ok(())
+        }
+        r = &mut down => match r {
+            // stdout is gone: the client went away.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            _ => Err(RelayError::ServiceGone {
+                socket: socket.display().to_string(),
+                log: log_name(),
+            }),
+        },
+    }
+}

@@ -1,0 +1,44 @@
+//! Idle expiry (the clock the registry's reaper reads) and clearing the queue.
+//!
+//! A session with `expires_after` set expires once it has been idle that long: no run
+//! executing or queued, and no command from a client (reading `get_session`/`list_sessions`
+//! does not count; the reaper's own check never does). A busy session restarts its idle
+//! clock at every check, so a long run never expires under the agent's feet. The actor only
+//! answers "expired or not"; the registry then files the session as expired and destroys it.
+
+use super::*;
+
+impl Actor {
+    /// When the session expires if it stays idle, or `None` (no expiry).
+    pub(super) fn expires_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let after = chrono::Duration::from_std(self.expires_after?).ok()?;
+        self.idle_since.checked_add_signed(after)
+    }
+
+    /// True when idle past the expiry; a busy session's clock starts over instead.
+    pub(super) fn check_expired(&mut self) -> bool {
+        if self.expires_after.is_none() {
+            return false;
+        }
+        let now = chrono::Utc::now();
+        if self.runs.current().is_some() || self.runs.queue_len() > 0 || self.starting.is_some() {
+            self.idle_since = now;
+            return false;
+        }
+        self.expires_at().is_some_and(|at| at <= now)
+    }
+
+    /// Cancel every queued run; the running one goes on.
+    pub(super) fn clear_queue(&mut self) -> Vec<RunId> {
+        let ids = self.runs.drain_queue();
+        for id in &ids {
+            if let Some(run) = self.runs.get_mut(id.as_str()) {
+                run.notices
+                    .push("Cancelled by clear_queue before it started; it never ran.".into());
+                run.set_status(RunStatus::Cancelled);
+            }
+            self.record_finished(id.clone());
+        }
+        ids
+    }
+}

@@ -1,0 +1,92 @@
+//! A minimal MCP-over-streamable-HTTP client for tests: one HTTP/1.0 request per connection,
+//! JSON-RPC messages read from the JSON or SSE body.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// An initialized MCP session over HTTP.
+pub struct HttpClient {
+    port: u16,
+    session: String,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+/// POST `body` to `/mcp`; returns the response head and the JSON-RPC messages of its body.
+pub async fn post(port: u16, session: Option<&str>, body: &Value) -> (String, Vec<Value>) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let body = body.to_string();
+    let session = session
+        .map(|s| format!("mcp-session-id: {s}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST /mcp HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n{session}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        stream.read_to_string(&mut response),
+    )
+    .await
+    .expect("the server answers within 60 s")
+    .expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let messages = body
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("data: ")
+                .or_else(|| l.starts_with('{').then_some(l))
+        })
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (head.to_string(), messages)
+}
+
+impl HttpClient {
+    /// Initialize an MCP session at `http://127.0.0.1:<port>/mcp`.
+    pub async fn connect(port: u16) -> HttpClient {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        let (head, _) = post(port, None, &init).await;
+        let session = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| v.trim().to_string())
+            })
+            .unwrap_or_else(|| panic!("no mcp-session-id in {head}"));
+        post(
+            port,
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+        HttpClient {
+            port,
+            session,
+            next_id: 1.into(),
+        }
+    }
+
+    /// Call a tool; returns its `structuredContent`.
+    pub async fn call(&self, tool: &str, args: Value) -> Value {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        let (head, msgs) = post(self.port, Some(&self.session), &call).await;
+        msgs.iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {tool}: {head} {msgs:?}"))["result"]["structuredContent"]
+            .clone()
+    }
+}

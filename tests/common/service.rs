@@ -1,0 +1,118 @@
+//! A per-user service of the test's own: its socket, state dir and log in a temp dir (never the
+//! user's), relays started with `serve --shared` against it, and cleanup that stops every
+//! service process on that socket (SIGTERM, then SIGKILL) when the guard drops.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{Server, pid_alive, terminate};
+
+/// One test's service location.
+pub struct TestService {
+    dir: tempfile::TempDir,
+}
+
+impl TestService {
+    /// A fresh location; nothing runs yet (the first relay starts the service).
+    pub fn new() -> TestService {
+        TestService {
+            dir: tempfile::tempdir().expect("temp dir for the service"),
+        }
+    }
+
+    /// The service's socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("run").join("service.sock")
+    }
+
+    /// The service's state dir (XDG_STATE_HOME): its log and journals.
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// The service's log file.
+    pub fn log(&self) -> PathBuf {
+        self.state().join("kernel-mcp").join("service.log")
+    }
+
+    /// The environment that points a relay (and the service it starts) here.
+    pub fn env(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("KERNEL_MCP_SOCKET", self.socket().into()),
+            ("XDG_STATE_HOME", self.state().into()),
+            ("XDG_RUNTIME_DIR", self.dir.path().join("xdg-run").into()),
+        ]
+    }
+
+    /// Start a relay (`serve --shared`) with a connected MCP client.
+    pub async fn relay(&self) -> Server {
+        let env = self.env();
+        let env: Vec<(&str, &std::ffi::OsStr)> =
+            env.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
+        Server::start_with(&env, &["serve", "--shared"]).await
+    }
+
+    /// The pid the running service wrote into its lock file.
+    pub fn pid(&self) -> Option<u32> {
+        let mut lock = self.socket().into_os_string();
+        lock.push(".lock");
+        std::fs::read_to_string(PathBuf::from(lock))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&p| pid_alive(p))
+    }
+
+    /// Live `kernel-mcp service` processes serving this socket, from /proc.
+    pub fn processes(&self) -> Vec<u32> {
+        service_processes(&self.socket())
+    }
+
+    /// The service log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+}
+
+impl Drop for TestService {
+    fn drop(&mut self) {
+        for pid in self.processes() {
+            terminate(pid, Duration::from_secs(10));
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- service log ---\n{}\n--- end of service log ---",
+                self.log_text()
+            );
+        }
+    }
+}
+
+/// Live processes whose command line is `… service --socket <socket>`.
+pub fn service_processes(socket: &Path) -> Vec<u32> {
+    let want = socket.as_os_str().as_encoded_bytes();
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let is_service = args.contains(&b"service".as_slice()) && args.contains(&want);
+        if is_service && pid_alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
