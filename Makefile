@@ -5,7 +5,8 @@
 #   make kernels    install the other real kernels the tests use: R (IRkernel) and Octave from
 #                   Debian (apt, needs root or sudo), bash_kernel, octave_kernel, xeus-python into .venv
 #   make test       make kernels, then cargo test --all-targets --features test-kernel (which builds
-#                   the fake-kernel test binary) against the ./.venv Python environment
+#                   the fake-kernel test binary) against the ./.venv Python environment, then the
+#                   MCP suites once more through the shared service (serve --shared)
 #   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
 #   make wheel      the Python binary wheel (maturin, release build) into target/wheels/
@@ -106,8 +107,14 @@ $(KSTAMP): $(KREQS) $(STAMP)
 build:
 	$(CARGO) build
 
+# The MCP suites run a second time through `serve --shared` (the per-user service and the
+# stdio relay), each test with a service of its own.
+SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust
+
 test: $(STAMP) kernels
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
+	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel \
+	  $(addprefix --test ,$(SHARED_SUITES)) -- --test-threads=$(TEST_THREADS)
 
 demo: $(STAMP)
 	$(CARGO) build --bins --examples

@@ -158,6 +158,14 @@ impl Kernel {
         };
         let mut argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
             .map_err(program_missing)?;
+        // The kernel's own program (argv[0] before any supervisor), for error advice.
+        let kernel_program = argv.first().cloned().unwrap_or_default();
+        if opts.supervisor.is_some()
+            && let Err(e) = which::which(&kernel_program)
+        {
+            // Under a supervisor the exec happens in it; find out here, to say the fix.
+            return Err(program_missing(format!("{kernel_program}: {e}")));
+        }
         if let Some(sup) = &opts.supervisor {
             let mut wrapped = vec![
                 sup.display().to_string(),
@@ -191,7 +199,11 @@ impl Kernel {
             let output_tail = process.output_tail();
             // The first call of most new users ends here: a `python3` without ipykernel.
             let hint = if advice::is_missing_ipykernel(&output_tail) {
-                let interpreter = std::path::Path::new(argv.first().map_or("python3", |a| a));
+                let interpreter = std::path::Path::new(if kernel_program.is_empty() {
+                    "python3"
+                } else {
+                    kernel_program.as_str()
+                });
                 let has_uv = which::which("uv").is_ok();
                 format!("\n\n{}", advice::missing_ipykernel(interpreter, has_uv))
             } else {
