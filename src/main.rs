@@ -37,6 +37,22 @@ enum Command {
         /// Port to listen on in HTTP mode.
         #[arg(long, env = "MCP_PORT", default_value_t = 8000)]
         port: u16,
+        /// Bearer token HTTP clients must send (`Authorization: Bearer <token>`); required to
+        /// listen beyond loopback.
+        #[arg(long, env = "KERNEL_MCP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Host name clients use to reach this server over HTTP (allowed as Host/Origin besides
+        /// loopback and the bind address). Repeatable.
+        #[arg(
+            long = "allowed-host",
+            env = "KERNEL_MCP_ALLOWED_HOSTS",
+            value_delimiter = ','
+        )]
+        allowed_hosts: Vec<String>,
+        /// `full` (every tool) or `minimal` (create_session, execute, get_execution,
+        /// send_input, interrupt_session, restart_session, list_sessions).
+        #[arg(long, env = "KERNEL_MCP_TOOLS", default_value = "full")]
+        tools: kernel_mcp::mcp::Toolset,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
@@ -68,6 +84,14 @@ fn main() -> ExitCode {
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(8000),
+        token: std::env::var("KERNEL_MCP_TOKEN").ok(),
+        allowed_hosts: std::env::var("KERNEL_MCP_ALLOWED_HOSTS")
+            .map(|h| h.split(',').map(String::from).collect())
+            .unwrap_or_default(),
+        tools: std::env::var("KERNEL_MCP_TOOLS")
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_default(),
     });
     match command {
         Command::Kernels => {
@@ -95,6 +119,9 @@ fn main() -> ExitCode {
             transport,
             host,
             port,
+            token,
+            allowed_hosts,
+            tools,
         } => {
             let http = match transport.as_str() {
                 "stdio" => false,
@@ -103,6 +130,18 @@ fn main() -> ExitCode {
                     eprintln!("kernel-mcp: unknown transport '{other}'; use stdio or http");
                     return ExitCode::from(2);
                 }
+            };
+            let addr = std::net::SocketAddr::new(host, port);
+            let access = if http {
+                match kernel_mcp::mcp::http::HttpAccess::new(addr, token, &allowed_hosts) {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        eprintln!("kernel-mcp: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                None
             };
             let runtimes = match kernel_mcp::mcp::serve::Runtimes::new() {
                 Ok(r) => r,
@@ -126,13 +165,11 @@ fn main() -> ExitCode {
                 Limits::default(),
                 runtimes.sessions(),
             ));
-            let result = if http {
-                runtimes.block_on(kernel_mcp::mcp::serve::serve_http(
-                    registry,
-                    std::net::SocketAddr::new(host, port),
-                ))
-            } else {
-                runtimes.block_on(kernel_mcp::mcp::serve::serve_stdio(registry))
+            let result = match access {
+                Some(access) => runtimes.block_on(kernel_mcp::mcp::serve::serve_http(
+                    registry, addr, access, tools,
+                )),
+                None => runtimes.block_on(kernel_mcp::mcp::serve::serve_stdio(registry, tools)),
             };
             match result {
                 Ok(()) => ExitCode::SUCCESS,

@@ -3,8 +3,11 @@
 //! `CallToolResult`s ([`render`]) and the transports ([`serve`]).
 
 pub mod error;
+pub mod http;
 pub mod params;
 pub mod render;
+pub mod results;
+pub mod schema;
 pub mod serve;
 pub mod server;
 mod tools_code;
@@ -12,4 +15,4 @@ mod tools_history;
 mod tools_run;
 mod tools_session;
 
-pub use server::KernelMcp;
+pub use server::{KernelMcp, MINIMAL_TOOLS, Toolset};

@@ -66,20 +66,24 @@ pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult 
     out
 }
 
-/// The text rendering of a run: a status line, then streams, result, error and notices.
+/// The text rendering of a run: a status line (`[ok] run-… in 'default' #1 (3 ms)`), then
+/// streams, result, error and notices.
 pub fn execution_text(r: &ExecutionResult, notices: &[String]) -> String {
     let mut t = String::new();
+    // Kept short (a trivial result is one line and the value): the JSON has every field.
     let _ = write!(
         t,
-        "[{}] run {} in session '{}'",
+        "[{}] {} in '{}'",
         r.status.as_str(),
         r.run_id,
         r.session_id
     );
     if let Some(n) = r.execution_count {
-        let _ = write!(t, ", execution_count {n}");
+        let _ = write!(t, " #{n}");
     }
-    let _ = write!(t, ", generation {}", r.generation);
+    if r.generation > 1 {
+        let _ = write!(t, " gen {}", r.generation);
+    }
     if r.state_reset {
         t.push_str(", STATE RESET");
     }
@@ -165,22 +169,16 @@ pub fn session_text(s: &SessionInfo) -> String {
 }
 
 /// One line per kernelspec, then the default kernel.
-pub fn kernels_text(kernels: &[Value], default: Option<&str>) -> String {
-    let lines: Vec<String> = kernels
+pub fn kernels_text(list: &super::results::KernelList) -> String {
+    let lines: Vec<String> = list
+        .kernels
         .iter()
-        .map(|k| {
-            format!(
-                "{} — {} ({})",
-                k["name"].as_str().unwrap_or(""),
-                k["display_name"].as_str().unwrap_or(""),
-                k["language"].as_str().unwrap_or("")
-            )
-        })
+        .map(|k| format!("{} — {} ({})", k.name, k.display_name, k.language))
         .collect();
     format!(
         "{}\ndefault kernel: {}",
         lines.join("\n"),
-        default.unwrap_or("none")
+        list.default_kernel.as_deref().unwrap_or("none")
     )
 }
 

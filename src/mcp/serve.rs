@@ -13,7 +13,8 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
-use super::KernelMcp;
+use super::http::{Guard, HttpAccess, guard};
+use super::{KernelMcp, Toolset};
 use crate::session::Registry;
 
 /// Longest the server takes to exit once the client has gone or a signal arrived.
@@ -74,9 +75,9 @@ pub fn in_order_runtime() -> anyhow::Result<()> {
 
 /// Serve MCP over stdio until the client disconnects or a termination signal arrives, then
 /// shut every kernel down.
-pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
+pub async fn serve_stdio(registry: Arc<Registry>, toolset: Toolset) -> anyhow::Result<()> {
     in_order_runtime()?;
-    let server = KernelMcp::new(registry.clone());
+    let server = KernelMcp::with_toolset(registry.clone(), toolset);
     let outcome = tokio::select! {
         r = async {
             match server.serve(rmcp::transport::stdio_pipes()).await {
@@ -107,41 +108,36 @@ pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
 }
 
 /// Serve MCP over streamable HTTP on `addr` (path `/mcp`) until a termination signal, then
-/// shut every kernel down.
-pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+/// shut every kernel down. `access` comes from [`HttpAccess::new`] (token, allowed hosts).
+pub async fn serve_http(
+    registry: Arc<Registry>,
+    addr: std::net::SocketAddr,
+    access: HttpAccess,
+    toolset: Toolset,
+) -> anyhow::Result<()> {
     in_order_runtime()?;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
     let ct = tokio_util::sync::CancellationToken::new();
-    let mut config = StreamableHttpServerConfig::default()
+    // Browsers send Origin: only pages served from the allowed hosts may call us.
+    let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(ct.child_token())
-        // Browsers send Origin: only pages served from this machine may call us.
-        .with_allowed_origins([
-            "http://localhost:*",
-            "http://127.0.0.1:*",
-            "http://[::1]:*",
-            "https://localhost:*",
-            "https://127.0.0.1:*",
-            "https://[::1]:*",
-        ]);
+        .with_allowed_origins(access.allowed_origins.clone())
+        .with_allowed_hosts(access.allowed_hosts.clone());
     if !addr.ip().is_loopback() {
-        // Listening beyond loopback was asked for explicitly: accept that address as Host too.
-        config = config.with_allowed_hosts([
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-            addr.ip().to_string(),
-        ]);
-        tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address can run code");
+        tracing::warn!(%addr, hosts = ?access.allowed_hosts, "listening beyond loopback; requests need the bearer token");
     }
     let factory_registry = registry.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
-        move || Ok(KernelMcp::new(factory_registry.clone())),
-        LocalSessionManager::default().into(),
+        move || Ok(KernelMcp::with_toolset(factory_registry.clone(), toolset)),
+        sessions.clone(),
         config,
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let router = axum::Router::new().nest_service("/mcp", service).layer(
+        axum::middleware::from_fn_with_state(Guard { access, sessions }, guard),
+    );
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(
         "serving MCP over streamable HTTP at http://{}/mcp",

@@ -25,14 +25,69 @@ pub struct KernelMcp {
     tool_router: ToolRouter<KernelMcp>,
 }
 
+/// Which tools a server offers (`--tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Toolset {
+    /// Every tool.
+    #[default]
+    Full,
+    /// [`MINIMAL_TOOLS`] only, for agents with small contexts.
+    Minimal,
+}
+
+/// The tools of `--tools minimal`: enough to start a session, run code and follow the run.
+pub const MINIMAL_TOOLS: [&str; 7] = [
+    "create_session",
+    "execute",
+    "get_execution",
+    "send_input",
+    "interrupt_session",
+    "restart_session",
+    "list_sessions",
+];
+
+impl std::str::FromStr for Toolset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Toolset, String> {
+        match s {
+            "full" | "all" => Ok(Toolset::Full),
+            "minimal" => Ok(Toolset::Minimal),
+            other => Err(format!("unknown toolset '{other}'; use full or minimal")),
+        }
+    }
+}
+
 impl KernelMcp {
+    /// A server with every tool.
     pub fn new(registry: Arc<Registry>) -> KernelMcp {
+        KernelMcp::with_toolset(registry, Toolset::Full)
+    }
+
+    /// A server offering `toolset`; a tool left out is unknown to `tools/call` too.
+    pub fn with_toolset(registry: Arc<Registry>, toolset: Toolset) -> KernelMcp {
+        let mut tool_router = Self::session_router()
+            + Self::run_router()
+            + Self::history_router()
+            + Self::code_router();
+        if toolset == Toolset::Minimal {
+            let left_out: Vec<String> = tool_router
+                .list_all()
+                .into_iter()
+                .map(|t| t.name.to_string())
+                .filter(|n| !MINIMAL_TOOLS.contains(&n.as_str()))
+                .collect();
+            for name in left_out {
+                tool_router.remove_route(&name);
+            }
+        }
+        for route in tool_router.map.values_mut() {
+            let mut schema = route.attr.input_schema.as_ref().clone();
+            super::schema::compact_input(&mut schema, toolset == Toolset::Full);
+            route.attr.input_schema = Arc::new(schema);
+        }
         KernelMcp {
             registry,
-            tool_router: Self::session_router()
-                + Self::run_router()
-                + Self::history_router()
-                + Self::code_router(),
+            tool_router,
         }
     }
 }
