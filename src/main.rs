@@ -59,14 +59,25 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KERNEL_MCP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kernel_mcp=info")),
-        )
-        .init();
+    {
+        use tracing_subscriber::prelude::*;
+        let stderr = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_filter(
+                tracing_subscriber::EnvFilter::try_from_env("KERNEL_MCP_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kernel_mcp=info")),
+            );
+        // Log messages to MCP clients that called logging/setLevel.
+        let to_clients = kernel_mcp::mcp::logging::McpLogLayer.with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("kernel_mcp", tracing::Level::DEBUG),
+        );
+        tracing_subscriber::registry()
+            .with(stderr)
+            .with(to_clients)
+            .init();
+    }
     let cli = Cli::parse();
     let env_prefix = cli.python_env.clone().or_else(default_env_prefix);
     let search = KernelSearch::new(

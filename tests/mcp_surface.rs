@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};
@@ -323,4 +325,34 @@ async fn a_trivial_result_is_at_most_80_bytes_of_text_and_says_status_and_run_id
     assert!(t.contains(v["run_id"].as_str().unwrap()), "{t}");
     assert!(t.ends_with('2'), "{t}");
     server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_logging_set_level_the_client_gets_server_log_messages() {
+    require_venv();
+    let mut raw = raw::RawClient::start().await;
+    let set = json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel",
+                     "params": {"level": "info"}});
+    raw.write(&format!("{set}\n")).await;
+    let answer = raw.read(1).await;
+    assert!(answer.get("result").is_some(), "setLevel refused: {answer}");
+    raw.write(&raw::call_line(
+        2,
+        "create_session",
+        json!({"session_id": "logs"}),
+    ))
+    .await;
+    let created = raw.read(2).await;
+    assert_eq!(created["result"]["isError"], false, "{created}");
+    let note = raw
+        .notification(Duration::from_secs(20), |m| {
+            m["method"] == "notifications/message"
+                && m["params"]["data"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("kernel ready"))
+        })
+        .await
+        .expect("a 'kernel ready' log message");
+    assert_eq!(note["params"]["level"], "info", "{note}");
+    assert!(raw.close().await, "server exits on stdin EOF");
 }

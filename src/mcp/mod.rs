@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod http;
+pub mod logging;
 pub mod params;
 pub mod render;
 pub mod results;

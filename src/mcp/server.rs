@@ -22,6 +22,8 @@ use crate::session::{ErrorCode, Registry};
 #[derive(Clone)]
 pub struct KernelMcp {
     pub(crate) registry: Arc<Registry>,
+    /// This connection's number (log subscriptions are per connection).
+    connection: u64,
     tool_router: ToolRouter<KernelMcp>,
 }
 
@@ -85,8 +87,10 @@ impl KernelMcp {
             super::schema::compact_input(&mut schema, toolset == Toolset::Full);
             route.attr.input_schema = Arc::new(schema);
         }
+        static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         KernelMcp {
             registry,
+            connection: CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             tool_router,
         }
     }
@@ -157,8 +161,26 @@ impl ServerHandler for KernelMcp {
         Ok(response)
     }
 
+    /// `logging/setLevel`: from now on this connection gets the server's log messages at
+    /// `level` or above (see [`super::logging`]).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::logging::subscribe(self.connection, context.peer.clone(), request.level);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
             .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Named, persistent sessions on real Jupyter kernels (Python, R, Octave, bash… whatever kernelspecs are installed). \
