@@ -7,6 +7,7 @@ pub mod http;
 pub mod logging;
 pub mod params;
 pub mod render;
+pub mod resources;
 pub mod results;
 pub mod schema;
 pub mod serve;

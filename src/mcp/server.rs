@@ -173,12 +173,34 @@ impl ServerHandler for KernelMcp {
         Ok(())
     }
 
+    /// Run resources are listed through templates only (there is one set per run).
+    async fn list_resource_templates(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(
+            super::resources::templates(),
+        ))
+    }
+
+    /// A run's stdout, stderr or output (see [`super::resources`]).
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let contents = super::resources::read(&self.registry, &request.uri).await?;
+        Ok(rmcp::model::ReadResourceResult::new(contents).into())
+    }
+
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_logging()
+                .enable_resources()
                 .build(),
         )
             .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
