@@ -28,7 +28,7 @@ struct Cli {
 enum Command {
     /// Serve MCP (default: over stdio).
     Serve {
-        /// `stdio`, or `http` (= `streamable-http`).
+        /// `stdio`, `http` (= `streamable-http`), or `sse` (the legacy 2024-11-05 HTTP+SSE).
         #[arg(long, env = "MCP_TRANSPORT", default_value = "stdio")]
         transport: String,
         /// Address to listen on in HTTP mode.
@@ -134,11 +134,12 @@ fn main() -> ExitCode {
             allowed_hosts,
             tools,
         } => {
-            let http = match transport.as_str() {
-                "stdio" => false,
-                "http" | "streamable-http" => true,
+            let (http, sse) = match transport.as_str() {
+                "stdio" => (false, false),
+                "http" | "streamable-http" => (true, false),
+                "sse" => (true, true),
                 other => {
-                    eprintln!("kernel-mcp: unknown transport '{other}'; use stdio or http");
+                    eprintln!("kernel-mcp: unknown transport '{other}'; use stdio, http or sse");
                     return ExitCode::from(2);
                 }
             };
@@ -177,6 +178,9 @@ fn main() -> ExitCode {
                 runtimes.sessions(),
             ));
             let result = match access {
+                Some(access) if sse => runtimes.block_on(kernel_mcp::mcp::serve::serve_sse(
+                    registry, addr, access, tools,
+                )),
                 Some(access) => runtimes.block_on(kernel_mcp::mcp::serve::serve_http(
                     registry, addr, access, tools,
                 )),

@@ -105,6 +105,38 @@ impl HttpAccess {
         })
     }
 
+    /// Whether the `Host` header names an allowed host (always, with no allow-list).
+    pub fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        if self.allowed_hosts.is_empty() {
+            return true;
+        }
+        let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        let (name, port) = split_authority(host);
+        self.allowed_hosts.iter().any(|a| {
+            let (allowed, allowed_port) = split_authority(a);
+            allowed.eq_ignore_ascii_case(name) && allowed_port.is_none_or(|p| Some(p) == port)
+        })
+    }
+
+    /// Whether a browser's `Origin` (if any) is one of the allowed origins.
+    pub fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(origin) = headers.get(header::ORIGIN) else {
+            return true;
+        };
+        let Some((scheme, authority)) = origin.to_str().ok().and_then(|o| o.split_once("://"))
+        else {
+            return false;
+        };
+        let (name, _) = split_authority(authority);
+        self.allowed_origins.iter().any(|pattern| {
+            pattern.split_once("://").is_some_and(|(s, a)| {
+                s.eq_ignore_ascii_case(scheme) && split_authority(a).0.eq_ignore_ascii_case(name)
+            })
+        })
+    }
+
     /// True when a token is required.
     pub fn has_token(&self) -> bool {
         self.token.is_some()
@@ -126,6 +158,19 @@ impl HttpAccess {
         };
         scheme.eq_ignore_ascii_case("bearer")
             && constant_time_eq(given.trim().as_bytes(), token.as_bytes())
+    }
+}
+
+/// `host[:port]` or `[v6][:port]` (or a bare IPv6 address) as (host without brackets, port).
+fn split_authority(a: &str) -> (&str, Option<&str>) {
+    let a = a.trim();
+    if let Some(rest) = a.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').unwrap_or((rest, ""));
+        return (host, after.strip_prefix(':'));
+    }
+    match a.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => (host, Some(port)),
+        _ => (a, None),
     }
 }
 
@@ -230,6 +275,22 @@ mod tests {
         assert!(a.allowed_origins.contains(&"http://box.lan:*".to_string()));
         let any = HttpAccess::new(addr("0.0.0.0:8000"), Some("t".into()), &[]).unwrap();
         assert!(any.allowed_hosts.is_empty(), "{any:?}");
+    }
+
+    #[test]
+    fn host_and_origin_checks_follow_the_allow_lists() {
+        let a = HttpAccess::new(addr("127.0.0.1:8000"), None, &[]).unwrap();
+        let h = |k: header::HeaderName, v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(k, v.parse().unwrap());
+            m
+        };
+        assert!(a.host_allowed(&h(header::HOST, "127.0.0.1:8000")));
+        assert!(a.host_allowed(&h(header::HOST, "[::1]:8000")));
+        assert!(!a.host_allowed(&h(header::HOST, "evil.example:8000")));
+        assert!(a.origin_allowed(&h(header::ORIGIN, "http://localhost:3000")));
+        assert!(!a.origin_allowed(&h(header::ORIGIN, "http://evil.example")));
+        assert!(a.origin_allowed(&HeaderMap::new()));
     }
 
     #[test]

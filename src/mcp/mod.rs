@@ -12,6 +12,7 @@ pub mod results;
 pub mod schema;
 pub mod serve;
 pub mod server;
+pub mod sse;
 mod tools_code;
 mod tools_history;
 mod tools_run;

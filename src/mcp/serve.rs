@@ -160,6 +160,43 @@ pub async fn serve_http(
     outcome
 }
 
+/// Serve the legacy HTTP+SSE transport (MCP 2024-11-05: `GET /sse`, `POST /messages`) on
+/// `addr` until a termination signal, then shut every kernel down.
+pub async fn serve_sse(
+    registry: Arc<Registry>,
+    addr: std::net::SocketAddr,
+    access: HttpAccess,
+    toolset: Toolset,
+) -> anyhow::Result<()> {
+    in_order_runtime()?;
+    let guard_state = Guard {
+        access: access.clone(),
+        sessions: Arc::new(
+            rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default(),
+        ),
+    };
+    let router = super::sse::router(registry.clone(), toolset, access)
+        .layer(axum::middleware::from_fn_with_state(guard_state, guard));
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(
+        "serving MCP over legacy HTTP+SSE at http://{}/sse",
+        listener.local_addr()?
+    );
+    let outcome = axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let s = termination().await;
+            tracing::info!("received {s}; shutting down");
+        })
+        .await
+        .map_err(anyhow::Error::from);
+    std::thread::spawn(|| {
+        std::thread::sleep(SHUTDOWN_DEADLINE);
+        std::process::exit(1);
+    });
+    registry.shutdown_all().await;
+    outcome
+}
+
 /// Resolves on SIGTERM, SIGINT or SIGHUP, naming it.
 async fn termination() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
