@@ -144,6 +144,7 @@ async fn run() -> Res<()> {
     let elapsed = total.elapsed();
 
     print_table(&o, &spawn_ms, rss_idle, &m, &reference);
+    print_tools_list_sizes(&bin).await?;
     println!("\n(total bench time {:.1} s)", elapsed.as_secs_f64());
     Ok(())
 }
@@ -279,8 +280,38 @@ async fn execute_1p1(client: &Client, session: &str) -> Res<()> {
     Ok(())
 }
 
+/// The size of `tools/list` (its JSON) for the full and the minimal toolset, against the caps.
+async fn print_tools_list_sizes(bin: &Path) -> Res<()> {
+    println!();
+    for (label, args, cap) in [
+        ("full", &[][..], 16_000usize),
+        (
+            "--tools minimal",
+            &["serve", "--tools", "minimal"][..],
+            5_000,
+        ),
+    ] {
+        let (client, _) = spawn_with(bin, args).await?;
+        let tools = client.list_all_tools().await?;
+        let bytes = serde_json::to_string(&json!({ "tools": tools }))?.len();
+        let _ = client.cancel().await;
+        println!(
+            "tools/list ({label}): {} tools, {bytes} bytes (cap {cap}){}",
+            tools.len(),
+            if bytes < cap { "" } else { "  OVER THE CAP" }
+        );
+    }
+    Ok(())
+}
+
 async fn spawn(bin: &Path) -> Res<(Client, Option<u32>)> {
-    let (transport, _) = TokioChildProcess::builder(tokio::process::Command::new(bin))
+    spawn_with(bin, &[]).await
+}
+
+async fn spawn_with(bin: &Path, args: &[&str]) -> Res<(Client, Option<u32>)> {
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.args(args);
+    let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())
         .spawn()?;
     let pid = transport.id();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 /// Server-wide limits. Sizes in bytes, times as noted.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Limits {
     /// Largest `code` accepted by one call (bytes); larger → `LIMIT_EXCEEDED`.
     pub max_code_bytes: usize,

@@ -34,7 +34,7 @@ struct Cli {
 enum Command {
     /// Serve MCP (default: over stdio).
     Serve {
-        /// `stdio`, or `http` (= `streamable-http`).
+        /// `stdio`, `http` (= `streamable-http`), or `sse` (the legacy 2024-11-05 HTTP+SSE).
         #[arg(long, env = "MCP_TRANSPORT", default_value = "stdio")]
         transport: String,
         /// Address to listen on in HTTP mode.
@@ -43,6 +43,22 @@ enum Command {
         /// Port to listen on in HTTP mode.
         #[arg(long, env = "MCP_PORT", default_value_t = 8000)]
         port: u16,
+        /// Bearer token HTTP clients must send (`Authorization: Bearer <token>`); required to
+        /// listen beyond loopback.
+        #[arg(long, env = "KERNEL_MCP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Host name clients use to reach this server over HTTP (allowed as Host/Origin besides
+        /// loopback and the bind address). Repeatable.
+        #[arg(
+            long = "allowed-host",
+            env = "KERNEL_MCP_ALLOWED_HOSTS",
+            value_delimiter = ','
+        )]
+        allowed_hosts: Vec<String>,
+        /// `full` (every tool) or `minimal` (create_session, execute, get_execution,
+        /// send_input, interrupt_session, restart_session, list_sessions).
+        #[arg(long, env = "KERNEL_MCP_TOOLS", default_value = "full")]
+        tools: kernel_mcp::mcp::Toolset,
         /// Relay stdio to the per-user service (started when none runs), so sessions outlive
         /// this process and are shared with other clients.
         #[arg(long, env = "KERNEL_MCP_SHARED")]
@@ -153,6 +169,14 @@ fn main() -> ExitCode {
             .ok()
             .and_then(|p| p.parse().ok())
             .unwrap_or(4096),
+        token: std::env::var("KERNEL_MCP_TOKEN").ok(),
+        allowed_hosts: std::env::var("KERNEL_MCP_ALLOWED_HOSTS")
+            .map(|h| h.split(',').map(String::from).collect())
+            .unwrap_or_default(),
+        tools: std::env::var("KERNEL_MCP_TOOLS")
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_default(),
     });
     match command {
         Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
@@ -212,29 +236,45 @@ fn main() -> ExitCode {
             host,
             port,
             max_memory_mib,
+            token,
+            allowed_hosts,
+            tools,
             ..
         } => {
-            let http = match transport.as_str() {
-                "stdio" => false,
-                "http" | "streamable-http" => true,
+            let (http, sse) = match transport.as_str() {
+                "stdio" => (false, false),
+                "http" | "streamable-http" => (true, false),
+                "sse" => (true, true),
                 other => {
-                    eprintln!("kernel-mcp: unknown transport '{other}'; use stdio or http");
+                    eprintln!("kernel-mcp: unknown transport '{other}'; use stdio, http or sse");
                     return ExitCode::from(2);
                 }
+            };
+            let addr = std::net::SocketAddr::new(host, port);
+            let access = if http {
+                match kernel_mcp::mcp::http::HttpAccess::new(addr, token, &allowed_hosts) {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        eprintln!("kernel-mcp: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                None
             };
             let limits = Limits {
                 max_memory_mib,
                 ..Limits::default()
             };
             serve_registry(search, env_prefix, limits, move |registry| async move {
-                if http {
-                    kernel_mcp::mcp::serve::serve_http(
-                        registry,
-                        std::net::SocketAddr::new(host, port),
-                    )
-                    .await
-                } else {
-                    kernel_mcp::mcp::serve::serve_stdio(registry).await
+                match access {
+                    Some(access) if sse => {
+                        kernel_mcp::mcp::serve::serve_sse(registry, addr, access, tools).await
+                    }
+                    Some(access) => {
+                        kernel_mcp::mcp::serve::serve_http(registry, addr, access, tools).await
+                    }
+                    None => kernel_mcp::mcp::serve::serve_stdio(registry, tools).await,
                 }
             })
         }

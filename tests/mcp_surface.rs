@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};
@@ -265,4 +267,103 @@ async fn malformed_arguments_are_rejected_and_the_server_keeps_answering() {
     assert!(!is_error(&r), "server_info after bad calls: {}", dump(&r));
     assert_eq!(structured(&r)["name"], "kernel-mcp");
     server.shutdown().await;
+}
+
+/// The whole `tools/list` result, as JSON text.
+async fn tools_list_json(server: &Server) -> String {
+    let tools = tokio::time::timeout(CALL_TIMEOUT, server.client().list_all_tools())
+        .await
+        .expect("tools/list hangs")
+        .expect("tools/list fails");
+    serde_json::to_string(&json!({ "tools": tools })).expect("serialize")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_declares_an_output_schema_and_the_lists_fit_their_size_caps() {
+    let full = Server::start().await;
+    let text = tools_list_json(&full).await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    for t in v["tools"].as_array().unwrap() {
+        assert_eq!(t["outputSchema"]["type"], "object", "{}", t["name"]);
+    }
+    eprintln!("tools/list (full): {} bytes", text.len());
+    assert!(
+        text.len() < 16_000,
+        "full tools/list is {} bytes",
+        text.len()
+    );
+    full.shutdown().await;
+
+    let minimal = Server::start_with_args(&["serve", "--tools", "minimal"]).await;
+    let text = tools_list_json(&minimal).await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let mut names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    names.sort();
+    let mut want = kernel_mcp::mcp::MINIMAL_TOOLS.to_vec();
+    want.sort();
+    assert_eq!(names, want);
+    eprintln!("tools/list (--tools minimal): {} bytes", text.len());
+    assert!(
+        text.len() < 5_000,
+        "minimal tools/list is {} bytes",
+        text.len()
+    );
+    let r = minimal
+        .try_call("list_kernels", json!({}))
+        .await
+        .map(|r| dump(&r));
+    assert!(
+        r.is_err(),
+        "list_kernels should be unknown in the minimal set: {r:?}"
+    );
+    minimal.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trivial_result_is_at_most_80_bytes_of_text_and_says_status_and_run_id() {
+    let server = Server::start().await;
+    let r = server.call("execute", json!({"code": "1+1"})).await;
+    let v = structured(&r);
+    let t = text(&r);
+    eprintln!("text of 1+1: {} bytes: {t:?}", t.len());
+    assert!(t.len() <= 80, "{} bytes: {t:?}", t.len());
+    assert!(t.contains("ok"), "{t}");
+    assert!(t.contains(v["run_id"].as_str().unwrap()), "{t}");
+    assert!(t.ends_with('2'), "{t}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_logging_set_level_the_client_gets_server_log_messages() {
+    require_venv();
+    let mut raw = raw::RawClient::start().await;
+    let set = json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel",
+                     "params": {"level": "info"}});
+    raw.write(&format!("{set}\n")).await;
+    let answer = raw.read(1).await;
+    assert!(answer.get("result").is_some(), "setLevel refused: {answer}");
+    raw.write(&raw::call_line(
+        2,
+        "create_session",
+        json!({"session_id": "logs"}),
+    ))
+    .await;
+    let created = raw.read(2).await;
+    assert_eq!(created["result"]["isError"], false, "{created}");
+    let note = raw
+        .notification(Duration::from_secs(20), |m| {
+            m["method"] == "notifications/message"
+                && m["params"]["data"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("kernel ready"))
+        })
+        .await
+        .expect("a 'kernel ready' log message");
+    assert_eq!(note["params"]["level"], "info", "{note}");
+    assert!(raw.close().await, "server exits on stdin EOF");
 }

@@ -84,7 +84,7 @@ pub enum StartError {
 }
 
 /// Which rung of the shutdown ladder stopped the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ShutdownRung {
     /// It exited after `shutdown_request`.

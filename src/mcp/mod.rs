@@ -3,11 +3,17 @@
 //! `CallToolResult`s (`render`) and the transports (`serve`).
 
 pub(crate) mod error;
+pub mod http;
+pub mod logging;
 pub(crate) mod params;
 pub(crate) mod render;
+pub mod resources;
+pub mod results;
+pub mod schema;
 pub mod scope;
 pub mod serve;
 pub mod server;
+pub mod sse;
 mod tools_code;
 mod tools_env;
 mod tools_fresh;
@@ -17,4 +23,4 @@ mod tools_service;
 mod tools_session;
 mod tools_state;
 
-pub use server::KernelMcp;
+pub use server::{KernelMcp, MINIMAL_TOOLS, Toolset};

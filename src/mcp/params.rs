@@ -11,10 +11,10 @@ pub struct CreateSessionParams {
     /// Name for the session (1-64 of letters, digits, '.', '_', '-'). Omitted: one is generated.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Kernelspec name (see list_kernels), e.g. "python3", "ir", "bash". Omitted: the default kernel.
+    /// Kernelspec name (see list_kernels), e.g. "python3", "ir". Omitted: the default.
     #[serde(default)]
     pub kernel: Option<String>,
-    /// Python interpreter or venv directory to launch ipykernel from (instead of a kernelspec).
+    /// Python interpreter or venv to launch ipykernel from (instead of a kernelspec).
     #[serde(default)]
     pub python: Option<String>,
     /// A registered environment's name (list_environments); not with kernel or python.
@@ -54,8 +54,7 @@ pub struct SessionIdParams {
 pub struct GetSessionParams {
     /// The session's id.
     pub session_id: String,
-    /// Also list the Python kernel's variables: name, type and a short summary (never calls a
-    /// user-defined __repr__). Default false.
+    /// Also list the Python kernel's variables (name, type, summary; no user __repr__ is called).
     #[serde(default)]
     pub include_variables: Option<bool>,
 }
@@ -76,19 +75,16 @@ pub struct ExecuteParams {
     pub session_id: Option<String>,
     /// The code to run (at most 1 MiB).
     pub code: String,
-    /// Run-time limit in seconds (0 or omitted = none). On expiry the kernel is interrupted,
-    /// and restarted if it does not stop within 5 s.
+    /// Seconds before the run is interrupted (the kernel restarted if it will not stop in 5 s). 0/omitted: none.
     #[serde(default)]
     pub timeout_s: Option<f64>,
-    /// Seconds to wait before returning status "running" with the output so far (default 50).
-    /// The run goes on; get_execution(run_id) waits again.
+    /// Seconds to wait (default 50); then status "running" with the output so far, and get_execution waits again.
     #[serde(default)]
     pub wait_s: Option<f64>,
     /// Answers for input() prompts, used in order.
     #[serde(default)]
     pub stdin: Option<Vec<String>>,
-    /// Fail with STATE_CHANGED instead of running if the session's generation differs
-    /// (its kernel was replaced and earlier state is gone).
+    /// Fail with STATE_CHANGED if the session's generation differs (its state was lost).
     #[serde(default)]
     pub expected_generation: Option<u64>,
     /// Record in the kernel's history (default true).
@@ -132,7 +128,7 @@ pub struct RunIdParams {
 pub struct HistoryParams {
     /// The session's id (a destroyed or past session is read from its journal).
     pub session_id: String,
-    /// First index, 0-based; negative counts from the end (Python slice). Omitted: from the start.
+    /// First index (Python slice: 0-based, negative from the end). Omitted: the start.
     #[serde(default)]
     pub start: Option<i64>,
     /// End index, exclusive; negative counts from the end. Omitted: to the end.
@@ -179,9 +175,9 @@ pub struct RerunHistoryParams {
 pub struct ExportHistoryParams {
     /// The session's id (a destroyed or past session is read from its journal).
     pub session_id: String,
-    /// File to write; relative paths resolve against the session's cwd. Parent directories are created.
+    /// File to write (relative: to the session's cwd); parent directories are created.
     pub path: String,
-    /// "transcript" (code and outputs as text), "script" (code only, runnable) or "notebook" (.ipynb).
+    /// "transcript", "script" or "notebook".
     pub format: String,
     #[serde(default)]
     pub start: Option<i64>,
@@ -196,13 +192,13 @@ pub struct ExecuteFileParams {
     pub session_id: Option<String>,
     /// The file to run; relative paths resolve against the session's cwd.
     pub path: String,
-    /// Arguments: Python sees sys.argv = [path, *argv] exactly (no shell quoting).
+    /// Arguments: Python sees sys.argv = [path, *argv] exactly.
     #[serde(default)]
     pub argv: Option<Vec<String>>,
-    /// Run-time limit in seconds (0 or omitted = none).
+    /// As for execute.
     #[serde(default)]
     pub timeout_s: Option<f64>,
-    /// Seconds to wait before returning status "running" (default 50).
+    /// As for execute.
     #[serde(default)]
     pub wait_s: Option<f64>,
     /// "persistent" (default): in the session's namespace. "fresh": in a new kernel of the same

@@ -30,34 +30,58 @@ fn to_value(v: &impl Serialize) -> Value {
     serde_json::to_value(v).unwrap_or_else(|e| json!({"error": e.to_string()}))
 }
 
-/// An execution result; `isError` when the code raised (or the run failed).
+/// An execution result; `isError` when the code raised (or the run failed). An image over
+/// the per-response cap, and each shortened stream, become `resource_link` blocks to the
+/// run's resources (see [`super::resources`]).
 pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult {
-    let mut images = Vec::new();
+    use super::resources::{link, output_uri, stream_uri};
+    let mut blocks = Vec::new();
     let mut notices = r.notices.clone();
     let mut image_budget = MAX_IMAGE_BYTES_PER_RESPONSE;
-    for o in &r.outputs {
+    for (i, o) in r.outputs.iter().enumerate() {
         if let Some(img) = &o.image {
-            if img.bytes <= max_image_bytes && img.data.len() > image_budget {
-                notices.push(format!(
-                    "An image of {} bytes ({}) was left out: this response already carries {} MiB of images. Save figures to files (e.g. fig.savefig(...)) or show fewer per cell.",
-                    img.bytes,
-                    img.mime,
-                    MAX_IMAGE_BYTES_PER_RESPONSE / (1024 * 1024)
-                ));
-            } else if img.bytes <= max_image_bytes {
+            let fits = img.bytes <= max_image_bytes && img.data.len() <= image_budget;
+            if fits {
                 image_budget -= img.data.len();
-                images.push(ContentBlock::image(img.data.clone(), img.mime.clone()));
+                blocks.push(ContentBlock::image(img.data.clone(), img.mime.clone()));
+                continue;
+            }
+            let uri = output_uri(&r.run_id, i);
+            let why = if img.bytes > max_image_bytes {
+                format!("is over the {max_image_bytes} byte limit for a response")
             } else {
-                notices.push(format!(
-                    "An image of {} bytes ({}) is larger than the {} byte limit for a response and was left out; save it to a file from the code instead (e.g. fig.savefig('plot.png')).",
-                    img.bytes, img.mime, max_image_bytes
-                ));
+                format!(
+                    "would take this response over {} MiB of images",
+                    MAX_IMAGE_BYTES_PER_RESPONSE / (1024 * 1024)
+                )
+            };
+            notices.push(format!(
+                "Image {i} ({}, {} bytes) {why}: read it with resources/read {uri} (linked below), or save it to a file from the code.",
+                img.mime, img.bytes
+            ));
+            blocks.push(ContentBlock::resource_link(link(
+                uri,
+                format!("output {i} of {}", r.run_id),
+                &img.mime,
+                Some(img.bytes),
+            )));
+        }
+    }
+    if let Some(parts) = &r.truncated {
+        for (stream, t) in parts {
+            if stream == "stdout" || stream == "stderr" {
+                blocks.push(ContentBlock::resource_link(link(
+                    stream_uri(&r.run_id, stream),
+                    format!("{stream} of {}", r.run_id),
+                    "text/plain",
+                    Some(t.total_bytes),
+                )));
             }
         }
     }
     let mut structured = to_value(r);
     structured["notices"] = json!(notices);
-    let mut out = success(execution_text(r, &notices), &structured, images);
+    let mut out = success(execution_text(r, &notices), &structured, blocks);
     let failed = matches!(
         r.status,
         RunStatus::Error | RunStatus::KernelDied | RunStatus::Timeout | RunStatus::Aborted
@@ -66,20 +90,24 @@ pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult 
     out
 }
 
-/// The text rendering of a run: a status line, then streams, result, error and notices.
+/// The text rendering of a run: a status line (`[ok] run-… in 'default' #1 (3 ms)`), then
+/// streams, result, error and notices.
 pub fn execution_text(r: &ExecutionResult, notices: &[String]) -> String {
     let mut t = String::new();
+    // Kept short (a trivial result is one line and the value): the JSON has every field.
     let _ = write!(
         t,
-        "[{}] run {} in session '{}'",
+        "[{}] {} in '{}'",
         r.status.as_str(),
         r.run_id,
         r.session_id
     );
     if let Some(n) = r.execution_count {
-        let _ = write!(t, ", execution_count {n}");
+        let _ = write!(t, " #{n}");
     }
-    let _ = write!(t, ", generation {}", r.generation);
+    if r.generation > 1 {
+        let _ = write!(t, " gen {}", r.generation);
+    }
     if r.state_reset {
         t.push_str(", STATE RESET");
     }
@@ -126,7 +154,7 @@ pub fn execution_text(r: &ExecutionResult, notices: &[String]) -> String {
         let names: Vec<&str> = parts.keys().map(String::as_str).collect();
         let _ = writeln!(
             t,
-            "Shortened: {}. Page the full text with get_execution(run_id=\"{}\", stream=..., offset=..., limit=...).",
+            "Shortened: {}. The whole text: get_execution(run_id=\"{}\", stream, offset, limit); stdout and stderr are also linked resources.",
             names.join(", "),
             r.run_id
         );
@@ -165,22 +193,16 @@ pub fn session_text(s: &SessionInfo) -> String {
 }
 
 /// One line per kernelspec, then the default kernel.
-pub fn kernels_text(kernels: &[Value], default: Option<&str>) -> String {
-    let lines: Vec<String> = kernels
+pub fn kernels_text(list: &super::results::KernelList) -> String {
+    let lines: Vec<String> = list
+        .kernels
         .iter()
-        .map(|k| {
-            format!(
-                "{} — {} ({})",
-                k["name"].as_str().unwrap_or(""),
-                k["display_name"].as_str().unwrap_or(""),
-                k["language"].as_str().unwrap_or("")
-            )
-        })
+        .map(|k| format!("{} — {} ({})", k.name, k.display_name, k.language))
         .collect();
     format!(
         "{}\ndefault kernel: {}",
         lines.join("\n"),
-        default.unwrap_or("none")
+        list.default_kernel.as_deref().unwrap_or("none")
     )
 }
 

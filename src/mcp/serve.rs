@@ -13,7 +13,8 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
-use super::KernelMcp;
+use super::http::{Guard, HttpAccess, guard};
+use super::{KernelMcp, Toolset};
 use crate::session::Registry;
 
 /// Longest the server takes to exit once the client has gone or a signal arrived.
@@ -74,9 +75,9 @@ pub fn in_order_runtime() -> anyhow::Result<()> {
 
 /// Serve MCP over stdio until the client disconnects or a termination signal arrives, then
 /// shut every kernel down.
-pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
+pub async fn serve_stdio(registry: Arc<Registry>, toolset: Toolset) -> anyhow::Result<()> {
     in_order_runtime()?;
-    let server = KernelMcp::new(registry.clone());
+    let server = KernelMcp::with_toolset(registry.clone(), toolset);
     let outcome = tokio::select! {
         r = async {
             match server.serve(rmcp::transport::stdio_pipes()).await {
@@ -107,13 +108,19 @@ pub async fn serve_stdio(registry: Arc<Registry>) -> anyhow::Result<()> {
 }
 
 /// Serve MCP over streamable HTTP on `addr` (path `/mcp`) until a termination signal, then
-/// shut every kernel down.
-pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+/// shut every kernel down. `access` comes from [`HttpAccess::new`] (token, allowed hosts).
+pub async fn serve_http(
+    registry: Arc<Registry>,
+    addr: std::net::SocketAddr,
+    access: HttpAccess,
+    toolset: Toolset,
+) -> anyhow::Result<()> {
     in_order_runtime()?;
     let factory_registry = registry.clone();
     let outcome = serve_http_until(
-        move || KernelMcp::new(factory_registry.clone()),
+        move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
         addr,
+        access,
         async {
             let s = termination().await;
             tracing::info!("received {s}; shutting down");
@@ -128,44 +135,32 @@ pub async fn serve_http(registry: Arc<Registry>, addr: std::net::SocketAddr) -> 
     outcome
 }
 
-/// Serve MCP over streamable HTTP on `addr` (path `/mcp`), one handler from `handler` per
-/// HTTP session, until `stop` resolves. Kernels are left to the caller.
+/// Streamable HTTP on `addr` (path `/mcp`) with a handler from `handler` per MCP session,
+/// until `stop` resolves. The caller owns the sessions' shutdown (the service serves HTTP
+/// beside its socket on one registry).
 pub async fn serve_http_until(
     handler: impl Fn() -> KernelMcp + Send + Sync + 'static,
     addr: std::net::SocketAddr,
+    access: HttpAccess,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
     let ct = tokio_util::sync::CancellationToken::new();
-    let mut config = StreamableHttpServerConfig::default()
+    // Browsers send Origin: only pages served from the allowed hosts may call us.
+    let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(ct.child_token())
-        // Browsers send Origin: only pages served from this machine may call us.
-        .with_allowed_origins([
-            "http://localhost:*",
-            "http://127.0.0.1:*",
-            "http://[::1]:*",
-            "https://localhost:*",
-            "https://127.0.0.1:*",
-            "https://[::1]:*",
-        ]);
+        .with_allowed_origins(access.allowed_origins.clone())
+        .with_allowed_hosts(access.allowed_hosts.clone());
     if !addr.ip().is_loopback() {
-        // Listening beyond loopback was asked for explicitly: accept that address as Host too.
-        config = config.with_allowed_hosts([
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-            addr.ip().to_string(),
-        ]);
-        tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address can run code");
+        tracing::warn!(%addr, hosts = ?access.allowed_hosts, "listening beyond loopback; requests need the bearer token");
     }
-    let service = StreamableHttpService::new(
-        move || Ok(handler()),
-        LocalSessionManager::default().into(),
-        config,
+    let sessions = Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(move || Ok(handler()), sessions.clone(), config);
+    let router = axum::Router::new().nest_service("/mcp", service).layer(
+        axum::middleware::from_fn_with_state(Guard { access, sessions }, guard),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(
         "serving MCP over streamable HTTP at http://{}/mcp",
@@ -179,6 +174,43 @@ pub async fn serve_http_until(
         })
         .await
         .map_err(anyhow::Error::from)
+}
+
+/// Serve the legacy HTTP+SSE transport (MCP 2024-11-05: `GET /sse`, `POST /messages`) on
+/// `addr` until a termination signal, then shut every kernel down.
+pub async fn serve_sse(
+    registry: Arc<Registry>,
+    addr: std::net::SocketAddr,
+    access: HttpAccess,
+    toolset: Toolset,
+) -> anyhow::Result<()> {
+    in_order_runtime()?;
+    let guard_state = Guard {
+        access: access.clone(),
+        sessions: Arc::new(
+            rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default(),
+        ),
+    };
+    let router = super::sse::router(registry.clone(), toolset, access)
+        .layer(axum::middleware::from_fn_with_state(guard_state, guard));
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(
+        "serving MCP over legacy HTTP+SSE at http://{}/sse",
+        listener.local_addr()?
+    );
+    let outcome = axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let s = termination().await;
+            tracing::info!("received {s}; shutting down");
+        })
+        .await
+        .map_err(anyhow::Error::from);
+    std::thread::spawn(|| {
+        std::thread::sleep(SHUTDOWN_DEADLINE);
+        std::process::exit(1);
+    });
+    registry.shutdown_all().await;
+    outcome
 }
 
 /// Resolves on SIGTERM, SIGINT or SIGHUP, naming it.

@@ -24,19 +24,59 @@ use crate::session::{ErrorCode, Registry};
 #[derive(Clone)]
 pub struct KernelMcp {
     pub(crate) registry: RegistryView,
+    /// This connection's number (log subscriptions are per connection).
+    connection: u64,
     tool_router: ToolRouter<KernelMcp>,
 }
 
+/// Which tools a server offers (`--tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Toolset {
+    /// Every tool.
+    #[default]
+    Full,
+    /// [`MINIMAL_TOOLS`] only, for agents with small contexts.
+    Minimal,
+}
+
+/// The tools of `--tools minimal`: enough to start a session, run code and follow the run.
+pub const MINIMAL_TOOLS: [&str; 7] = [
+    "create_session",
+    "execute",
+    "get_execution",
+    "send_input",
+    "interrupt_session",
+    "restart_session",
+    "list_sessions",
+];
+
+impl std::str::FromStr for Toolset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Toolset, String> {
+        match s {
+            "full" | "all" => Ok(Toolset::Full),
+            "minimal" => Ok(Toolset::Minimal),
+            other => Err(format!("unknown toolset '{other}'; use full or minimal")),
+        }
+    }
+}
+
 impl KernelMcp {
-    /// The handler of a standalone server: its client owns every session, `default` included.
+    /// The handler of a standalone server with every tool: its client owns every session,
+    /// `default` included.
     pub fn new(registry: Arc<Registry>) -> KernelMcp {
-        KernelMcp::with_view(RegistryView::unscoped(registry))
+        KernelMcp::with_toolset(registry, Toolset::Full)
+    }
+
+    /// A standalone handler offering `toolset`; a tool left out is unknown to `tools/call` too.
+    pub fn with_toolset(registry: Arc<Registry>, toolset: Toolset) -> KernelMcp {
+        KernelMcp::with_view(RegistryView::unscoped(registry), toolset)
     }
 
     /// The handler of one connection to the shared service: it sees every named session and a
     /// `default` session of its own, which ends with [`KernelMcp::close`].
-    pub fn for_connection(registry: Arc<Registry>) -> KernelMcp {
-        KernelMcp::with_view(RegistryView::connection(registry))
+    pub fn for_connection(registry: Arc<Registry>, toolset: Toolset) -> KernelMcp {
+        KernelMcp::with_view(RegistryView::connection(registry), toolset)
     }
 
     /// The connection has ended: destroy its own `default` session (if it has one).
@@ -44,16 +84,35 @@ impl KernelMcp {
         self.registry.close().await;
     }
 
-    fn with_view(registry: RegistryView) -> KernelMcp {
+    fn with_view(registry: RegistryView, toolset: Toolset) -> KernelMcp {
+        let mut tool_router = Self::session_router()
+            + Self::run_router()
+            + Self::history_router()
+            + Self::service_router()
+            + Self::code_router()
+            + Self::state_router()
+            + Self::env_router();
+        if toolset == Toolset::Minimal {
+            let left_out: Vec<String> = tool_router
+                .list_all()
+                .into_iter()
+                .map(|t| t.name.to_string())
+                .filter(|n| !MINIMAL_TOOLS.contains(&n.as_str()))
+                .collect();
+            for name in left_out {
+                tool_router.remove_route(&name);
+            }
+        }
+        for route in tool_router.map.values_mut() {
+            let mut schema = route.attr.input_schema.as_ref().clone();
+            super::schema::compact_input(&mut schema, toolset == Toolset::Full);
+            route.attr.input_schema = Arc::new(schema);
+        }
+        static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         KernelMcp {
             registry,
-            tool_router: Self::session_router()
-                + Self::run_router()
-                + Self::history_router()
-                + Self::service_router()
-                + Self::code_router()
-                + Self::state_router()
-                + Self::env_router(),
+            connection: CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            tool_router,
         }
     }
 }
@@ -123,8 +182,48 @@ impl ServerHandler for KernelMcp {
         Ok(response)
     }
 
+    /// `logging/setLevel`: from now on this connection gets the server's log messages at
+    /// `level` or above (see [`super::logging`]).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::logging::subscribe(self.connection, context.peer.clone(), request.level);
+        Ok(())
+    }
+
+    /// Run resources are listed through templates only (there is one set per run).
+    async fn list_resource_templates(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(
+            super::resources::templates(),
+        ))
+    }
+
+    /// A run's stdout, stderr or output (see [`super::resources`]).
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let contents = super::resources::read(&self.registry, &request.uri).await?;
+        Ok(rmcp::model::ReadResourceResult::new(contents).into())
+    }
+
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .enable_resources()
+                .build(),
+        )
             .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Named, persistent sessions on real Jupyter kernels (Python, R, Octave, bash… whatever kernelspecs are installed). \

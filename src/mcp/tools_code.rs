@@ -10,8 +10,11 @@ use serde_json::json;
 use super::error::{ToolError, ToolResult};
 use super::params::{CompleteParams, InspectParams, InstallPackagesParams};
 use super::render;
+use super::results::{Completion, Inspection};
+use super::schema::output;
 use super::server::KernelMcp;
 use crate::session::output::clean_text;
+use crate::session::packages::InstallOutcome;
 
 /// How long complete/inspect wait for the kernel.
 const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,13 +36,12 @@ fn cursor(code: &str, cursor_pos: Option<usize>) -> Result<usize, ToolError> {
 
 #[tool_router(router = code_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Install packages into a Python session's own interpreter (uv pip when uv is on PATH, else
-    /// pip). Says whether a restart is recommended (an already-imported package was replaced).
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        open_world_hint = true
-    ))]
+    /// Install packages into a Python session's interpreter (uv pip, else pip); says when a
+    /// restart is recommended.
+    #[tool(
+        annotations(destructive_hint = false, open_world_hint = true),
+        output_schema = output::<InstallOutcome>()
+    )]
     async fn install_packages(
         &self,
         Parameters(p): Parameters<InstallPackagesParams>,
@@ -56,7 +58,10 @@ impl KernelMcp {
     }
 
     /// Code completion at cursor_pos (default: end of code): matches and the range they replace.
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<Completion>()
+    )]
     async fn complete(&self, Parameters(p): Parameters<CompleteParams>) -> ToolResult {
         let cursor = cursor(&p.code, p.cursor_pos)?;
         let handle = self.registry.get(&p.session_id)?;
@@ -73,12 +78,20 @@ impl KernelMcp {
                     .collect()
             })
             .unwrap_or_default();
-        let v = json!({"matches": matches, "cursor_start": reply["cursor_start"], "cursor_end": reply["cursor_end"]});
-        Ok(render::success(matches.join("\n"), &v, vec![]))
+        let text = matches.join("\n");
+        let v = Completion {
+            matches,
+            cursor_start: reply["cursor_start"].as_i64(),
+            cursor_end: reply["cursor_end"].as_i64(),
+        };
+        Ok(render::success(text, &v, vec![]))
     }
 
     /// Documentation for the name at cursor_pos (default: end of code), as the kernel gives it.
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<Inspection>()
+    )]
     async fn inspect(&self, Parameters(p): Parameters<InspectParams>) -> ToolResult {
         let cursor = cursor(&p.code, p.cursor_pos)?;
         let handle = self.registry.get(&p.session_id)?;
@@ -96,10 +109,6 @@ impl KernelMcp {
         } else {
             format!("nothing found for {:?}", p.code)
         };
-        Ok(render::success(
-            shown,
-            &json!({"found": found, "text": text}),
-            vec![],
-        ))
+        Ok(render::success(shown, &Inspection { found, text }, vec![]))
     }
 }

@@ -5,34 +5,40 @@ use std::path::PathBuf;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
-use serde_json::json;
 
 use super::error::{ToolError, ToolResult};
 use super::params::{DeleteHistoryParams, ExportHistoryParams, HistoryParams, RerunHistoryParams};
 use super::render;
+use super::results::{Deleted, History, HistoryRow};
+use super::schema::output;
 use super::server::{KernelMcp, seconds};
 use crate::session::export::ExportFormat;
 use crate::session::history::{self, HistoryEntry};
 use crate::session::history_query::HistorySelect;
+use crate::session::ops::{Exported, Replay};
 
 #[tool_router(router = history_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Read a session's history: each executed block with its status and an output summary.
-    /// start/end are Python slice indices (0-based, end exclusive, negatives from the end); or
-    /// latest_n, or run_id.
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    /// A session's history: each block with its status and an output summary. start/end: Python
+    /// slice indices; or latest_n, or run_id.
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<History>()
+    )]
     async fn get_history(&self, Parameters(p): Parameters<HistoryParams>) -> ToolResult {
         let select = HistorySelect::from_params(p.start, p.end, p.run_id, p.latest_n)?;
         let src = self.registry.history_select(&p.session_id, &select).await?;
         let entries: Vec<_> = src
             .entries
             .iter()
-            .map(|(i, e)| {
-                json!({
-                    "index": i, "run_id": e.run_id, "code": e.code, "status": e.status,
-                    "execution_count": e.execution_count, "generation": e.generation,
-                    "output": history::output_summary(e),
-                })
+            .map(|(i, e)| HistoryRow {
+                index: *i,
+                run_id: e.run_id.clone(),
+                code: e.code.clone(),
+                status: e.status,
+                execution_count: e.execution_count,
+                generation: e.generation,
+                output: history::output_summary(e),
             })
             .collect();
         let refs: Vec<(usize, &HistoryEntry)> = src.entries.iter().map(|(i, e)| (*i, e)).collect();
@@ -43,34 +49,36 @@ impl KernelMcp {
         };
         Ok(render::success(
             text,
-            &json!({"session_id": p.session_id, "entries": entries, "total": src.total}),
+            &History {
+                session_id: p.session_id,
+                entries,
+                total: src.total,
+            },
             vec![],
         ))
     }
 
     /// Delete history entries [start, end) (Python slice indices). The kernel's state is not changed.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        annotations(destructive_hint = true, open_world_hint = false),
+        output_schema = output::<Deleted>()
+    )]
     async fn delete_history(&self, Parameters(p): Parameters<DeleteHistoryParams>) -> ToolResult {
         let handle = self.registry.get(&p.session_id)?;
         let deleted = handle.delete_history(Some(p.start), p.end).await?;
         Ok(render::success(
             format!("deleted {deleted} history entries"),
-            &json!({"deleted": deleted}),
+            &Deleted { deleted },
             vec![],
         ))
     }
 
     /// Re-run history entries [start, end) in order (after restarting the kernel unless restart=false),
     /// stopping at the first error. Rebuilds state after a restart or crash.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        open_world_hint = true
-    ))]
+    #[tool(
+        annotations(destructive_hint = true, open_world_hint = true),
+        output_schema = output::<Replay>()
+    )]
     async fn rerun_history(&self, Parameters(p): Parameters<RerunHistoryParams>) -> ToolResult {
         let timeout = seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero());
         let handle = self.registry.get(&p.session_id)?;
@@ -85,13 +93,12 @@ impl KernelMcp {
         ))
     }
 
-    /// Write a session's history to a file: "transcript" (code and outputs), "script" (runnable code;
-    /// the kernel's file extension is added when the path has none) or "notebook" (nbformat 4 .ipynb with outputs).
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        open_world_hint = false
-    ))]
+    /// Write a session's history to a file: "transcript" (code and outputs), "script" (runnable
+    /// code) or "notebook" (.ipynb with outputs).
+    #[tool(
+        annotations(destructive_hint = false, open_world_hint = false),
+        output_schema = output::<Exported>()
+    )]
     async fn export_history(&self, Parameters(p): Parameters<ExportHistoryParams>) -> ToolResult {
         let format = match p.format.as_str() {
             "transcript" => ExportFormat::Transcript,

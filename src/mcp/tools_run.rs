@@ -10,27 +10,26 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
-use serde_json::json;
 use tokio::sync::watch;
 
 use super::error::{ToolError, ToolResult};
 use super::params::*;
 use super::render;
+use super::results::{RunOrPage, RunPage};
+use super::schema::output;
 use super::server::{KernelMcp, seconds};
 use crate::session::{
-    ErrorCode, ExecuteRequest, Part, RunId, RunStatus, SessionHandle, wait_settled,
+    ErrorCode, ExecuteRequest, ExecutionResult, Part, RunId, RunStatus, SessionHandle, wait_settled,
 };
 
 #[tool_router(router = run_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Run code in a session's kernel and return stdout, stderr, the result, displays (images as image blocks) and errors.
-    /// Waits up to wait_s (default 50 s); if still running, returns status "running" and a run_id for get_execution.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        idempotent_hint = false,
-        open_world_hint = true
-    ))]
+    /// Run code in a session's kernel: stdout, stderr, result, displays (images as image blocks),
+    /// errors. After wait_s (default 50) a run still going returns status "running": get_execution(run_id).
+    #[tool(
+        annotations(destructive_hint = true, open_world_hint = true),
+        output_schema = output::<ExecutionResult>()
+    )]
     async fn execute(
         &self,
         Parameters(p): Parameters<ExecuteParams>,
@@ -61,16 +60,13 @@ impl KernelMcp {
         self.submit_and_wait(&handle, req, p.wait_s, &ctx).await
     }
 
-    /// Run a file in a session. Python kernels run it in the session's namespace with its real
-    /// filename in tracebacks, __file__ set and sys.argv = [path, *argv] exactly; other kernels
-    /// execute the file's contents. Relative paths resolve against the session's cwd.
+    /// Run a file in a session (relative paths: its cwd). Python runs it in the session's namespace
+    /// with __file__, sys.argv and its filename in tracebacks; other kernels run its contents.
     /// mode="fresh": in a new kernel instead (the session's namespace is untouched).
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        idempotent_hint = false,
-        open_world_hint = true
-    ))]
+    #[tool(
+        annotations(destructive_hint = true, open_world_hint = true),
+        output_schema = output::<ExecutionResult>()
+    )]
     async fn execute_file(
         &self,
         Parameters(p): Parameters<ExecuteFileParams>,
@@ -105,9 +101,12 @@ impl KernelMcp {
         }
     }
 
-    /// Get a run's result (waiting up to wait_s for it to finish), or page one part of it with
-    /// stream ("stdout", "stderr", "result" or "traceback"), offset and limit (bytes).
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    /// A run's result (waiting up to wait_s), or a page of one part: stream ("stdout", "stderr",
+    /// "result", "traceback"), offset, limit (bytes).
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<RunOrPage>()
+    )]
     async fn get_execution(
         &self,
         Parameters(p): Parameters<GetExecutionParams>,
@@ -130,10 +129,13 @@ impl KernelMcp {
                 .unwrap_or(self.registry.limits.stream_bytes)
                 .clamp(1, MAX_PAGE_BYTES);
             let page = handle.page(&run_id, part, offset, limit).await?;
-            let mut v = serde_json::to_value(&page).unwrap_or_default();
-            v["run_id"] = json!(run_id);
-            v["stream"] = json!(stream);
-            return Ok(render::success(page.text.clone(), &v, vec![]));
+            let text = page.text.clone();
+            let v = RunPage {
+                run_id,
+                stream,
+                page,
+            };
+            return Ok(render::success(text, &v, vec![]));
         }
         let wait = seconds(p.wait_s, "wait_s")?.unwrap_or(Duration::ZERO);
         let rx = handle.watch_run(&run_id).await?;
@@ -142,11 +144,10 @@ impl KernelMcp {
     }
 
     /// Answer the input() prompt of a run whose status is "awaiting_input"; then waits like execute.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        annotations(destructive_hint = false, open_world_hint = false),
+        output_schema = output::<ExecutionResult>()
+    )]
     async fn send_input(
         &self,
         Parameters(p): Parameters<SendInputParams>,
@@ -161,11 +162,10 @@ impl KernelMcp {
     }
 
     /// Cancel a run: a queued run never executes; a running one is interrupted.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        annotations(destructive_hint = true, open_world_hint = false),
+        output_schema = output::<ExecutionResult>()
+    )]
     async fn cancel_execution(&self, Parameters(p): Parameters<RunIdParams>) -> ToolResult {
         let run_id = RunId::from(p.run_id);
         if let Some(r) = self.registry.fresh.finished(&run_id) {

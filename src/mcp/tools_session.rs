@@ -6,46 +6,51 @@ use std::path::PathBuf;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
-use serde_json::json;
 
 use super::error::ToolResult;
 use super::params::*;
 use super::render;
+use super::results::{
+    Destroyed, Interrupted, KernelEntry, KernelList, ServerInfo, SessionDetail, SessionList,
+};
+use super::schema::output;
 use super::server::{KernelMcp, seconds};
-use crate::session::CreateRequest;
 use crate::session::ops::variables_note;
+use crate::session::{CreateRequest, SessionInfo};
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl KernelMcp {
     /// List the installed Jupyter kernelspecs (name, language, display name, interrupt mode, where found) and the default kernel.
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<KernelList>()
+    )]
     async fn list_kernels(&self) -> ToolResult {
         let kernels: Vec<_> = self
             .registry
             .search
             .list()
             .into_iter()
-            .map(|k| {
-                json!({
-                    "name": k.name, "display_name": k.display_name, "language": k.language,
-                    "interrupt_mode": k.interrupt_mode, "resource_dir": k.resource_dir,
-                })
+            .map(|k| KernelEntry {
+                name: k.name,
+                display_name: k.display_name,
+                language: k.language,
+                interrupt_mode: k.interrupt_mode,
+                resource_dir: k.resource_dir,
             })
             .collect();
-        let default = self.registry.default_kernel();
-        Ok(render::success(
-            render::kernels_text(&kernels, default.as_deref()),
-            &json!({"kernels": kernels, "default_kernel": default}),
-            vec![],
-        ))
+        let list = KernelList {
+            kernels,
+            default_kernel: self.registry.default_kernel(),
+        };
+        Ok(render::success(render::kernels_text(&list), &list, vec![]))
     }
 
     /// Start a new named session on a Jupyter kernel. Variables, imports and data persist across execute calls in it.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        open_world_hint = true
-    ))]
+    #[tool(
+        annotations(destructive_hint = false, open_world_hint = true),
+        output_schema = output::<SessionInfo>()
+    )]
     async fn create_session(&self, Parameters(p): Parameters<CreateSessionParams>) -> ToolResult {
         let req = CreateRequest {
             session_id: p.session_id,
@@ -64,7 +69,10 @@ impl KernelMcp {
     }
 
     /// List all sessions with their status, kernel, generation and queue.
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<SessionList>()
+    )]
     async fn list_sessions(&self) -> ToolResult {
         let sessions = self.registry.list().await;
         let text = if sessions.is_empty() {
@@ -73,60 +81,65 @@ impl KernelMcp {
             let lines: Vec<String> = sessions.iter().map(render::session_text).collect();
             lines.join("\n")
         };
-        Ok(render::success(
-            text,
-            &json!({"sessions": sessions}),
-            vec![],
-        ))
+        Ok(render::success(text, &SessionList { sessions }, vec![]))
     }
 
     /// Show one session: status, kernel, generation, pid, history count, queue, current run.
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<SessionDetail>()
+    )]
     async fn get_session(&self, Parameters(p): Parameters<GetSessionParams>) -> ToolResult {
         let handle = self.registry.get(&p.session_id)?;
         let info = handle.info().await?;
-        let mut v = serde_json::to_value(&info).unwrap_or_default();
         let mut text = render::session_text(&info);
+        let mut detail = SessionDetail {
+            info,
+            variables: None,
+            variables_note: None,
+        };
         if p.include_variables.unwrap_or(false) {
             match handle.variables().await {
                 Ok((vars, total)) => {
                     text.push_str(&render::variables_text(&vars));
-                    if let Some(note) = variables_note(vars.len(), total) {
-                        v["variables_note"] = note;
-                    }
-                    v["variables"] = json!(vars);
+                    detail.variables_note = variables_note(vars.len(), total)
+                        .and_then(|n| n.as_str().map(String::from));
+                    detail.variables = Some(vars);
                 }
-                Err(e) => v["variables_note"] = json!(e.to_string()),
+                Err(e) => detail.variables_note = Some(e.to_string()),
             }
         }
-        Ok(render::success(text, &v, vec![]))
+        Ok(render::success(text, &detail, vec![]))
     }
 
     /// Interrupt the code running in a session (like Ctrl-C). Variables are kept; the kernel is never restarted.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        output_schema = output::<Interrupted>()
+    )]
     async fn interrupt_session(&self, Parameters(p): Parameters<SessionIdParams>) -> ToolResult {
         let handle = self.registry.get(&p.session_id)?;
         let (info, run) = handle.interrupt().await?;
-        let mut v = serde_json::to_value(&info).unwrap_or_default();
-        v["interrupted_run_id"] = json!(run);
         let text = match &run {
             Some(r) => format!("interrupted run {r}\n{}", render::session_text(&info)),
             None => format!("nothing was running\n{}", render::session_text(&info)),
+        };
+        let v = Interrupted {
+            info,
+            interrupted_run_id: run,
         };
         Ok(render::success(text, &v, vec![]))
     }
 
     /// Restart a session's kernel: all variables are lost, the generation goes up by one.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        open_world_hint = false
-    ))]
+    #[tool(
+        annotations(destructive_hint = true, open_world_hint = false),
+        output_schema = output::<SessionInfo>()
+    )]
     async fn restart_session(&self, Parameters(p): Parameters<RestartSessionParams>) -> ToolResult {
         let handle = self.registry.get(&p.session_id)?;
         let info = handle.restart(p.clear_history.unwrap_or(false)).await?;
@@ -134,43 +147,47 @@ impl KernelMcp {
     }
 
     /// Shut a session's kernel down (and every process it started) and forget the session.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = true,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
+    #[tool(
+        annotations(destructive_hint = true, open_world_hint = false),
+        output_schema = output::<Destroyed>()
+    )]
     async fn destroy_session(&self, Parameters(p): Parameters<SessionIdParams>) -> ToolResult {
-        let rung = self.registry.destroy(&p.session_id).await?;
-        let v = json!({"session_id": p.session_id, "shutdown": rung});
-        Ok(render::success(
-            format!(
-                "session '{}' destroyed (shutdown: {})",
-                p.session_id,
-                v["shutdown"].as_str().unwrap_or("")
-            ),
-            &v,
-            vec![],
-        ))
+        let shutdown = self.registry.destroy(&p.session_id).await?;
+        let text = format!(
+            "session '{}' destroyed (shutdown: {})",
+            p.session_id,
+            format!("{shutdown:?}").to_lowercase()
+        );
+        let v = Destroyed {
+            session_id: p.session_id,
+            shutdown,
+        };
+        Ok(render::success(text, &v, vec![]))
     }
 
     /// Server version, protocol versions, limits, kernelspec directories, session count, and
     /// server_instance (a new id = a new server process).
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<ServerInfo>()
+    )]
     async fn server_info(&self) -> ToolResult {
         let sessions = self.registry.session_ids().len();
-        let v = json!({
-            "name": "kernel-mcp",
-            "version": env!("CARGO_PKG_VERSION"),
-            "jupyter_protocol_version": crate::wire::PROTOCOL_VERSION,
-            "mcp_protocol_versions": rmcp::model::ProtocolVersion::KNOWN_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
-            "limits": &*self.registry.limits,
-            "kernelspec_dirs": self.registry.search.dirs(),
-            "python_environment": self.registry.env_prefix,
-            "session_count": sessions,
-            "server_instance": crate::instance::current().id,
-            "started_at": crate::instance::current().started_at,
-        });
+        let v = ServerInfo {
+            name: "kernel-mcp".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            jupyter_protocol_version: crate::wire::PROTOCOL_VERSION.into(),
+            mcp_protocol_versions: rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .map(|v| v.to_string())
+                .collect(),
+            limits: (*self.registry.limits).clone(),
+            kernelspec_dirs: self.registry.search.dirs().to_vec(),
+            python_environment: self.registry.env_prefix.clone(),
+            session_count: sessions,
+            server_instance: crate::instance::current().id.clone(),
+            started_at: crate::instance::current().started_at.clone(),
+        };
         Ok(render::success(
             format!(
                 "kernel-mcp {} — {} session(s)",

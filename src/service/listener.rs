@@ -103,9 +103,11 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
     let mut http = match opts.http {
         Some(addr) => {
             let factory = registry.clone();
+            let access = crate::mcp::http::HttpAccess::new(addr, None, &[])?;
             Some(tokio::spawn(serve_http_until(
-                move || KernelMcp::for_connection(factory.clone()),
+                move || KernelMcp::for_connection(factory.clone(), Default::default()),
                 addr,
+                access,
                 async {
                     let _ = http_stopped.await;
                 },
@@ -213,7 +215,7 @@ async fn admit(
         return;
     }
     let counted = Counted::new(connections);
-    let server = KernelMcp::for_connection(registry.clone());
+    let server = KernelMcp::for_connection(registry.clone(), Default::default());
     tokio::spawn(async move {
         let (read, write) = stream.into_split();
         match server.clone().serve((read, write)).await {

@@ -7,6 +7,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tracing_subscriber::Layer as _;
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
@@ -21,11 +22,24 @@ fn filter() -> EnvFilter {
 
 /// Log to stderr only.
 pub fn init_stderr() {
-    tracing_subscriber::fmt()
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter(filter())
+        .with_filter(filter());
+    tracing_subscriber::registry()
+        .with(stderr)
+        .with(to_clients())
         .init();
+}
+
+/// Log messages to MCP clients that called `logging/setLevel` (they pick their level).
+fn to_clients<S>() -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    crate::mcp::logging::McpLogLayer.with_filter(
+        tracing_subscriber::filter::Targets::new().with_target("kernel_mcp", tracing::Level::DEBUG),
+    )
 }
 
 /// Log to the service log file and stderr. Returns the file's path, or why there is none
@@ -47,9 +61,9 @@ pub fn init_service() -> Result<PathBuf, String> {
         Err(e) => (None, Err(e)),
     };
     tracing_subscriber::registry()
-        .with(filter())
-        .with(stderr)
-        .with(layer)
+        .with(stderr.with_filter(filter()))
+        .with(layer.map(|l| l.with_filter(filter())))
+        .with(to_clients())
         .init();
     outcome
 }

@@ -147,7 +147,7 @@ pub struct HistorySource {
 }
 
 /// One replayed history entry.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Replayed {
     pub index: usize,
     pub run_id: RunId,
@@ -158,14 +158,14 @@ pub struct Replayed {
 }
 
 /// What a replay did: each run, and the index it stopped at (the first run not `ok`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Replay {
     pub runs: Vec<Replayed>,
     pub stopped_at: Option<usize>,
 }
 
 /// What an export wrote.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Exported {
     pub path: PathBuf,
     pub entries: usize,

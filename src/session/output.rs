@@ -146,7 +146,7 @@ fn overstrike(line: &str) -> String {
 
 /// One page of a stream's text: bytes `[offset, next_offset)` of the UTF-8 text, moved to
 /// character boundaries; `text` is empty at the end.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct StreamPage {
     pub offset: usize,
     pub text: String,

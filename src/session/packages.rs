@@ -32,7 +32,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 const REPLACED_MARKERS: [&[u8]; 2] = [b"Successfully uninstalled", b"Uninstalled "];
 
 /// What an install did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct InstallOutcome {
     pub ok: bool,
     /// The command that ran.

@@ -1,11 +1,12 @@
 //! The records sessions hand to callers: [`SessionInfo`] and [`ExecutionResult`] (docs/tools.md).
 //! Field names are the tool contract; change them only together with docs/tools.md.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Lifecycle state of a session's kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     Starting,
@@ -34,7 +35,7 @@ impl SessionStatus {
 }
 
 /// State of one run (one `execute_request`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Queued,
@@ -76,7 +77,7 @@ impl RunStatus {
 }
 
 /// What `create_session`, `get_session`, `list_sessions`… return.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SessionInfo {
     pub session_id: String,
     /// Kernelspec name.
@@ -114,7 +115,7 @@ pub struct SessionInfo {
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct OutputItem {
     /// `display_data` or `execute_result`.
     pub kind: String,
@@ -142,7 +143,7 @@ pub struct DisplayBundle {
 }
 
 /// An image from a MIME bundle.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ImageData {
     pub mime: String,
     /// Base64, as the kernel sent it. Returned as an `image` content block, not in the JSON.
@@ -153,7 +154,7 @@ pub struct ImageData {
 }
 
 /// An exception raised by the code (from the `error` message or `execute_reply`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorInfo {
     pub ename: String,
     pub evalue: String,
@@ -162,21 +163,21 @@ pub struct ErrorInfo {
 }
 
 /// The kernel is waiting for `input()`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Prompt {
     pub text: String,
     pub password: bool,
 }
 
 /// How much of one stream the response left out.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StreamTruncation {
     pub total_bytes: usize,
     pub omitted_bytes: usize,
 }
 
 /// What `execute`, `get_execution`, `send_input` and `cancel_execution` return.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ExecutionResult {
     pub run_id: String,
     pub session_id: String,

@@ -73,6 +73,8 @@ pub fn require_venv() {
 /// A running `kernel-mcp` with a connected rmcp client.
 pub struct Server {
     client: Option<Client>,
+    /// Every call's structuredContent is validated against these.
+    schemas: schemas::OutputSchemas,
     pid: u32,
     stderr: Arc<Mutex<Vec<u8>>>,
     /// The server's (and so the kernels' default) working directory; removed on drop.
@@ -109,8 +111,16 @@ impl Server {
                 String::from_utf8_lossy(&buf.lock().unwrap())
             ),
         };
+        let tools = match tokio::time::timeout(CALL_TIMEOUT, client.list_all_tools()).await {
+            Ok(Ok(t)) => t,
+            other => panic!(
+                "tools/list failed: {other:?}\n--- server stderr ---\n{}",
+                String::from_utf8_lossy(&buf.lock().unwrap())
+            ),
+        };
         Server {
             client: Some(client),
+            schemas: schemas::OutputSchemas::compile(&tools),
             pid: spawned.pid,
             stderr: buf,
             workdir: spawned.workdir,
@@ -148,14 +158,20 @@ impl Server {
         }
     }
 
-    /// Call a tool and return the JSON-RPC outcome; only a hang fails the test.
+    /// Call a tool and return the JSON-RPC outcome; only a hang, or a structuredContent that
+    /// does not match the tool's outputSchema, fails the test.
     pub async fn try_call(&self, tool: &str, args: Value) -> Result<CallToolResult, ServiceError> {
         let Value::Object(map) = args else {
             panic!("tool arguments must be a JSON object, got {args}");
         };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(map.clone());
         match tokio::time::timeout(CALL_TIMEOUT, self.client().call_tool(params)).await {
-            Ok(r) => r,
+            Ok(r) => {
+                if let Ok(result) = &r {
+                    self.schemas.check(tool, result);
+                }
+                r
+            }
             Err(_) => panic!(
                 "{tool}({}) did not answer within {CALL_TIMEOUT:?}\n--- server stderr ---\n{}",
                 Value::Object(map),
@@ -313,6 +329,8 @@ pub fn server_command(workdir: &Path) -> tokio::process::Command {
         .env("KERNEL_MCP_LOG", "kernel_mcp=debug")
         .env_remove("CONDA_PREFIX")
         .env_remove("KERNEL_MCP_PYTHON_ENV")
+        .env_remove("KERNEL_MCP_TOKEN")
+        .env_remove("KERNEL_MCP_TOOLS")
         // History journals go to the test's temp dir, not the user's ~/.local/state.
         .env("XDG_STATE_HOME", workdir.join("state"))
         // Registered environments go there too, never into the user's ~/.config.
@@ -518,5 +536,6 @@ pub mod history;
 pub mod http;
 pub mod kernels;
 pub mod raw;
+pub mod schemas;
 pub mod service;
 pub mod trust;

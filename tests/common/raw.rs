@@ -19,6 +19,8 @@ pub struct RawClient {
     lines: Lines<BufReader<ChildStdout>>,
     /// Responses read ahead of the one being waited for.
     seen: HashMap<i64, Value>,
+    /// Notifications from the server, in arrival order.
+    notifications: Vec<Value>,
     _workdir: tempfile::TempDir,
 }
 
@@ -48,6 +50,7 @@ impl RawClient {
             stdin,
             lines,
             seen: HashMap::new(),
+            notifications: Vec::new(),
             _workdir: workdir,
         };
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -83,6 +86,32 @@ impl RawClient {
             let msg: Value = serde_json::from_str(&line).expect("JSON-RPC line");
             if let Some(n) = msg["id"].as_i64() {
                 self.seen.insert(n, msg);
+            } else if msg.get("method").is_some() {
+                self.notifications.push(msg);
+            }
+        }
+    }
+
+    /// The first notification (seen so far or arriving within `limit`) that `pred` accepts.
+    pub async fn notification(
+        &mut self,
+        limit: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(i) = self.notifications.iter().position(&pred) {
+                return Some(self.notifications.remove(i));
+            }
+            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
+                .await
+                .ok()?
+                .ok()??;
+            let msg: Value = serde_json::from_str(&line).expect("JSON-RPC line");
+            if let Some(n) = msg["id"].as_i64() {
+                self.seen.insert(n, msg);
+            } else if msg.get("method").is_some() {
+                self.notifications.push(msg);
             }
         }
     }

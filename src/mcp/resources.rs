@@ -1,0 +1,231 @@
+//! Runs' outputs as MCP resources: `kernel-mcp://runs/{run_id}/stdout`, `…/stderr` and
+//! `…/outputs/{index}` (the index-th display of `outputs[]`), listed through resource
+//! templates and read with `resources/read`. They live as long as the run is kept (a
+//! session keeps its last 256 finished runs; a destroyed session's runs are gone).
+//!
+//! A stream read returns its stored text from byte `offset` (query `?offset=N`, default 0),
+//! at most [`MAX_READ_BYTES`] at once; when more remains, a second content item names the URI
+//! of the rest. An output read returns its image (a base64 blob with its MIME type) or,
+//! for a display with no image, its text.
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
+
+use crate::session::{Part, Registry, RunId};
+
+/// The URI scheme and authority of every run resource.
+pub const PREFIX: &str = "kernel-mcp://runs/";
+
+/// Most bytes of stream text one read returns (well under the 16 MiB message limit of
+/// common clients).
+pub const MAX_READ_BYTES: usize = 8 * 1024 * 1024;
+
+/// What a URI names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// stdout or stderr of a run, from a byte offset.
+    Stream {
+        run: String,
+        part: Part,
+        offset: usize,
+    },
+    /// The index-th entry of a run's `outputs`.
+    Output { run: String, index: usize },
+}
+
+/// Parse a run resource URI. Errors: the reason, for the client.
+pub fn parse(uri: &str) -> Result<Target, String> {
+    let rest = uri
+        .strip_prefix(PREFIX)
+        .ok_or_else(|| format!("Unknown resource {uri:?}: run resources start with {PREFIX}"))?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut parts = path.split('/');
+    let run = parts.next().filter(|r| !r.is_empty()).ok_or("no run id")?;
+    let what = parts.next().unwrap_or("");
+    let offset = match query.strip_prefix("offset=") {
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("offset must be a byte count, not {n:?}"))?,
+        None if query.is_empty() => 0,
+        None => {
+            return Err(format!(
+                "unknown query {query:?}; only offset=N is understood"
+            ));
+        }
+    };
+    let target = match (what, parts.next(), parts.next()) {
+        ("stdout", None, _) => Target::Stream {
+            run: run.into(),
+            part: Part::Stdout,
+            offset,
+        },
+        ("stderr", None, _) => Target::Stream {
+            run: run.into(),
+            part: Part::Stderr,
+            offset,
+        },
+        ("outputs", Some(i), None) => Target::Output {
+            run: run.into(),
+            index: i
+                .parse()
+                .map_err(|_| format!("output index must be a number, not {i:?}"))?,
+        },
+        _ => {
+            return Err(format!(
+                "Unknown resource {uri:?}: use {PREFIX}{{run_id}}/stdout, /stderr or /outputs/{{index}}"
+            ));
+        }
+    };
+    Ok(target)
+}
+
+/// The URI of a run's stream (`"stdout"` / `"stderr"`).
+pub fn stream_uri(run: &str, stream: &str) -> String {
+    format!("{PREFIX}{run}/{stream}")
+}
+
+/// The URI of a run's index-th output.
+pub fn output_uri(run: &str, index: usize) -> String {
+    format!("{PREFIX}{run}/outputs/{index}")
+}
+
+/// A `resource_link` target for a run's part.
+pub fn link(uri: String, name: String, mime: &str, size: Option<usize>) -> Resource {
+    let mut r = Resource::new(uri, name).with_mime_type(mime);
+    r.size = size.map(|s| s as u64);
+    r
+}
+
+/// The three templates.
+pub fn templates() -> Vec<ResourceTemplate> {
+    let t = |uri: &str, name: &str, description: &str, mime: Option<&str>| {
+        let mut t = ResourceTemplate::new(uri, name);
+        t.description = Some(description.into());
+        t.mime_type = mime.map(String::from);
+        t
+    };
+    vec![
+        t(
+            "kernel-mcp://runs/{run_id}/stdout",
+            "run stdout",
+            "A run's whole stdout (8 MiB per read; ?offset=N for the rest).",
+            Some("text/plain"),
+        ),
+        t(
+            "kernel-mcp://runs/{run_id}/stderr",
+            "run stderr",
+            "A run's whole stderr (8 MiB per read; ?offset=N for the rest).",
+            Some("text/plain"),
+        ),
+        t(
+            "kernel-mcp://runs/{run_id}/outputs/{index}",
+            "run output",
+            "The index-th display of a run's outputs[]: its image, or its text.",
+            None,
+        ),
+    ]
+}
+
+/// Read `uri`. Errors: `-32602` for a malformed URI, resource-not-found for a run or output
+/// that is not (or no longer) kept.
+pub async fn read(registry: &Registry, uri: &str) -> Result<Vec<ResourceContents>, McpError> {
+    let target = parse(uri).map_err(|m| McpError::invalid_params(m, None))?;
+    let run_of = |run: &str| {
+        let id = RunId::from(run);
+        registry
+            .session_of_run(&id)
+            .map(|h| (h, id))
+            .map_err(|e| McpError::resource_not_found(format!("{e} ({uri})"), None))
+    };
+    match target {
+        Target::Stream { run, part, offset } => {
+            let (handle, id) = run_of(&run)?;
+            let page = handle
+                .page(&id, part, offset, MAX_READ_BYTES)
+                .await
+                .map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
+            let mut contents = vec![ResourceContents::text(page.text, uri)];
+            if page.next_offset < page.total_bytes {
+                let base = uri.split_once('?').map_or(uri, |(b, _)| b);
+                let next = format!("{base}?offset={}", page.next_offset);
+                contents.push(ResourceContents::text(
+                    format!(
+                        "[{} of {} bytes remain: read {next}]",
+                        page.total_bytes - page.next_offset,
+                        page.total_bytes
+                    ),
+                    next,
+                ));
+            }
+            Ok(contents)
+        }
+        Target::Output { run, index } => {
+            let (handle, id) = run_of(&run)?;
+            let r = handle
+                .get_run(&id)
+                .await
+                .map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
+            let output = r.outputs.get(index).ok_or_else(|| {
+                McpError::resource_not_found(
+                    format!(
+                        "Run {run} has {} outputs; there is no index {index}.",
+                        r.outputs.len()
+                    ),
+                    None,
+                )
+            })?;
+            match (&output.image, &output.text) {
+                (Some(img), _) => Ok(vec![
+                    ResourceContents::blob(img.data.clone(), uri).with_mime_type(img.mime.clone()),
+                ]),
+                (None, Some(text)) => Ok(vec![ResourceContents::text(text.clone(), uri)]),
+                (None, None) => Ok(vec![ResourceContents::text(String::new(), uri)]),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_and_output_uris_parse_back_to_what_they_name() {
+        assert_eq!(
+            parse(&stream_uri("run-1", "stdout")),
+            Ok(Target::Stream {
+                run: "run-1".into(),
+                part: Part::Stdout,
+                offset: 0
+            })
+        );
+        assert_eq!(
+            parse("kernel-mcp://runs/run-1/stderr?offset=10"),
+            Ok(Target::Stream {
+                run: "run-1".into(),
+                part: Part::Stderr,
+                offset: 10
+            })
+        );
+        assert_eq!(
+            parse(&output_uri("run-1", 3)),
+            Ok(Target::Output {
+                run: "run-1".into(),
+                index: 3
+            })
+        );
+    }
+
+    #[test]
+    fn a_malformed_uri_says_what_is_understood() {
+        for bad in [
+            "file:///etc/passwd",
+            "kernel-mcp://runs/run-1/result",
+            "kernel-mcp://runs/run-1/outputs/x",
+            "kernel-mcp://runs/run-1/stdout?limit=3",
+            "kernel-mcp://runs//stdout",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}

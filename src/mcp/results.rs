@@ -1,0 +1,141 @@
+//! The `structuredContent` of the tools whose results are not a session record as is. Each
+//! derives `JsonSchema`, so the tool's `outputSchema` (see [`super::schema`]) is generated
+//! from the same type that is serialized. Field names are the tool contract (docs/tools.md).
+
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Limits;
+use crate::kernel::ShutdownRung;
+use crate::session::output::StreamPage;
+use crate::session::{ExecutionResult, RunId, RunStatus, SessionInfo};
+
+/// One installed kernelspec.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct KernelEntry {
+    pub name: String,
+    pub display_name: String,
+    pub language: String,
+    pub interrupt_mode: crate::kernel::spec::InterruptMode,
+    pub resource_dir: PathBuf,
+}
+
+/// `list_kernels`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct KernelList {
+    pub kernels: Vec<KernelEntry>,
+    pub default_kernel: Option<String>,
+}
+
+/// `list_sessions`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionList {
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// `get_session`: SessionInfo, plus the variables when asked for.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionDetail {
+    #[serde(flatten)]
+    pub info: SessionInfo,
+    /// name, type, summary per variable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variables: Option<Vec<Value>>,
+    /// Why variables are missing or incomplete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variables_note: Option<String>,
+}
+
+/// `interrupt_session`: SessionInfo and the run it interrupted.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Interrupted {
+    #[serde(flatten)]
+    pub info: SessionInfo,
+    pub interrupted_run_id: Option<RunId>,
+}
+
+/// `destroy_session`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Destroyed {
+    pub session_id: String,
+    pub shutdown: ShutdownRung,
+}
+
+/// `server_info`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+    pub jupyter_protocol_version: String,
+    pub mcp_protocol_versions: Vec<String>,
+    pub limits: Limits,
+    pub kernelspec_dirs: Vec<PathBuf>,
+    pub python_environment: Option<PathBuf>,
+    pub session_count: usize,
+    /// A fresh id per server process: a different one means a new server lifetime.
+    pub server_instance: String,
+    /// When this server process started (RFC 3339).
+    pub started_at: String,
+}
+
+/// A page of one part of a run (`get_execution` with `stream`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunPage {
+    pub run_id: RunId,
+    pub stream: String,
+    #[serde(flatten)]
+    pub page: StreamPage,
+}
+
+/// `get_execution`: the run, or a page of one of its parts.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RunOrPage {
+    Run(Box<ExecutionResult>),
+    Page(RunPage),
+}
+
+/// One entry of `get_history`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HistoryRow {
+    pub index: usize,
+    pub run_id: String,
+    pub code: String,
+    pub status: RunStatus,
+    pub execution_count: Option<i64>,
+    pub generation: u64,
+    /// A short summary of what the run printed and returned.
+    pub output: String,
+}
+
+/// `get_history`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct History {
+    pub session_id: String,
+    pub entries: Vec<HistoryRow>,
+    pub total: usize,
+}
+
+/// `delete_history`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Deleted {
+    pub deleted: usize,
+}
+
+/// `complete`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Completion {
+    pub matches: Vec<String>,
+    pub cursor_start: Option<i64>,
+    pub cursor_end: Option<i64>,
+}
+
+/// `inspect`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Inspection {
+    pub found: bool,
+    pub text: String,
+}
