@@ -8,38 +8,34 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSessionParams {
-    /// Name for the session (1-64 of letters, digits, '.', '_', '-'). Omitted: one is generated.
+    /// Session name (1-64 of A-Za-z0-9._-). Omitted: generated.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Kernelspec name (see list_kernels), e.g. "python3", "ir". Omitted: the default.
+    /// Kernelspec name (list_kernels). Omitted: the default.
     #[serde(default)]
     pub kernel: Option<String>,
-    /// Python interpreter or venv to launch ipykernel from (instead of a kernelspec).
+    /// Python interpreter or venv to run ipykernel from.
     #[serde(default)]
     pub python: Option<String>,
-    /// A registered environment's name (list_environments); not with kernel or python.
+    /// A registered environment (list_environments).
     #[serde(default)]
     pub environment: Option<String>,
-    /// Working directory of the kernel. Omitted: the server's working directory.
+    /// Kernel working directory. Omitted: the server's.
     #[serde(default)]
     pub cwd: Option<String>,
     /// Extra environment variables for the kernel.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
-    /// Seconds to wait for the kernel to become ready (default 60).
+    /// Seconds to wait for readiness (default 60).
     #[serde(default)]
     pub startup_timeout_s: Option<f64>,
-    /// Memory limit in MiB for the kernel and every process it starts (0 = none). Over it,
-    /// the kernel is stopped and the run ends kernel_died. Default: the server's (4096).
+    /// MiB for the kernel and all it starts (0 = none; default 4096).
     #[serde(default)]
     pub max_memory_mib: Option<u64>,
-    /// Idle seconds before the session is shut down (0 = never). Default: never for a
-    /// standalone server, a day (86400) in the shared service. renew_session resets the clock.
+    /// Idle seconds until shut down (0 = never; service default 86400).
     #[serde(default)]
     pub expires_after_s: Option<f64>,
-    /// Adopt a running kernel someone else started (its Jupyter connection file) instead of
-    /// starting one. Interrupt works; restart_session is UNSUPPORTED; destroy_session detaches
-    /// and leaves the kernel running.
+    /// Adopt a running kernel by its connection file (destroy detaches).
     #[serde(default)]
     pub connection_file: Option<String>,
 }
@@ -54,7 +50,7 @@ pub struct SessionIdParams {
 pub struct GetSessionParams {
     /// The session's id.
     pub session_id: String,
-    /// Also list the Python kernel's variables (name, type, summary; no user __repr__ is called).
+    /// Also list Python variables (no user __repr__ is called).
     #[serde(default)]
     pub include_variables: Option<bool>,
 }
@@ -75,16 +71,16 @@ pub struct ExecuteParams {
     pub session_id: Option<String>,
     /// The code to run (at most 1 MiB).
     pub code: String,
-    /// Seconds before the run is interrupted (the kernel restarted if it will not stop in 5 s). 0/omitted: none.
+    /// Run-time limit in s (interrupt, then restart after 5 s). 0: none.
     #[serde(default)]
     pub timeout_s: Option<f64>,
-    /// Seconds to wait (default 50); then status "running" with the output so far, and get_execution waits again.
+    /// Seconds to wait (default 50); then status "running" (get_execution waits again).
     #[serde(default)]
     pub wait_s: Option<f64>,
     /// Answers for input() prompts, used in order.
     #[serde(default)]
     pub stdin: Option<Vec<String>>,
-    /// Fail with STATE_CHANGED if the session's generation differs (its state was lost).
+    /// STATE_CHANGED unless the session is at this generation.
     #[serde(default)]
     pub expected_generation: Option<u64>,
     /// Record in the kernel's history (default true).
@@ -126,12 +122,12 @@ pub struct RunIdParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct HistoryParams {
-    /// The session's id (a destroyed or past session is read from its journal).
+    /// The session (a past one is read from its journal).
     pub session_id: String,
-    /// First index (Python slice: 0-based, negative from the end). Omitted: the start.
+    /// First index (Python slice). Omitted: the start.
     #[serde(default)]
     pub start: Option<i64>,
-    /// End index, exclusive; negative counts from the end. Omitted: to the end.
+    /// End index, exclusive. Omitted: the end.
     #[serde(default)]
     pub end: Option<i64>,
     /// Only this run's entry (not with start/end/latest_n).
@@ -173,9 +169,9 @@ pub struct RerunHistoryParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExportHistoryParams {
-    /// The session's id (a destroyed or past session is read from its journal).
+    /// The session (a past one is read from its journal).
     pub session_id: String,
-    /// File to write (relative: to the session's cwd); parent directories are created.
+    /// File to write (relative: to the session's cwd).
     pub path: String,
     /// "transcript", "script" or "notebook".
     pub format: String,
@@ -201,8 +197,7 @@ pub struct ExecuteFileParams {
     /// As for execute.
     #[serde(default)]
     pub wait_s: Option<f64>,
-    /// "persistent" (default): in the session's namespace. "fresh": in a new kernel of the same
-    /// kind, cwd and env, shut down afterwards.
+    /// "persistent" (default) or "fresh" (a new, short-lived kernel).
     #[serde(default)]
     pub mode: Option<String>,
 }

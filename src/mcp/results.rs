@@ -139,3 +139,47 @@ pub struct Inspection {
     pub found: bool,
     pub text: String,
 }
+
+/// `checkpoint_session`: the file written, what was saved and what was skipped (and why).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Checkpointed {
+    pub path: PathBuf,
+    pub saved: Vec<String>,
+    /// `{name, reason}` per variable left out.
+    pub skipped: Vec<serde_json::Value>,
+}
+
+/// `restore_session`: the variables loaded.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RestoredVars {
+    pub path: PathBuf,
+    pub restored: Vec<String>,
+}
+
+/// One registered Python environment (`register_environment`, `get_environment`,
+/// `validate_environment`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EnvironmentOut {
+    pub name: String,
+    pub python: PathBuf,
+}
+
+/// `list_environments`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EnvironmentList {
+    pub environments: Vec<serde_json::Value>,
+}
+
+/// `remove_environment`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EnvironmentRemoved {
+    pub name: String,
+    pub removed: bool,
+}
+
+/// `clear_queue`: the runs taken out of the queue.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct QueueCleared {
+    pub session_id: String,
+    pub cancelled: Vec<String>,
+}

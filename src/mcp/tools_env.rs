@@ -43,12 +43,15 @@ fn with(e: &Environment, extra: Value) -> Value {
 impl KernelMcp {
     /// Register a Python interpreter or venv under a name (kept across restarts) for
     /// create_session(environment=name). Checks it runs; reports version and ipykernel.
-    #[tool(annotations(
+    #[tool(
+        annotations(
         read_only_hint = false,
         destructive_hint = false,
         idempotent_hint = true,
         open_world_hint = false
-    ))]
+    ),
+        output_schema = crate::mcp::schema::output::<crate::mcp::results::EnvironmentOut>()
+    )]
     async fn register_environment(
         &self,
         Parameters(p): Parameters<RegisterEnvironmentParams>,
@@ -75,7 +78,10 @@ impl KernelMcp {
     }
 
     /// List the registered Python environments.
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = crate::mcp::schema::output::<crate::mcp::results::EnvironmentList>()
+    )]
     async fn list_environments(&self) -> ToolResult {
         let envs = self.registry.environments.list().await?;
         let text = if envs.is_empty() {
@@ -94,7 +100,10 @@ impl KernelMcp {
     }
 
     /// Show one registered Python environment.
-    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = crate::mcp::schema::output::<crate::mcp::results::EnvironmentOut>()
+    )]
     async fn get_environment(
         &self,
         Parameters(p): Parameters<EnvironmentNameParams>,
@@ -105,11 +114,14 @@ impl KernelMcp {
 
     /// Re-check a registered environment: ok when a session can start from it, else the problem
     /// and install command.
-    #[tool(annotations(
+    #[tool(
+        annotations(
         read_only_hint = false,
         destructive_hint = false,
         open_world_hint = false
-    ))]
+    ),
+        output_schema = crate::mcp::schema::output::<crate::mcp::results::EnvironmentOut>()
+    )]
     async fn validate_environment(
         &self,
         Parameters(p): Parameters<EnvironmentNameParams>,
@@ -128,12 +140,15 @@ impl KernelMcp {
     }
 
     /// Forget a registered environment (running sessions are not affected).
-    #[tool(annotations(
+    #[tool(
+        annotations(
         read_only_hint = false,
         destructive_hint = true,
         idempotent_hint = false,
         open_world_hint = false
-    ))]
+    ),
+        output_schema = crate::mcp::schema::output::<crate::mcp::results::EnvironmentRemoved>()
+    )]
     async fn remove_environment(
         &self,
         Parameters(p): Parameters<EnvironmentNameParams>,

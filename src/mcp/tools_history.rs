@@ -20,7 +20,7 @@ use crate::session::ops::{Exported, Replay};
 #[tool_router(router = history_router, vis = "pub(crate)")]
 impl KernelMcp {
     /// A session's history: each block with its status and an output summary. start/end: Python
-    /// slice indices; or latest_n, or run_id.
+    /// slice indices, or latest_n, or run_id.
     #[tool(
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = output::<History>()

@@ -25,7 +25,7 @@ use crate::session::{
 #[tool_router(router = run_router, vis = "pub(crate)")]
 impl KernelMcp {
     /// Run code in a session's kernel: stdout, stderr, result, displays (images as image blocks),
-    /// errors. After wait_s (default 50) a run still going returns status "running": get_execution(run_id).
+    /// errors. Still going after wait_s (default 50): status "running"; get_execution(run_id).
     #[tool(
         annotations(destructive_hint = true, open_world_hint = true),
         output_schema = output::<ExecutionResult>()
@@ -62,7 +62,6 @@ impl KernelMcp {
 
     /// Run a file in a session (relative paths: its cwd). Python runs it in the session's namespace
     /// with __file__, sys.argv and its filename in tracebacks; other kernels run its contents.
-    /// mode="fresh": in a new kernel instead (the session's namespace is untouched).
     #[tool(
         annotations(destructive_hint = true, open_world_hint = true),
         output_schema = output::<ExecutionResult>()
@@ -143,7 +142,7 @@ impl KernelMcp {
             .await
     }
 
-    /// Answer the input() prompt of a run whose status is "awaiting_input"; then waits like execute.
+    /// Answer the input() prompt of an "awaiting_input" run; then waits like execute.
     #[tool(
         annotations(destructive_hint = false, open_world_hint = false),
         output_schema = output::<ExecutionResult>()

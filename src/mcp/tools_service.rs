@@ -29,12 +29,15 @@ pub struct ClearQueueParams {
 #[tool_router(router = service_router, vis = "pub(crate)")]
 impl KernelMcp {
     /// Reset a session's idle-expiry clock (optionally with a new expires_after_s; 0 = never). Returns SessionInfo with the new expires_at.
-    #[tool(annotations(
+    #[tool(
+        annotations(
         read_only_hint = false,
         destructive_hint = false,
         idempotent_hint = true,
         open_world_hint = false
-    ))]
+    ),
+        output_schema = crate::mcp::schema::output::<crate::session::SessionInfo>()
+    )]
     async fn renew_session(&self, Parameters(p): Parameters<RenewSessionParams>) -> ToolResult {
         let after = seconds(p.expires_after_s, "expires_after_s")?;
         let handle = self.registry.get(&p.session_id)?;
@@ -50,12 +53,15 @@ impl KernelMcp {
     }
 
     /// Cancel every run waiting in a session's queue (the running one goes on). Returns the cancelled run ids.
-    #[tool(annotations(
+    #[tool(
+        annotations(
         read_only_hint = false,
         destructive_hint = true,
         idempotent_hint = true,
         open_world_hint = false
-    ))]
+    ),
+        output_schema = crate::mcp::schema::output::<crate::mcp::results::QueueCleared>()
+    )]
     async fn clear_queue(&self, Parameters(p): Parameters<ClearQueueParams>) -> ToolResult {
         let handle = self.registry.get(&p.session_id)?;
         let cancelled = handle.clear_queue().await?;

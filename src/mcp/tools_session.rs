@@ -20,7 +20,7 @@ use crate::session::{CreateRequest, SessionInfo};
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// List the installed Jupyter kernelspecs (name, language, display name, interrupt mode, where found) and the default kernel.
+    /// The installed kernelspecs (name, language, interrupt mode, where) and the default kernel.
     #[tool(
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = output::<KernelList>()
@@ -46,7 +46,7 @@ impl KernelMcp {
         Ok(render::success(render::kernels_text(&list), &list, vec![]))
     }
 
-    /// Start a new named session on a Jupyter kernel. Variables, imports and data persist across execute calls in it.
+    /// Start a named session on a Jupyter kernel; state persists across execute calls.
     #[tool(
         annotations(destructive_hint = false, open_world_hint = true),
         output_schema = output::<SessionInfo>()
@@ -112,7 +112,7 @@ impl KernelMcp {
         Ok(render::success(text, &detail, vec![]))
     }
 
-    /// Interrupt the code running in a session (like Ctrl-C). Variables are kept; the kernel is never restarted.
+    /// Interrupt the running code (Ctrl-C). State is kept; never restarts.
     #[tool(
         annotations(
             destructive_hint = false,
@@ -165,8 +165,7 @@ impl KernelMcp {
         Ok(render::success(text, &v, vec![]))
     }
 
-    /// Server version, protocol versions, limits, kernelspec directories, session count, and
-    /// server_instance (a new id = a new server process).
+    /// Server version, protocols, limits, kernelspec dirs, sessions, server_instance.
     #[tool(
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = output::<ServerInfo>()

@@ -16,12 +16,15 @@ use super::server::KernelMcp;
 impl KernelMcp {
     /// Save a Python session's data variables (scalars, str, bytes, and lists/tuples/sets/dicts of
     /// those) to a JSON file; other objects are listed in skipped. No pickle, no user code run.
-    #[tool(annotations(
+    #[tool(
+        annotations(
         read_only_hint = false,
         destructive_hint = false,
         idempotent_hint = true,
         open_world_hint = false
-    ))]
+    ),
+        output_schema = crate::mcp::schema::output::<crate::mcp::results::Checkpointed>()
+    )]
     async fn checkpoint_session(&self, Parameters(p): Parameters<CheckpointParams>) -> ToolResult {
         let handle = self.registry.get(&p.session_id)?;
         let done = handle.checkpoint(&PathBuf::from(&p.path)).await?;
@@ -40,12 +43,15 @@ impl KernelMcp {
 
     /// Load a checkpoint_session file into a Python session (e.g. after restart_session). A file
     /// that is not valid loads nothing.
-    #[tool(annotations(
+    #[tool(
+        annotations(
         read_only_hint = false,
         destructive_hint = true,
         idempotent_hint = true,
         open_world_hint = false
-    ))]
+    ),
+        output_schema = crate::mcp::schema::output::<crate::mcp::results::RestoredVars>()
+    )]
     async fn restore_session(&self, Parameters(p): Parameters<CheckpointParams>) -> ToolResult {
         let handle = self.registry.get(&p.session_id)?;
         let done = handle.restore(&PathBuf::from(&p.path)).await?;
