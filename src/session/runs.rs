@@ -145,15 +145,14 @@ impl RunTable {
             };
             if let Some(run) = self.runs.remove(&old) {
                 kept_bytes -= run.output.stored_bytes();
-                if let Some(e) = run.phase.executing() {
-                    self.by_msg.remove(&e.msg_id);
-                }
             }
             forgotten.push(old);
         }
-        // Message ids of forgotten runs whose phase no longer says them.
-        let runs = &self.runs;
-        self.by_msg.retain(|_, r| runs.contains_key(r));
+        if !forgotten.is_empty() {
+            // The message ids of forgotten runs go with them.
+            let runs = &self.runs;
+            self.by_msg.retain(|_, r| runs.contains_key(r));
+        }
         forgotten
     }
 }
