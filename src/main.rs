@@ -1,9 +1,8 @@
 //! The `kernel-mcp` command line: `serve` (the default; MCP over stdio, or with `--shared` a
 //! relay to the per-user service), `service`, `kernels`, `doctor` and `install` (in [`cli`]),
-//! and `env` (named Python environments, [`env_cli`]).
+//! and `env` (named Python environments); all three in [`cli`].
 
 mod cli;
-mod env_cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -91,7 +90,7 @@ enum Command {
     /// Named Python environments for `create_session(environment=NAME)`.
     Env {
         #[command(subcommand)]
-        command: env_cli::EnvCommand,
+        command: cli::env::EnvCommand,
     },
     /// Run a kernel under supervision (used by the server for each kernel; not for people).
     #[command(hide = true)]
@@ -182,7 +181,7 @@ fn main() -> ExitCode {
         Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
         Command::Doctor { json } => cli::doctor::run(&search, cli.python_env.as_deref(), json),
         Command::Install(args) => cli::install::run(&args, python_env.as_ref()),
-        Command::Env { command } => env_cli::run(command),
+        Command::Env { command } => cli::env::run(command),
         Command::Kernels => {
             for spec in search.list() {
                 println!(

@@ -126,7 +126,7 @@ impl Actor {
         let id = run.id.clone();
         self.runs.index_msg(msg_id.clone(), id);
         if let Some(run) = self.runs.current_mut() {
-            run.phase = Phase::Executing(Executing::new(msg_id, Instant::now()));
+            run.phase = Phase::Executing(Executing::new(Instant::now()));
         }
         if let Err(e) = self.send(Channel::Shell, &msg).await {
             tracing::warn!(session = %self.desc.id, "execute_request not sent: {e}");

@@ -197,7 +197,6 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::ids::MsgId;
     use serde_json::json;
 
     #[test]
@@ -205,7 +204,7 @@ mod tests {
         let finished = |quirks: Quirks| {
             let mut run = Run::new(RunId::new(), "s".into(), String::new(), true, None, vec![]);
             run.quirks = quirks;
-            let mut e = Executing::new(MsgId::from("m"), Instant::now());
+            let mut e = Executing::new(Instant::now());
             e.interrupt = Some(Interrupting::new(Instant::now()));
             run.phase = Phase::Executing(e);
             run.apply_reply(json!({"status": "ok", "execution_count": 1}));

@@ -47,7 +47,6 @@ pub enum Phase {
 /// What is known about a run whose `execute_request` was sent.
 #[derive(Debug)]
 pub struct Executing {
-    pub msg_id: MsgId,
     pub started_at: Instant,
     /// The `execute_reply` content and when it came (the iopub grace counts from then).
     pub reply: Option<(Value, Instant)>,
@@ -172,9 +171,8 @@ impl Phase {
 }
 
 impl Executing {
-    pub fn new(msg_id: MsgId, now: Instant) -> Executing {
+    pub fn new(now: Instant) -> Executing {
         Executing {
-            msg_id,
             started_at: now,
             reply: None,
             idle: false,
@@ -219,7 +217,7 @@ mod tests {
     fn an_executing_run_waits_for_its_timeout_then_for_the_interrupt_to_repeat_and_end() {
         let t0 = Instant::now();
         let t = timing();
-        let mut p = Phase::Executing(Executing::new(MsgId::from("m"), t0));
+        let mut p = Phase::Executing(Executing::new(t0));
         assert_eq!(
             p.next_deadline(&t, false),
             Some((t0 + Duration::from_secs(10), Deadline::RunTimeout))
@@ -247,7 +245,7 @@ mod tests {
     #[test]
     fn a_reply_without_idle_waits_the_iopub_grace_and_stops_interrupt_repeats() {
         let t0 = Instant::now();
-        let mut e = Executing::new(MsgId::from("m"), t0);
+        let mut e = Executing::new(t0);
         e.interrupt = Some(Interrupting::new(t0));
         e.reply = Some((serde_json::json!({"status": "error"}), t0));
         let t = Timing {
@@ -263,7 +261,7 @@ mod tests {
     #[test]
     fn aborted_replies_complete_without_idle_unless_we_interrupted() {
         let t0 = Instant::now();
-        let mut e = Executing::new(MsgId::from("m"), t0);
+        let mut e = Executing::new(t0);
         e.reply = Some((serde_json::json!({"status": "abort"}), t0));
         assert!(e.is_complete());
         e.interrupt = Some(Interrupting::new(t0));
@@ -280,7 +278,7 @@ mod tests {
             probe_terminal: true,
             ..timing()
         };
-        let e = Executing::new(MsgId::from("m"), t0);
+        let e = Executing::new(t0);
         let p = Phase::Executing(e);
         assert_eq!(
             p.next_deadline(&t, false),
