@@ -23,7 +23,7 @@ def hook(msg):
         seen.append(msg["content"]["text"])
 kc.execute_interactive("print(agent_var)", output_hook=hook, timeout=30)
 print("READ:" + "".join(seen).strip(), flush=True)
-loop = "import time\nfor i in range(30):\n    print('PERSON', i, flush=True)\n    time.sleep(0.1)"
+loop = "import time\nfor i in range(100):\n    print('PERSON', i, flush=True)\n    time.sleep(0.1)"
 msg_id = kc.execute(loop)
 print("LOOPING", flush=True)
 while True:
