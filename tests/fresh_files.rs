@@ -254,11 +254,15 @@ async fn cancelling_the_call_of_a_fresh_run_shuts_its_kernel_down() {
         server.stderr_tail()
     );
     eprintln!("helper kernel gone {:?} after the cancel", t0.elapsed());
-    let left: Vec<u32> = descendants(server.pid())
-        .into_iter()
-        .filter(|p| !belongs_to_session(*p, session_pid))
-        .collect();
-    assert!(left.is_empty(), "processes left: {left:?}");
+    // The helper's supervisor ends right after its kernel; give it a moment to be reaped.
+    let left = || -> Vec<u32> {
+        descendants(server.pid())
+            .into_iter()
+            .filter(|p| !belongs_to_session(*p, session_pid))
+            .collect()
+    };
+    wait_until(Duration::from_secs(10), || left().is_empty()).await;
+    assert!(left().is_empty(), "processes left: {:?}", left());
     let v = server.exec("s", "print('still here')").await;
     assert_eq!(status(&v), "ok", "{v}");
     server.shutdown().await;
