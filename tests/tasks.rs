@@ -124,7 +124,7 @@ async fn a_run_that_outlasts_wait_s_becomes_a_task_whose_result_is_the_run() {
     let r = call(
         &client,
         "execute",
-        json!({"code": "import time\ntime.sleep(2)\nprint('slept')\nx", "wait_s": 0.2}),
+        json!({"code": "import time\ntime.sleep(5)\nprint('slept')\nx", "wait_s": 1}),
     )
     .await
     .unwrap();
