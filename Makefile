@@ -11,6 +11,7 @@
 #                   transport; part of `make test`
 #   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
+#   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
 #   make wheel      the Python binary wheel (maturin, release build) into target/wheels/
 #   make wheel-test make wheel, install it into a fresh venv and run it from a bare environment;
 #                   also `cargo install --path .` into a temp root (exactly one binary)
@@ -51,7 +52,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv kernels apt-kernels build test conformance demo bench fuzz lint fmt clean-venv wheel wheel-test
+.PHONY: help venv .venv kernels apt-kernels build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -134,6 +135,14 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(CARGO) build --release --bins --examples
 	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench
+
+# Soak: SOAK_SESSIONS sessions (32) under a mixed workload for SOAK_SECS (600), watching the
+# server's RSS, fds, threads and kernels; fails on growth, cross-talk or a leftover process.
+SOAK_SECS ?= 600
+SOAK_SESSIONS ?= 32
+soak: $(STAMP)
+	$(CARGO) build --release --bins --examples
+	$(RUN_ENV) SOAK_SECS=$(SOAK_SECS) SOAK_SESSIONS=$(SOAK_SESSIONS) target/release/examples/soak
 
 # Long fuzzing runs, outside `make test` (which runs proptest's default 256 cases per target).
 FUZZ_CASES ?= 1000000
