@@ -97,6 +97,9 @@ pub enum ShutdownRung {
     Detached,
 }
 
+/// Why a kernel that closed its sockets while alive was stopped (ends its output tail).
+const CLOSED_SOCKETS_NOTE: &str = "kernel-mcp: the kernel closed its sockets while its process was still running; it could no longer be reached, so kernel-mcp stopped it.";
+
 /// A live kernel: its process, its sockets and the event stream of both.
 pub struct Kernel {
     pub spec: KernelSpec,
@@ -246,10 +249,14 @@ impl Kernel {
         tokio::select! {
             r = kernel.wait_ready() => {
                 kernel.info = r;
+                let stop = kernel.process.stopper(CLOSED_SOCKETS_NOTE);
                 kernel.heartbeat = Some(tokio::spawn(adopted::heartbeat(
                     info,
                     kernel.unresponsive.clone(),
-                    None,
+                    Some(Box::new(move || {
+                        tracing::warn!("the kernel closed its sockets but its process lives on; stopping it");
+                        stop();
+                    })),
                 )));
                 Ok(kernel)
             }
