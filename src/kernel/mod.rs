@@ -37,8 +37,12 @@ pub use spec::{InterruptMode, KernelSpec};
 
 use crate::wire::Message;
 
-/// Launches whose kernel exits during start with a port clash are retried this many times.
+/// Launches whose kernel exits during start with a port clash, or whose sockets cannot be
+/// connected, are retried this many times, with new ports.
 const PORT_CLASH_RETRIES: usize = 3;
+
+/// How a [`StartError::Launch`] detail begins when the kernel's sockets could not be connected.
+const CONNECT_FAILED: &str = "connecting to the kernel";
 
 /// Everything needed to start a kernel besides its spec.
 #[derive(Debug, Clone)]
@@ -133,6 +137,14 @@ impl Kernel {
                     && output_tail.contains("Address already in use") =>
                 {
                     tracing::info!(kernel = %spec.name, "port clash at start-up; retrying with new ports");
+                }
+                // Under heavy connection churn a port can be taken between allocation and
+                // bind, or a connect can land on a socket that is not the kernel's (even a TCP
+                // self-connect on a port no one listens on yet): a new set of ports fixes it.
+                Err(StartError::Launch { ref detail, .. })
+                    if attempt <= PORT_CLASH_RETRIES && detail.starts_with(CONNECT_FAILED) =>
+                {
+                    tracing::info!(kernel = %spec.name, %detail, "could not connect at start-up; retrying with new ports");
                 }
                 other => return other,
             }
@@ -229,7 +241,7 @@ impl Kernel {
         };
 
         let channels = tokio::select! {
-            r = Channels::connect(&info, tx) => r.map_err(|e| launch_err(format!("connecting to the kernel: {e}")))?,
+            r = Channels::connect(&info, tx) => r.map_err(|e| launch_err(format!("{CONNECT_FAILED}: {e}")))?,
             _ = until_exit(&mut exit) => return Err(exited(&process)),
             _ = tokio::time::sleep_until(deadline) => return Err(timed_out(&process)),
         };
