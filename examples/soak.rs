@@ -7,7 +7,9 @@
 //! the run must show that tag and no other), floods, interrupts, timeouts, `input()`,
 //! restarts, destroy/create, and SIGKILL of the kernel. A sampler prints the server's RSS,
 //! open fds, threads and the number of live kernel processes every `SOAK_SAMPLE_SECS`
-//! (default 15) and the trend at the end.
+//! (default 15) and the trend at the end. The server's log (`SOAK_LOG` filter, default
+//! `kernel_mcp=info`) goes to `SOAK_SERVER_LOG` (default `target/soak-server.log`); a run
+//! still going 150 s after it was sent is reported as a hang with its session's state.
 //!
 //! It passes (exit 0) when no run showed another run's output, every action ended as its
 //! kind must, the server's RSS, fds and threads in the last third of the run stay within
@@ -36,6 +38,9 @@ use tokio::sync::Mutex;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 type Client = RunningService<RoleClient, ()>;
+
+/// A run still going this long (s) after it was sent is a hang.
+const HANG_SECS: u64 = 150;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -234,16 +239,32 @@ async fn run(client: &Client, session: &str, code: &str, extra: Value) -> Res<Va
         a.extend(e);
     }
     let mut v = sc(&call(client, "execute", args).await?);
+    follow(client, session, &mut v).await?;
+    Ok(v)
+}
+
+/// Follow a queued or running run to its end; one still going after [`HANG_SECS`] is a hang,
+/// reported with the session's state.
+async fn follow(client: &Client, session: &str, v: &mut Value) -> Res<()> {
+    let start = Instant::now();
     while matches!(v["status"].as_str(), Some("running" | "queued")) {
+        if start.elapsed() > Duration::from_secs(HANG_SECS) {
+            let info = sc(&call(client, "get_session", json!({"session_id": session})).await?);
+            return Err(format!(
+                "hang: run still {} after {HANG_SECS} s: {v}\nsession: {info}",
+                v["status"]
+            )
+            .into());
+        }
         let run_id = v["run_id"].clone();
-        v = sc(&call(
+        *v = sc(&call(
             client,
             "get_execution",
             json!({"run_id": run_id, "wait_s": 30}),
         )
         .await?);
     }
-    Ok(v)
+    Ok(())
 }
 
 /// After a kernel kill the next run may report the death or the reset; retry once.
@@ -302,12 +323,13 @@ async fn interrupt(client: &Client, session: &str) -> Res<()> {
         return Ok(()); // e.g. kernel_died after a kill: nothing to interrupt
     }
     call(client, "interrupt_session", json!({"session_id": session})).await?;
-    let end = sc(&call(
+    let mut end = sc(&call(
         client,
         "get_execution",
         json!({"run_id": v["run_id"], "wait_s": 30}),
     )
     .await?);
+    follow(client, session, &mut end).await?;
     match end["status"].as_str() {
         Some("interrupted" | "kernel_died") => Ok(()),
         other => Err(format!("after interrupt: {other:?}").into()),
@@ -347,14 +369,7 @@ async fn input(client: &Client, session: &str, tag: &str) -> Res<()> {
         json!({"run_id": v["run_id"], "value": tag}),
     )
     .await?);
-    while end["status"] == "running" {
-        end = sc(&call(
-            client,
-            "get_execution",
-            json!({"run_id": v["run_id"], "wait_s": 30}),
-        )
-        .await?);
-    }
+    follow(client, session, &mut end).await?;
     if end["status"] != "ok" || end["stdout"] != format!("got {tag}\n") {
         return Err(format!("input answered {tag}, run shows {end}").into());
     }
@@ -423,14 +438,19 @@ async fn soak() -> Res<bool> {
     let mut cmd = tokio::process::Command::new(server_binary()?);
     cmd.env("XDG_STATE_HOME", state.path().join("state"))
         .env("XDG_CONFIG_HOME", state.path().join("config"))
-        .env("KERNEL_MCP_LOG", "kernel_mcp=warn")
+        .env(
+            "KERNEL_MCP_LOG",
+            std::env::var("SOAK_LOG").unwrap_or("kernel_mcp=info".into()),
+        )
         .current_dir(state.path());
+    let log_path = std::env::var("SOAK_SERVER_LOG").unwrap_or("target/soak-server.log".into());
+    let log = std::fs::File::create(&log_path)?;
     let (transport, _stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::from(log))
         .spawn()?;
     let server = transport.id().ok_or("no server pid")?;
     let client = Arc::new(().serve(transport).await?);
-    println!("soak: {sessions} sessions for {secs} s, server pid {server}");
+    println!("soak: {sessions} sessions for {secs} s, server pid {server}, its log in {log_path}");
 
     let start = Instant::now();
     let deadline = start + Duration::from_secs(secs);
