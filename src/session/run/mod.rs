@@ -113,9 +113,21 @@ impl Run {
         if let Some(n) = self.output.dropped_notice.take() {
             self.notices.push(n);
         }
-        if idle && let Some(e) = self.phase.executing_mut() {
-            e.idle = true;
+        if let Some(e) = self.phase.executing_mut() {
+            if idle {
+                e.idle = true;
+                e.idle_at.get_or_insert_with(Instant::now);
+                e.code_stopped = true;
+            }
+            if msg.msg_type() == "error" {
+                e.code_stopped = true;
+            }
         }
+    }
+
+    /// An `error` output arrived for this run.
+    pub fn error_seen(&self) -> bool {
+        self.output.error.is_some()
     }
 
     /// Apply the `execute_reply`.
