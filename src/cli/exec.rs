@@ -98,6 +98,9 @@ async fn exec_on(client: &Client, args: &ExecArgs, code: String) -> Result<ExitC
     if args.create {
         create(client, args).await?;
     }
+    // From here on Ctrl-C is ours (registered now, not at the first poll): it cancels the run.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| CliError::Local(format!("cannot catch Ctrl-C: {e}")))?;
     let streaming = !args.json && !args.quiet;
     let mut call = json!({"session_id": args.session, "code": code, "wait_s": 0.5});
     if let Some(t) = args.timeout {
@@ -112,7 +115,6 @@ async fn exec_on(client: &Client, args: &ExecArgs, code: String) -> Result<ExitC
     let mut poll = follower.take(client, first).await?;
     let wait = if streaming { STREAM_POLL } else { QUIET_POLL };
     let mut interrupted = false;
-    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
         if streaming {
             show(&poll.stdout, &poll.stderr);
@@ -126,7 +128,7 @@ async fn exec_on(client: &Client, args: &ExecArgs, code: String) -> Result<ExitC
         }
         tokio::select! {
             next = follower.poll(client, wait) => poll = next?,
-            _ = &mut ctrl_c, if !interrupted => {
+            _ = sigint.recv(), if !interrupted => {
                 interrupted = true;
                 eprintln!("kernel-mcp: interrupting {run_id}");
                 client
