@@ -155,12 +155,12 @@ async fn ctrl_c_interrupts_the_run_and_exec_exits_3() {
     assert_eq!(v["state_reset"], false);
 }
 
-/// The only long test here: a cell past the service's 50 s `wait_s` (DESIGN §5).
+/// The only long test here: a 55 s cell, past the service's 50 s `wait_s` (DESIGN §5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_follows_a_run_longer_than_wait_s_to_its_end() {
     let svc = TestService::new();
     let dir = tempfile::tempdir().unwrap();
-    let code = "import time\nfor i in range(12):\n    print('tick', i, flush=True)\n    time.sleep(5)\nprint('done')";
+    let code = "import time\nfor i in range(11):\n    print('tick', i, flush=True)\n    time.sleep(5)\nprint('done')";
     let o = run_with(
         &svc,
         dir.path(),
@@ -171,9 +171,9 @@ async fn exec_follows_a_run_longer_than_wait_s_to_its_end() {
     .await;
     assert_eq!(o.code, Some(0), "{o:?}");
     let lines: Vec<&str> = o.stdout.lines().collect();
-    assert_eq!(lines.len(), 13, "{o:?}");
-    assert_eq!(lines[11], "tick 11");
-    assert_eq!(lines[12], "done");
+    assert_eq!(lines.len(), 12, "{o:?}");
+    assert_eq!(lines[10], "tick 10");
+    assert_eq!(lines[11], "done");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,3 +126,35 @@ async fn a_cell_another_mcp_client_runs_appears_on_the_console_with_its_output()
     assert_eq!(listed(&svc, d).await, vec!["shared".to_string()]);
     agent.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn is_complete_answers_the_kernels_verdict_and_indent() {
+    let server = common::Server::start().await;
+    server.create_session("c").await;
+    let ask = |code: &'static str| {
+        let server = &server;
+        async move {
+            let r = server
+                .call(
+                    "is_complete",
+                    serde_json::json!({"session_id": "c", "code": code}),
+                )
+                .await;
+            common::structured(&r)
+        }
+    };
+    let v = ask("for i in range(3):").await;
+    assert_eq!(v["status"], "incomplete", "{v}");
+    assert_eq!(v["indent"], "    ", "{v}");
+    let v = ask("for i in range(3):\n    print(i)\n").await;
+    assert_eq!(v["status"], "complete", "{v}");
+    assert_eq!(ask("1/").await["status"], "invalid");
+    let r = server
+        .call(
+            "is_complete",
+            serde_json::json!({"session_id": "nope", "code": "1"}),
+        )
+        .await;
+    assert_eq!(common::structured(&r)["error_code"], "SESSION_NOT_FOUND");
+    server.shutdown().await;
+}
