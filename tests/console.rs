@@ -128,6 +128,54 @@ async fn a_cell_another_mcp_client_runs_appears_on_the_console_with_its_output()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_name_the_console_offers_the_sessions_and_tab_completes_and_images_are_saved() {
+    let svc = TestService::new();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let agent = svc.relay().await;
+    agent.create_session("agent-one").await;
+    let mut cmd = common::cli::command(&svc, d);
+    cmd.arg("console");
+    let mut p = rexpect::session::spawn_command(cmd, Some(EXPECT_MS)).expect("spawn");
+    tokio::task::block_in_place(|| {
+        p.exp_string("[1] agent-one").expect("the session list");
+        p.exp_string("session (number or name)")
+            .expect("the question");
+        enter(&mut p, "1");
+        p.exp_string("console on 'agent-one'")
+            .expect("opened the chosen session");
+        prompt(&mut p);
+        enter(&mut p, "a_rather_long_name = 5");
+        prompt(&mut p);
+        // Tab asks the kernel (a first completion loads jedi: seconds); the one match
+        // completes the name.
+        p.send("a_rather_lo\t").expect("tab");
+        p.flush().expect("flush");
+        p.exp_string("ng_name").expect("the name completed");
+        enter(&mut p, " * 3");
+        p.exp_string("15").expect("the completed name ran");
+        prompt(&mut p);
+        enter(
+            &mut p,
+            "import matplotlib.pyplot as plt; plt.plot([1, 2]); plt.show()",
+        );
+        p.exp_string("[image/png, ").expect("an image line");
+        p.exp_string("saved to ").expect("where it went");
+        prompt(&mut p);
+        assert_eq!(leave(&mut p), 0);
+    });
+    let images = svc.state().join("kernel-mcp/console/images");
+    let saved: Vec<_> = std::fs::read_dir(&images)
+        .unwrap_or_else(|e| panic!("{}: {e}", images.display()))
+        .flatten()
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let png = std::fs::read(saved[0].path()).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    agent.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn is_complete_answers_the_kernels_verdict_and_indent() {
     let server = common::Server::start().await;
     server.create_session("c").await;

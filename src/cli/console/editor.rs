@@ -19,8 +19,8 @@ use crate::cli::client::Client;
 
 /// How long Enter waits for the kernel's completeness answer.
 const IS_COMPLETE_DEADLINE: Duration = Duration::from_millis(1500);
-/// How long Tab waits for completions.
-const COMPLETE_DEADLINE: Duration = Duration::from_secs(3);
+/// How long Tab waits for completions (a first IPython completion loads jedi: seconds).
+const COMPLETE_DEADLINE: Duration = Duration::from_secs(12);
 
 /// What the editor needs to ask the kernel.
 #[derive(Clone)]
