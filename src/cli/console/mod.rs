@@ -208,6 +208,12 @@ fn run_cell(
     shared.submitting.store(false, Ordering::SeqCst);
     let mut follower = Follower::new(run_id.clone());
     let mut poll = rt.block_on(follower.take(client, first))?;
+    if poll.status() == "queued" {
+        screen.print(
+            Kind::Note,
+            "(queued: another run of this session comes first)\n",
+        );
+    }
     let mut stopping = false;
     loop {
         screen.print(Kind::Stdout, &poll.stdout);
@@ -268,6 +274,10 @@ fn run_cell(
     }
     shared.saw_count(poll.result["execution_count"].as_i64());
     rt.block_on(render::ending(screen, client, &poll.result, false));
+    let status = poll.status();
+    if !matches!(status, "ok" | "error") {
+        screen.print(Kind::Note, &format!("({status})\n"));
+    }
     Ok(())
 }
 
