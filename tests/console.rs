@@ -134,6 +134,14 @@ async fn without_a_name_the_console_offers_the_sessions_and_tab_completes_and_im
     let d = dir.path();
     let agent = svc.relay().await;
     agent.create_session("agent-one").await;
+    // IPython's first completion loads jedi, which takes seconds on a loaded machine (over the
+    // kernel's 10 s answer deadline at worst): warm it up so Tab below meets a ready kernel.
+    agent
+        .call(
+            "complete",
+            serde_json::json!({"session_id": "agent-one", "code": "import o"}),
+        )
+        .await;
     let mut cmd = common::cli::command(&svc, d);
     cmd.arg("console");
     let mut p = rexpect::session::spawn_command(cmd, Some(EXPECT_MS)).expect("spawn");

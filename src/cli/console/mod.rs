@@ -136,6 +136,10 @@ fn console(
         }
         let _ = rl.save_history(h);
     }
+    // The editor's helpers and the live view hold the client too; let go of them so the
+    // connection closes cleanly.
+    drop(rl);
+    let _ = rt.block_on(watcher);
     if let Ok(c) = Arc::try_unwrap(client) {
         rt.block_on(c.close());
     }
