@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::cli::client::Client;
 
 /// How long Enter waits for the kernel's completeness answer.
-const IS_COMPLETE_DEADLINE: Duration = Duration::from_millis(1500);
+const IS_COMPLETE_DEADLINE: Duration = Duration::from_secs(3);
 /// How long Tab waits for completions (a first IPython completion loads jedi: seconds).
 const COMPLETE_DEADLINE: Duration = Duration::from_secs(12);
 
@@ -53,8 +53,9 @@ impl Kernel {
     }
 }
 
-/// A guess at completeness without the kernel: open brackets, or a last line ending in `:`
-/// or `\`, need another line (indented one level more after `:`).
+/// A guess at completeness without the kernel: open brackets, a last line ending in `:` or
+/// `\`, or a cell of several lines under a block header, need another line (indented one
+/// level more after `:`); a blank last line ends the cell before this is asked.
 pub fn guess(code: &str) -> Option<String> {
     let mut depth = 0i32;
     for c in code.chars() {
@@ -70,6 +71,8 @@ pub fn guess(code: &str) -> Option<String> {
     if trimmed.ends_with(':') {
         Some(format!("{indent}    "))
     } else if depth > 0 || trimmed.ends_with('\\') {
+        Some(indent)
+    } else if code.contains('\n') && code.lines().any(|l| l.trim_end().ends_with(':')) {
         Some(indent)
     } else {
         None
@@ -164,6 +167,7 @@ mod tests {
         assert_eq!(guess("for i in x:"), Some("    ".into()));
         assert_eq!(guess("for i in x:\n    if i:"), Some("        ".into()));
         assert_eq!(guess("f(1,"), Some("".into()));
+        assert_eq!(guess("for i in x:\n    f(i)"), Some("    ".into()));
         assert_eq!(guess("x = 1"), None);
     }
 }
