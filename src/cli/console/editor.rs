@@ -70,9 +70,10 @@ pub fn guess(code: &str) -> Option<String> {
     let trimmed = last.trim_end();
     if trimmed.ends_with(':') {
         Some(format!("{indent}    "))
-    } else if depth > 0 || trimmed.ends_with('\\') {
-        Some(indent)
-    } else if code.contains('\n') && code.lines().any(|l| l.trim_end().ends_with(':')) {
+    } else if depth > 0
+        || trimmed.ends_with('\\')
+        || (code.contains('\n') && code.lines().any(|l| l.trim_end().ends_with(':')))
+    {
         Some(indent)
     } else {
         None
