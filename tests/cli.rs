@@ -104,6 +104,14 @@ async fn exec_runs_a_file_and_code_from_stdin_in_the_same_session() {
     .await;
     assert_eq!(s.code, Some(0), "{s:?}");
     assert_eq!(s.stdout, "upup\n");
+    let q = run(
+        &svc,
+        d,
+        &["exec", "-s", "w", "--quiet", "-c", "print(warm); warm"],
+    )
+    .await;
+    assert_eq!(q.code, Some(0), "{q:?}");
+    assert_eq!(q.stdout, "", "--quiet prints nothing on stdout: {q:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
