@@ -1,6 +1,7 @@
 //! The `kernel-mcp` command line: `serve` (the default; MCP over stdio, or with `--shared` a
 //! relay to the per-user service), `service`, `kernels`, `doctor` and `install` (in [`cli`]),
-//! and `env` (named Python environments); all three in [`cli`].
+//! and `env` (named Python environments); and the MCP clients of the service for people:
+//! `exec`, `sessions`, `session`, `history`, `console`; all in [`cli`].
 
 mod cli;
 
@@ -112,6 +113,17 @@ enum Command {
     /// Write kernel-mcp's entry into an MCP client's config (shown first; the rest of the file
     /// is kept).
     Install(cli::install::InstallArgs),
+    /// Run code in a session of the service. Exit 0 ok, 1 error, 3 timeout/interrupted/
+    /// cancelled/kernel died, 4 tool error (e.g. unknown session), 2 usage.
+    Exec(cli::exec::ExecArgs),
+    /// List the service's sessions (a table, or --json).
+    Sessions(cli::sessions::SessionsArgs),
+    /// Get, interrupt, restart, destroy or renew one session of the service.
+    Session(cli::sessions::SessionArgs),
+    /// Show a session's history, or --export it (transcript, script, notebook).
+    History(cli::sessions::HistoryArgs),
+    /// An interactive console on a session of the service; shows other clients' cells live.
+    Console(cli::console::ConsoleArgs),
 }
 
 fn main() -> ExitCode {
@@ -182,6 +194,46 @@ fn main() -> ExitCode {
         Command::Doctor { json } => cli::doctor::run(&search, cli.python_env.as_deref(), json),
         Command::Install(args) => cli::install::run(&args, python_env.as_ref()),
         Command::Env { command } => cli::env::run(command),
+        Command::Exec(args) => {
+            let target = service_target(
+                args.socket.clone(),
+                &cli.kernelspec_dir,
+                cli.python_env.as_deref(),
+            );
+            cli::exec::run(args, target)
+        }
+        Command::Sessions(args) => {
+            let target = service_target(
+                args.socket.clone(),
+                &cli.kernelspec_dir,
+                cli.python_env.as_deref(),
+            );
+            cli::sessions::run_sessions(args, target)
+        }
+        Command::Session(args) => {
+            let target = service_target(
+                args.socket.clone(),
+                &cli.kernelspec_dir,
+                cli.python_env.as_deref(),
+            );
+            cli::sessions::run_session(args, target)
+        }
+        Command::History(args) => {
+            let target = service_target(
+                args.socket.clone(),
+                &cli.kernelspec_dir,
+                cli.python_env.as_deref(),
+            );
+            cli::sessions::run_history(args, target)
+        }
+        Command::Console(args) => {
+            let target = service_target(
+                args.socket.clone(),
+                &cli.kernelspec_dir,
+                cli.python_env.as_deref(),
+            );
+            cli::console::run(args, target)
+        }
         Command::Kernels => {
             for spec in search.list() {
                 println!(
@@ -326,6 +378,15 @@ where
     }
 }
 
+/// Where the service of the commands for people is, and how they start it when missing.
+fn service_target(
+    socket: Option<PathBuf>,
+    kernelspec_dirs: &[PathBuf],
+    python_env: Option<&std::path::Path>,
+) -> cli::client::Target {
+    cli::client::Target::new(socket, kernelspec_dirs, python_env)
+}
+
 /// `serve --shared`: relay stdio to the service, starting it when none runs.
 fn relay(
     socket: Option<PathBuf>,
@@ -334,19 +395,7 @@ fn relay(
 ) -> ExitCode {
     use kernel_mcp::service::{paths, relay};
     let paths = paths::ServicePaths::new(socket.unwrap_or_else(paths::default_socket));
-    let mut args: Vec<std::ffi::OsString> = vec![
-        "service".into(),
-        "--socket".into(),
-        paths.socket.clone().into(),
-    ];
-    for d in kernelspec_dirs {
-        args.push("--kernelspec-dir".into());
-        args.push(d.into());
-    }
-    if let Some(p) = python_env {
-        args.push("--python-env".into());
-        args.push(p.into());
-    }
+    let args = relay::service_args(&paths, kernelspec_dirs, python_env);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

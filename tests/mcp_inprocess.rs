@@ -72,8 +72,9 @@ async fn every_tool_is_listed_and_tool_errors_carry_the_contract_shape() {
     let tools = s.client.list_all_tools().await.expect("tools/list");
     assert_eq!(
         tools.len(),
-        // 20 of v1, checkpoint/restore_session, five environment tools, renew_session, clear_queue.
-        29,
+        // 20 of v1, checkpoint/restore_session, five environment tools, renew_session, clear_queue,
+        // is_complete.
+        30,
         "{:?}",
         tools.iter().map(|t| &t.name).collect::<Vec<_>>()
     );

@@ -222,6 +222,13 @@ pub struct CompleteParams {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct IsCompleteParams {
+    pub session_id: String,
+    /// Code typed so far.
+    pub code: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct InspectParams {
     /// The session's id.
     pub session_id: String,

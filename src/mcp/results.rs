@@ -133,6 +133,15 @@ pub struct Completion {
     pub cursor_end: Option<i64>,
 }
 
+/// `is_complete`: the kernel's `is_complete_reply`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Completeness {
+    /// complete, incomplete, invalid or unknown.
+    pub status: String,
+    /// For incomplete code: the indent of the next line.
+    pub indent: Option<String>,
+}
+
 /// `inspect`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Inspection {

@@ -1,5 +1,6 @@
 //! Tools that work with code beyond running it: install packages into a Python session's
-//! interpreter, complete and inspect.
+//! interpreter, complete, is_complete (may code typed so far run, or does it need another
+//! line: what a console asks on Enter) and inspect.
 
 use std::time::Duration;
 
@@ -8,9 +9,9 @@ use rmcp::{tool, tool_router};
 use serde_json::json;
 
 use super::error::{ToolError, ToolResult};
-use super::params::{CompleteParams, InspectParams, InstallPackagesParams};
+use super::params::{CompleteParams, InspectParams, InstallPackagesParams, IsCompleteParams};
 use super::render;
-use super::results::{Completion, Inspection};
+use super::results::{Completeness, Completion, Inspection};
 use super::schema::output;
 use super::server::KernelMcp;
 use crate::session::output::clean_text;
@@ -85,6 +86,28 @@ impl KernelMcp {
             cursor_end: reply["cursor_end"].as_i64(),
         };
         Ok(render::success(text, &v, vec![]))
+    }
+
+    /// Whether code can run as typed (a console's Enter): status, and indent for the next line.
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = output::<Completeness>()
+    )]
+    async fn is_complete(&self, Parameters(p): Parameters<IsCompleteParams>) -> ToolResult {
+        let handle = self.registry.get(&p.session_id)?;
+        let reply = handle
+            .request(
+                "is_complete_request",
+                json!({"code": p.code}),
+                true,
+                INTROSPECTION_TIMEOUT,
+            )
+            .await?;
+        let v = Completeness {
+            status: reply["status"].as_str().unwrap_or("unknown").to_string(),
+            indent: reply["indent"].as_str().map(String::from),
+        };
+        Ok(render::success(v.status.clone(), &v, vec![]))
     }
 
     /// Documentation for the name at cursor_pos (default: end of code), as the kernel gives it.

@@ -40,6 +40,29 @@ pub enum RelayError {
     Io(#[from] std::io::Error),
 }
 
+/// The arguments (after the executable) that start the service of `paths` with the caller's
+/// kernelspec directories and Python environment, for [`connect_or_start`].
+pub fn service_args(
+    paths: &ServicePaths,
+    kernelspec_dirs: &[std::path::PathBuf],
+    python_env: Option<&Path>,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
+        "service".into(),
+        "--socket".into(),
+        paths.socket.clone().into(),
+    ];
+    for d in kernelspec_dirs {
+        args.push("--kernelspec-dir".into());
+        args.push(d.into());
+    }
+    if let Some(p) = python_env {
+        args.push("--python-env".into());
+        args.push(p.into());
+    }
+    args
+}
+
 /// Connect to the service of `paths`, starting it with `service_args` (the arguments after
 /// the executable, e.g. `service --socket PATH`) when none listens.
 pub async fn connect_or_start(

@@ -531,6 +531,7 @@ pub fn status(result: &Value) -> &str {
     result["status"].as_str().unwrap_or("")
 }
 
+pub mod cli;
 pub mod fake;
 pub mod history;
 pub mod http;
