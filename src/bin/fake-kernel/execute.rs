@@ -236,6 +236,8 @@ impl Kernel {
                         close_sockets_and_linger();
                     });
                 } else {
+                    // Let what was published so far leave the PUB socket first.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                     close_sockets_and_linger();
                 }
             }
