@@ -123,7 +123,7 @@ demo: $(STAMP)
 # --bins: `--examples` alone does not build the kernel-mcp binary the bench spawns.
 bench: $(STAMP)
 	$(CARGO) build --release --bins --examples
-	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench
+	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench -- --json target/bench.json
 
 # Long fuzzing runs, outside `make test` (which runs proptest's default 256 cases per target).
 FUZZ_CASES ?= 1000000

@@ -69,6 +69,9 @@ enum Command {
         /// Memory limit per session (the kernel's whole process tree), MiB; 0 = none.
         #[arg(long, env = "KERNEL_MCP_MAX_MEMORY_MIB", default_value_t = 4096)]
         max_memory_mib: u64,
+        /// Keep N started kernels of KERNEL for new sessions (KERNEL=N, repeatable).
+        #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::session::pool::parse_pool_arg)]
+        pool: Vec<(String, usize)>,
     },
     /// Run the per-user service: the sessions behind a Unix socket, shared by every client.
     Service {
@@ -84,6 +87,10 @@ enum Command {
         /// Memory limit per session (the kernel's whole process tree), MiB; 0 = none.
         #[arg(long, env = "KERNEL_MCP_MAX_MEMORY_MIB", default_value_t = 4096)]
         max_memory_mib: u64,
+        /// Keep N started kernels of KERNEL for new sessions (KERNEL=N, repeatable; default
+        /// python3=1, `--pool python3=0` for none).
+        #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::session::pool::parse_pool_arg)]
+        pool: Vec<(String, usize)>,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
@@ -176,6 +183,7 @@ fn main() -> ExitCode {
             .ok()
             .and_then(|t| t.parse().ok())
             .unwrap_or_default(),
+        pool: Vec::new(),
     });
     match command {
         Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
@@ -213,7 +221,12 @@ fn main() -> ExitCode {
             idle_exit_s,
             http,
             max_memory_mib,
+            mut pool,
         } => {
+            // The default pool only where python3 exists (an explicit --pool must).
+            if pool.is_empty() && search.find("python3").is_ok() {
+                pool.push(("python3".into(), 1));
+            }
             let opts = kernel_mcp::service::listener::ServiceOptions {
                 paths: kernel_mcp::service::paths::ServicePaths::new(
                     socket.unwrap_or_else(kernel_mcp::service::paths::default_socket),
@@ -226,7 +239,7 @@ fn main() -> ExitCode {
                 max_memory_mib,
                 ..Limits::default()
             };
-            serve_registry(search, env_prefix, limits, |registry| {
+            serve_registry(search, env_prefix, limits, &pool, |registry| {
                 kernel_mcp::service::listener::run(registry, opts)
             })
         }
@@ -238,6 +251,7 @@ fn main() -> ExitCode {
             token,
             allowed_hosts,
             tools,
+            pool,
             ..
         } => {
             let (http, sse) = match transport.as_str() {
@@ -265,17 +279,23 @@ fn main() -> ExitCode {
                 max_memory_mib,
                 ..Limits::default()
             };
-            serve_registry(search, env_prefix, limits, move |registry| async move {
-                match access {
-                    Some(access) if sse => {
-                        kernel_mcp::mcp::serve::serve_sse(registry, addr, access, tools).await
+            serve_registry(
+                search,
+                env_prefix,
+                limits,
+                &pool,
+                move |registry| async move {
+                    match access {
+                        Some(access) if sse => {
+                            kernel_mcp::mcp::serve::serve_sse(registry, addr, access, tools).await
+                        }
+                        Some(access) => {
+                            kernel_mcp::mcp::serve::serve_http(registry, addr, access, tools).await
+                        }
+                        None => kernel_mcp::mcp::serve::serve_stdio(registry, tools).await,
                     }
-                    Some(access) => {
-                        kernel_mcp::mcp::serve::serve_http(registry, addr, access, tools).await
-                    }
-                    None => kernel_mcp::mcp::serve::serve_stdio(registry, tools).await,
-                }
-            })
+                },
+            )
         }
     }
 }
@@ -285,6 +305,7 @@ fn serve_registry<F, Fut>(
     search: KernelSearch,
     env_prefix: Option<PathBuf>,
     limits: Limits,
+    pool: &[(String, usize)],
     serve: F,
 ) -> ExitCode
 where
@@ -312,9 +333,16 @@ where
         Ok(exe) => registry = registry.with_supervisor(exe),
         Err(e) => tracing::warn!("kernels run unsupervised: {e}"),
     }
-    let registry = Arc::new(registry);
+    let registry = match registry.with_pool(pool) {
+        Ok(r) => Arc::new(r),
+        Err(e) => {
+            eprintln!("kernel-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let serving = async {
         Registry::spawn_reaper(&registry);
+        registry.fill_pool();
         serve(registry).await
     };
     match runtimes.block_on(serving) {
