@@ -69,12 +69,21 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireEr
         Value::Object(o) if o.is_empty() => None,
         v => Some(parse_header(v, "parent_header")?),
     };
+    let metadata = or_empty(parse_json("metadata", &metadata)?);
+    // Floods arrive as `stream` frames of tens of MB: unescape their text once (see `stream`).
+    let fast = (header.msg_type == "stream")
+        .then(|| super::stream::parse_flat_string_object(&content))
+        .flatten();
+    let content = match fast {
+        Some(v) => v,
+        None => or_empty(parse_json("content", &content)?),
+    };
     Ok(Message {
         identities,
         header,
         parent_header,
-        metadata: or_empty(parse_json("metadata", &metadata)?),
-        content: or_empty(parse_json("content", &content)?),
+        metadata,
+        content,
         buffers,
     })
 }
