@@ -160,7 +160,12 @@ mod tests {
         let ours = parse_flat_string_object(bytes);
         let theirs: Option<Value> = serde_json::from_slice(bytes).ok();
         if let Some(v) = &ours {
-            assert_eq!(Some(v), theirs.as_ref(), "{}", String::from_utf8_lossy(bytes));
+            assert_eq!(
+                Some(v),
+                theirs.as_ref(),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
         }
     }
 
@@ -168,7 +173,10 @@ mod tests {
     fn stream_content_with_escapes_parses_like_serde() {
         let frame = br#"{"name": "stdout", "text": "a\nb\t\"q\" \\ \/ \u00e9 \ud83d\ude00 end"}"#;
         let v = parse_flat_string_object(frame).expect("fast path");
-        assert_eq!(v, json!({"name": "stdout", "text": "a\nb\t\"q\" \\ / é 😀 end"}));
+        assert_eq!(
+            v,
+            json!({"name": "stdout", "text": "a\nb\t\"q\" \\ / é 😀 end"})
+        );
         same_as_serde(frame);
     }
 
