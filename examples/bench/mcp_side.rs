@@ -33,6 +33,9 @@ pub struct Ours {
     /// The text content of a `1+1` result, in bytes.
     pub trivial_text_bytes: Option<usize>,
     pub concurrent: Option<Value>,
+    /// create_session served from the warm pool (`serve --pool KERNEL=1`), each after the
+    /// pool refilled.
+    pub pool_create_ms: Vec<f64>,
     /// execute 1+1 through `serve --shared` (same n).
     pub relay_exec_ms: Vec<f64>,
     /// (label, tools, bytes, cap)
@@ -47,6 +50,7 @@ impl Ours {
             "destroy_ms": crate::stats::summary(&self.destroy_ms),
             "execute_ms": crate::stats::summary(&self.exec_ms),
             "relay_execute_ms": crate::stats::summary(&self.relay_exec_ms),
+            "pool_create_ms": crate::stats::summary(&self.pool_create_ms),
             "rss_idle_kib": self.rss_idle,
             "rss_one_session_kib": self.rss_one_session,
             "kernel_rss_kib": self.kernel_rss,
@@ -85,6 +89,7 @@ pub async fn measure(bin: &Path, o: &Opts) -> Res<Ours> {
     };
     let _ = client.cancel().await;
     r?;
+    m.pool_create_ms = pooled_creates(bin, o).await?;
     if !o.no_relay {
         m.relay_exec_ms = relay(bin, o).await?;
     }
@@ -196,6 +201,35 @@ async fn concurrent(client: &Client, server_pid: u32, o: &Opts) -> Res<Value> {
         percentile(&all, 99)
     );
     Ok(concurrent_summary(&all, wall, cpu, o.sessions * o.per))
+}
+
+/// create_session from a warm pool of one kernel, `o.starts` times: wait for the pool to be
+/// ready (server_info), time create_session, destroy.
+async fn pooled_creates(bin: &Path, o: &Opts) -> Res<Vec<f64>> {
+    let pool = format!("{}=1", o.kernel);
+    let (client, _) = spawn_with(bin, &["serve", "--pool", &pool], &[]).await?;
+    let mut out = Vec::new();
+    for i in 0..o.starts {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let r = call(&client, "server_info", json!({})).await?;
+            if structured(&r)["pool"][&o.kernel]["ready"].as_u64() == Some(1) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("the warm pool never got ready".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let id = format!("pooled-{i}");
+        let t0 = Instant::now();
+        create(&client, &id, &o.kernel).await?;
+        out.push(ms(t0));
+        destroy(&client, &id).await?;
+    }
+    let _ = client.cancel().await;
+    eprintln!("bench: create_session from the pool x{}: done", o.starts);
+    Ok(out)
 }
 
 /// (g) execute 1+1 through `serve --shared` against a private service; the service is stopped

@@ -123,6 +123,16 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value) -> Vec<Row> {
     ));
     rows.push(Row::new(
         format!(
+            "create_session from the warm pool, p50 (n={}) | raw start->ready",
+            m.pool_create_ms.len()
+        ),
+        Unit::Ms,
+        median(&m.pool_create_ms),
+        r,
+        None,
+    ));
+    rows.push(Row::new(
+        format!(
             "shutdown, p50 (n={}): destroy_session | - | shutdown_kernel",
             m.destroy_ms.len()
         ),
