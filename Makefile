@@ -134,7 +134,7 @@ demo: $(STAMP)
 # --bins: `--examples` alone does not build the kernel-mcp binary the bench spawns.
 bench: $(STAMP)
 	$(CARGO) build --release --bins --examples
-	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench
+	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench -- --json target/bench.json
 
 # Soak: SOAK_SESSIONS sessions (32) under a mixed workload for SOAK_SECS (600), watching the
 # server's RSS, fds, threads and kernels; fails on growth, cross-talk or a leftover process.

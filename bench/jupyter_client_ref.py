@@ -19,6 +19,8 @@ What is measured (all wall-clock, milliseconds):
   client_rss_kib VmRSS of this Python process with one kernel running, for comparison with
                  kernel-mcp's own RSS.
   kernel_rss_kib VmRSS of the kernel process.
+  concurrent     with --sessions N: N kernels, one thread each doing --per executes at once:
+                 p50_ms, p99_ms, per_s, cpu_ms_per_execute (this process's CPU time).
 """
 
 from __future__ import annotations
@@ -138,12 +140,66 @@ def flood(kc, timeout: float) -> dict:
     return {"ms": (time.perf_counter() - t0) * 1000.0, "bytes_received": received, "client_peak_rss_kib": vmhwm_kib()}
 
 
+def concurrent(kernel_name: str, sessions: int, per: int, timeout: float) -> dict:
+    """`sessions` kernels, each driven by its own thread doing `per` executes, all at once.
+
+    Latency is per execute; cpu_ms_per_execute is this process's CPU time (all threads) over
+    the run divided by the executes done.
+    """
+    import threading
+
+    started = [start(kernel_name, timeout) for _ in range(sessions)]
+    lat: list[list[float]] = [[] for _ in range(sessions)]
+    barrier = threading.Barrier(sessions + 1)
+
+    def worker(i: int) -> None:
+        kc = started[i][1]
+        barrier.wait()
+        for _ in range(per):
+            try:
+                ms, reply = execute_once(kc, "1+1", timeout)
+            except Exception:  # noqa: BLE001  (a lost reply ends this thread's run)
+                return
+            if reply["content"].get("status") != "ok":
+                return
+            lat[i].append(ms)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    c0 = os.times()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    c1 = os.times()
+    cpu_ms = ((c1.user - c0.user) + (c1.system - c0.system)) * 1000.0
+    for km, kc, _ in started:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    flat = sorted(x for l in lat for x in l)
+    n = len(flat)
+    pct = lambda p: flat[min(n - 1, max(0, -(-p * n // 100) - 1))] if n else None  # noqa: E731
+    return {
+        "p50_ms": statistics.median(flat) if n else None,
+        "p99_ms": pct(99),
+        "executes": n,
+        "attempted": sessions * per,
+        "wall_s": wall,
+        "per_s": n / wall if wall > 0 else None,
+        "cpu_ms_per_execute": cpu_ms / max(1, n),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", default="python3", help="kernelspec name (default python3)")
     ap.add_argument("--n", type=int, default=200, help="execute 1+1 round trips (default 200)")
     ap.add_argument("--warmup", type=int, default=5, help="discarded warm-up executes (default 5)")
     ap.add_argument("--starts", type=int, default=3, help="cold kernel starts (default 3)")
+    ap.add_argument("--sessions", type=int, default=0, help="concurrent row: kernels/threads (0 = skip)")
+    ap.add_argument("--per", type=int, default=100, help="concurrent row: executes per thread")
     ap.add_argument("--timeout", type=float, default=60.0, help="per-step timeout in seconds")
     args = ap.parse_args()
 
@@ -191,6 +247,11 @@ def main() -> int:
             km.shutdown_kernel(now=False)
             shutdown_ms.append((time.perf_counter() - t0) * 1000.0)
 
+    concurrent_result = None
+    if args.sessions > 0:
+        concurrent_result = concurrent(args.kernel, args.sessions, args.per, args.timeout)
+        log(f"concurrent {args.sessions}x{args.per}: {concurrent_result}")
+
     out = {
         "tool": "jupyter_client",
         "versions": {
@@ -207,6 +268,7 @@ def main() -> int:
         "client_rss_kib": client_rss,
         "kernel_rss_kib": kernel_rss,
         "flood": flood_result,
+        "concurrent": concurrent_result,
     }
     json.dump(out, sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-pub use argv::build_argv;
+pub use argv::{build_argv, expand_env};
 pub use channels::{Channel, Channels, KernelEvent};
 pub use connection::ConnectionInfo;
 pub use process::{ExitInfo, KernelProcess};

@@ -75,6 +75,8 @@ pub struct ServerInfo {
     pub kernelspec_dirs: Vec<PathBuf>,
     pub python_environment: Option<PathBuf>,
     pub session_count: usize,
+    /// Warm pool per kernelspec (`--pool`); these kernels count toward max_sessions.
+    pub pool: std::collections::BTreeMap<String, crate::session::pool::PoolCount>,
     /// A fresh id per server process: a different one means a new server lifetime.
     pub server_instance: String,
     /// When this server process started (RFC 3339).

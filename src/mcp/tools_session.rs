@@ -184,6 +184,7 @@ impl KernelMcp {
             kernelspec_dirs: self.registry.search.dirs().to_vec(),
             python_environment: self.registry.env_prefix.clone(),
             session_count: sessions,
+            pool: self.registry.pool.counts(),
             server_instance: crate::instance::current().id.clone(),
             started_at: crate::instance::current().started_at.clone(),
         };

@@ -26,6 +26,7 @@ pub(crate) mod language;
 pub(crate) mod ops;
 pub(crate) mod output;
 pub(crate) mod packages;
+pub mod pool;
 pub(crate) mod python;
 pub(crate) mod quirks;
 pub mod registry;

@@ -67,9 +67,11 @@ pub struct Registry {
     /// Helper kernels of `execute_file(mode="fresh")` runs, and their finished results.
     pub(crate) fresh: Arc<super::fresh::FreshRuns>,
     /// The `kernel-mcp` binary that supervises each kernel (see `kernel::supervise`).
-    supervisor: Option<PathBuf>,
+    pub(super) supervisor: Option<PathBuf>,
     /// Sessions that expired recently, by key (see [`super::expiry`]).
     pub(super) expired: Mutex<super::expiry::Tombstones>,
+    /// Started kernels waiting for a session (`--pool`, see [`super::pool`]).
+    pub pool: super::pool::Pool,
 }
 
 impl Registry {
@@ -99,6 +101,7 @@ impl Registry {
             fresh: Default::default(),
             supervisor: None,
             expired: Mutex::new(Default::default()),
+            pool: Default::default(),
         }
     }
 
@@ -230,7 +233,11 @@ impl Registry {
                         supervisor: self.supervisor.clone(),
                         max_memory_mib: req.max_memory_mib.unwrap_or(self.limits.max_memory_mib),
                     };
-                    (spec.clone(), Arc::new(LocalLauncher { spec, opts }))
+                    let local = LocalLauncher { spec, opts };
+                    (
+                        local.spec.clone(),
+                        self.pool.launcher_for(local, live, &self.limits),
+                    )
                 }
             };
         let desc = SessionDesc {
@@ -492,7 +499,9 @@ impl Registry {
             lock(&self.sessions).drain().map(|(_, h)| h).collect();
         handles.extend(self.fresh.drain_live());
         let all = handles.iter().map(|h| h.destroy());
-        let _ = tokio::time::timeout(Duration::from_secs(15), futures::future::join_all(all)).await;
+        let pool = self.pool.shutdown(self.limits.shutdown_grace());
+        let both = futures::future::join(futures::future::join_all(all), pool);
+        let _ = tokio::time::timeout(Duration::from_secs(15), both).await;
     }
 }
 

@@ -63,18 +63,34 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireEr
 
     signer.verify(&signature, [&header, &parent, &metadata, &content])?;
 
-    let header = parse_header(parse_json("header", &header)?, "header")?;
-    let parent_header = match parse_json("parent_header", &parent)? {
-        Value::Null => None,
-        Value::Object(o) if o.is_empty() => None,
-        v => Some(parse_header(v, "parent_header")?),
+    let header: Header = parse_typed("header", &header)?;
+    let parent_header = match parent.trim_ascii() {
+        b"null" | b"{}" => None,
+        bytes => match parse_typed::<Header>("parent_header", bytes) {
+            Ok(h) => Some(h),
+            // `{ }` with spaces, or `null` spelled oddly, is still no parent.
+            Err(e) => match parse_json("parent_header", bytes)? {
+                Value::Null => None,
+                Value::Object(o) if o.is_empty() => None,
+                _ => return Err(e),
+            },
+        },
+    };
+    let metadata = or_empty(parse_json("metadata", &metadata)?);
+    // Floods arrive as `stream` frames of tens of MB: unescape their text once (see `stream`).
+    let fast = (header.msg_type == "stream")
+        .then(|| super::stream::parse_flat_string_object(&content))
+        .flatten();
+    let content = match fast {
+        Some(v) => v,
+        None => or_empty(parse_json("content", &content)?),
     };
     Ok(Message {
         identities,
         header,
         parent_header,
-        metadata: or_empty(parse_json("metadata", &metadata)?),
-        content: or_empty(parse_json("content", &content)?),
+        metadata,
+        content,
         buffers,
     })
 }
@@ -93,9 +109,17 @@ fn parse_json(part: &'static str, bytes: &[u8]) -> Result<Value, WireError> {
     })
 }
 
-/// A header dict; it must carry string `msg_id` and `msg_type`.
-fn parse_header(value: Value, part: &'static str) -> Result<Header, WireError> {
-    serde_json::from_value(value).map_err(|err| json_error(part, err))
+/// One JSON frame straight into `T` (no `Value` in between); on invalid UTF-8 retry with the
+/// bytes decoded lossily. A header must carry string `msg_id` and `msg_type`.
+fn parse_typed<T: serde::de::DeserializeOwned>(
+    part: &'static str,
+    bytes: &[u8],
+) -> Result<T, WireError> {
+    serde_json::from_slice(bytes).or_else(|err| match std::str::from_utf8(bytes) {
+        Ok(_) => Err(json_error(part, err)),
+        Err(_) => serde_json::from_str(&String::from_utf8_lossy(bytes))
+            .map_err(|err| json_error(part, err)),
+    })
 }
 
 /// `null` becomes `{}`; anything else is kept as sent.
@@ -238,6 +262,26 @@ mod tests {
         assert_eq!(msg.parent_header, None);
         assert_eq!(msg.metadata, json!({}));
         assert_eq!(msg.content, json!({}));
+    }
+
+    #[test]
+    fn spaced_empty_parent_is_none_and_a_partial_parent_is_an_error() {
+        let msg = decode(signed([HEADER, b" { } ", b"{}", b"{}"]), &Signer::new(KEY)).unwrap();
+        assert_eq!(msg.parent_header, None);
+        let err = decode(
+            signed([HEADER, br#"{"date":"x"}"#, b"{}", b"{}"]),
+            &Signer::new(KEY),
+        );
+        assert!(
+            matches!(
+                err,
+                Err(WireError::Json {
+                    part: "parent_header",
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod codec;
 mod error;
 mod message;
 mod signing;
+mod stream;
 
 pub use codec::{DELIMITER, decode, encode};
 pub use error::WireError;

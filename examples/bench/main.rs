@@ -1,0 +1,234 @@
+//! `make bench`: kernel-mcp over MCP stdio next to two references driving the same kernelspec
+//! in the same run: a raw Rust client (`zeromq` + the crate's `wire/` only, see `raw.rs`) and
+//! jupyter_client (bench/jupyter_client_ref.py).
+//!
+//! Measures, one side after the other (no competition for CPU between sides):
+//!   (a) `execute 1+1` round trips (median, p95 over N);
+//!   (b) kernel-mcp spawn → MCP initialized;
+//!   (c) cold `create_session` vs start → ready, and `destroy_session` vs `shutdown_kernel`;
+//!   (d) RSS of the client process (kernel-mcp, the raw client, the Python driver), the kernel's;
+//!   (e) 50 MB printed as 50 000 lines: time until done and the client's peak RSS;
+//!   (f) `--sessions` sessions × `--per` executes at once: p50, p99, executes/s and the
+//!       client's (kernel-mcp server's) CPU time per execute;
+//!   (g) through the service relay (`serve --shared`) vs direct stdio;
+//!   (h) tools/list bytes (full, `--tools minimal`) and a trivial result's text bytes.
+//! Then prints one table with ratios to the raw client and to jupyter_client, and with
+//! `--json PATH` writes every row and the raw figures of each side.
+//!
+//! ```text
+//! cargo build --release --bins --examples
+//! VIRTUAL_ENV=$PWD/.venv cargo run --release --example bench [-- --n 200 --starts 3 --json target/bench.json]
+//! ```
+//! Environment: `KERNEL_MCP_BIN` (server binary; default: next to this example's
+//! executable), `KERNEL_MCP_BENCH_PYTHON` (interpreter for the reference script; default
+//! `$VIRTUAL_ENV/bin/python`, else `./.venv/bin/python`), `KERNEL_MCP_BENCH_KERNEL`
+//! (kernelspec name, default python3).
+
+mod mcp_side;
+mod raw;
+mod stats;
+mod table;
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use serde_json::Value;
+
+pub type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+/// The same code as FLOOD_CODE in bench/jupyter_client_ref.py.
+pub const FLOOD_CODE: &str = "for _ in range(50_000):\n    print('x' * 999)";
+
+pub struct Opts {
+    pub n: usize,
+    pub warmup: usize,
+    pub starts: usize,
+    pub spawns: usize,
+    pub kernel: String,
+    /// Concurrent row: sessions (0 = skip) × executes per session.
+    pub sessions: usize,
+    pub per: usize,
+    pub json: Option<PathBuf>,
+    /// Run as the raw reference child (prints JSON).
+    pub raw_reference: bool,
+    /// Skip the relay row.
+    pub no_relay: bool,
+}
+
+#[tokio::main]
+async fn main() {
+    if let Err(e) = run().await {
+        eprintln!("bench FAILED: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn parse_opts() -> Res<Opts> {
+    let mut o = Opts {
+        n: 200,
+        warmup: 5,
+        starts: 3,
+        spawns: 5,
+        kernel: std::env::var("KERNEL_MCP_BENCH_KERNEL").unwrap_or_else(|_| "python3".into()),
+        sessions: 16,
+        per: 100,
+        json: None,
+        raw_reference: false,
+        no_relay: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--n" => o.n = val()?.parse()?,
+            "--warmup" => o.warmup = val()?.parse()?,
+            "--starts" => o.starts = val()?.parse()?,
+            "--spawns" => o.spawns = val()?.parse()?,
+            "--kernel" => o.kernel = val()?,
+            "--sessions" => o.sessions = val()?.parse()?,
+            "--per" => o.per = val()?.parse()?,
+            "--json" => o.json = Some(val()?.into()),
+            "--raw-reference" => o.raw_reference = true,
+            "--no-relay" => o.no_relay = true,
+            _ => {
+                return Err(format!(
+                    "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
+                     --sessions --per --json --raw-reference --no-relay)"
+                )
+                .into());
+            }
+        }
+    }
+    o.n = o.n.max(1);
+    o.starts = o.starts.max(1);
+    o.spawns = o.spawns.max(1);
+    o.per = o.per.max(1);
+    Ok(o)
+}
+
+fn server_binary() -> Res<PathBuf> {
+    if let Some(p) = std::env::var_os("KERNEL_MCP_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe()?;
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("cannot locate the target directory")?
+        .join(format!("kernel-mcp{}", std::env::consts::EXE_SUFFIX));
+    if !bin.exists() {
+        return Err(format!(
+            "{} not found: run `cargo build --release --bins --examples` first",
+            bin.display()
+        )
+        .into());
+    }
+    Ok(bin)
+}
+
+fn reference_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("KERNEL_MCP_BENCH_PYTHON") {
+        return PathBuf::from(p);
+    }
+    if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
+        return Path::new(&v).join("bin/python");
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+async fn run() -> Res<()> {
+    let o = parse_opts()?;
+    if o.raw_reference {
+        return raw::main(&o).await;
+    }
+    let bin = server_binary()?;
+    eprintln!("bench: server {}", bin.display());
+    let total = Instant::now();
+    let load_before = loadavg();
+
+    let ours = mcp_side::measure(&bin, &o).await?;
+    eprintln!("bench: kernel-mcp side done; running the raw reference client");
+    let raw = run_json_child(
+        &std::env::current_exe()?,
+        &reference_args(&o, "--raw-reference"),
+        "raw reference",
+    )
+    .await?;
+    eprintln!("bench: raw side done; running the jupyter_client reference");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/jupyter_client_ref.py");
+    let mut args = vec![script.display().to_string()];
+    args.extend(reference_args(&o, ""));
+    let jc = run_json_child(&reference_python(), &args, "jupyter_client reference").await?;
+    let elapsed = total.elapsed();
+
+    let rows = table::rows(&o, &ours, &raw, &jc);
+    table::print(&o, &rows, &ours, &raw, &jc);
+    let load_after = loadavg();
+    println!(
+        "\nload average (1/5/15 min) before {load_before}, after {load_after}; total bench time {:.1} s",
+        elapsed.as_secs_f64()
+    );
+    if let Some(path) = &o.json {
+        let doc = serde_json::json!({
+            "rows": rows.iter().map(table::Row::to_json).collect::<Vec<_>>(),
+            "kernel": o.kernel,
+            "load_before": load_before,
+            "load_after": load_after,
+            "kernel_mcp": ours.raw_json(),
+            "raw": raw,
+            "jupyter_client": jc,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The shared arguments of both references (`flag` first when not empty).
+fn reference_args(o: &Opts, flag: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    if !flag.is_empty() {
+        v.push(flag.into());
+    }
+    for (k, val) in [
+        ("--n", o.n.to_string()),
+        ("--warmup", o.warmup.to_string()),
+        ("--starts", o.starts.to_string()),
+        ("--kernel", o.kernel.clone()),
+        ("--sessions", o.sessions.to_string()),
+        ("--per", o.per.to_string()),
+    ] {
+        v.push(k.into());
+        v.push(val);
+    }
+    v
+}
+
+/// Run a reference process and parse the JSON object it prints on stdout.
+async fn run_json_child(program: &Path, args: &[String], what: &str) -> Res<Value> {
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {}: {e} (run `make .venv`)", program.display()))?;
+    if !out.status.success() {
+        return Err(format!("{what} ({}) failed: {}", program.display(), out.status).into());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "{what} printed no JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+        .into()
+    })
+}

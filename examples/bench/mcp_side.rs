@@ -1,0 +1,412 @@
+//! The kernel-mcp side of the bench: the real binary over MCP stdio (rmcp client), and the
+//! same through the service relay (`serve --shared`, a private service in a temp dir).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::stats::{
+    concurrent_summary, cpu_ms, median, ms, percentile, proc_status_kib, vmrss_kib,
+};
+use crate::{FLOOD_CODE, Opts, Res};
+
+pub type Client = RunningService<RoleClient, ()>;
+
+#[derive(Default)]
+pub struct Ours {
+    pub spawn_ms: Vec<f64>,
+    pub rss_idle: Option<u64>,
+    pub create_ms: Vec<f64>,
+    pub destroy_ms: Vec<f64>,
+    pub exec_ms: Vec<f64>,
+    pub rss_one_session: Option<u64>,
+    pub kernel_rss: Option<u64>,
+    pub flood_ms: Option<f64>,
+    pub flood_response_bytes: Option<usize>,
+    pub flood_peak_rss: Option<u64>,
+    /// The text content of a `1+1` result, in bytes.
+    pub trivial_text_bytes: Option<usize>,
+    pub concurrent: Option<Value>,
+    /// create_session served from the warm pool (`serve --pool KERNEL=1`), each after the
+    /// pool refilled.
+    pub pool_create_ms: Vec<f64>,
+    /// execute 1+1 through `serve --shared` (same n).
+    pub relay_exec_ms: Vec<f64>,
+    /// (label, tools, bytes, cap)
+    pub tools_list: Vec<(&'static str, usize, usize, usize)>,
+}
+
+impl Ours {
+    pub fn raw_json(&self) -> Value {
+        json!({
+            "spawn_ms": crate::stats::summary(&self.spawn_ms),
+            "create_ms": crate::stats::summary(&self.create_ms),
+            "destroy_ms": crate::stats::summary(&self.destroy_ms),
+            "execute_ms": crate::stats::summary(&self.exec_ms),
+            "relay_execute_ms": crate::stats::summary(&self.relay_exec_ms),
+            "pool_create_ms": crate::stats::summary(&self.pool_create_ms),
+            "rss_idle_kib": self.rss_idle,
+            "rss_one_session_kib": self.rss_one_session,
+            "kernel_rss_kib": self.kernel_rss,
+            "flood": {"ms": self.flood_ms, "response_bytes": self.flood_response_bytes,
+                      "server_peak_rss_kib": self.flood_peak_rss},
+            "trivial_text_bytes": self.trivial_text_bytes,
+            "concurrent": self.concurrent,
+            "tools_list": self.tools_list.iter().map(|(l, t, b, c)| json!({"toolset": l, "tools": t, "bytes": b, "cap": c})).collect::<Vec<_>>(),
+        })
+    }
+}
+
+pub async fn measure(bin: &Path, o: &Opts) -> Res<Ours> {
+    let mut m = Ours::default();
+    // (b) spawn -> initialized, over fresh server processes.
+    for _ in 0..o.spawns {
+        let t0 = Instant::now();
+        let (client, _pid) = spawn_with(bin, &[], &[]).await?;
+        m.spawn_ms.push(ms(t0));
+        let _ = client.cancel().await;
+    }
+    eprintln!("bench: spawn -> initialized x{}: done", o.spawns);
+
+    let (client, pid) = spawn_with(bin, &[], &[]).await?;
+    let pid = pid.ok_or("could not get the kernel-mcp child's pid")?;
+    call(&client, "list_kernels", json!({})).await?;
+    call(&client, "list_sessions", json!({})).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    m.rss_idle = vmrss_kib(pid);
+    let r = sessions(&client, pid, o, &mut m).await;
+    let r = match r {
+        Ok(()) if o.sessions > 0 => concurrent(&client, pid, o)
+            .await
+            .map(|c| m.concurrent = Some(c)),
+        other => other,
+    };
+    let _ = client.cancel().await;
+    r?;
+    m.pool_create_ms = pooled_creates(bin, o).await?;
+    if !o.no_relay {
+        m.relay_exec_ms = relay(bin, o).await?;
+    }
+    m.tools_list = tools_list_sizes(bin).await?;
+    Ok(m)
+}
+
+async fn sessions(client: &Client, server_pid: u32, o: &Opts, m: &mut Ours) -> Res<()> {
+    // (c) cold create_session; the last session stays up for (a).
+    let mut kernel_pid = None;
+    let session = format!("bench-{}", o.starts - 1);
+    for i in 0..o.starts {
+        let id = format!("bench-{i}");
+        let t0 = Instant::now();
+        let r = create(client, &id, &o.kernel).await?;
+        m.create_ms.push(ms(t0));
+        kernel_pid = structured(&r)["pid"].as_u64();
+        if i + 1 < o.starts {
+            let t0 = Instant::now();
+            destroy(client, &id).await?;
+            m.destroy_ms.push(ms(t0));
+        }
+    }
+    eprintln!("bench: create_session x{}: done", o.starts);
+
+    // (a) execute 1+1.
+    for _ in 0..o.warmup {
+        execute_1p1(client, &session).await?;
+    }
+    for _ in 0..o.n {
+        let t0 = Instant::now();
+        let r = execute_1p1(client, &session).await?;
+        m.exec_ms.push(ms(t0));
+        m.trivial_text_bytes = Some(text_bytes(&r));
+    }
+    eprintln!("bench: execute 1+1 x{}: done", o.n);
+
+    // (d) RSS with one session.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    m.rss_one_session = vmrss_kib(server_pid);
+    m.kernel_rss = kernel_pid.and_then(|p| vmrss_kib(p as u32));
+
+    // (e) 50 MB of output.
+    let t0 = Instant::now();
+    let r = call(
+        client,
+        "execute",
+        json!({"session_id": session, "code": FLOOD_CODE, "wait_s": 300}),
+    )
+    .await?;
+    m.flood_ms = Some(ms(t0));
+    check_tool(&r, "execute (flood)")?;
+    m.flood_response_bytes = serde_json::to_vec(&r).map(|v| v.len()).ok();
+    m.flood_peak_rss = proc_status_kib(server_pid, "VmHWM:");
+    eprintln!("bench: 50 MB flood: done");
+
+    let t0 = Instant::now();
+    destroy(client, &session).await?;
+    m.destroy_ms.push(ms(t0));
+    Ok(())
+}
+
+/// (f) `o.sessions` sessions, each doing `o.per` executes from its own task, all at once.
+async fn concurrent(client: &Client, server_pid: u32, o: &Opts) -> Res<Value> {
+    let ids: Vec<String> = (0..o.sessions).map(|i| format!("conc-{i}")).collect();
+    for id in &ids {
+        create(client, id, &o.kernel).await?;
+    }
+    let cpu0 = cpu_ms(server_pid);
+    let t0 = Instant::now();
+    let tasks: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let peer = client.peer().clone();
+            let id = id.clone();
+            let per = o.per;
+            tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(per);
+                for _ in 0..per {
+                    let t = Instant::now();
+                    let args = json!({"session_id": id, "code": "1+1"});
+                    let Value::Object(args) = args else { break };
+                    let r = peer
+                        .call_tool(CallToolRequestParams::new("execute").with_arguments(args))
+                        .await;
+                    match r {
+                        Ok(r) if structured(&r)["status"] == "ok" => lat.push(ms(t)),
+                        _ => break,
+                    }
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await?);
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_ms(server_pid) - cpu0;
+    for id in &ids {
+        destroy(client, id).await?;
+    }
+    eprintln!(
+        "bench: {}x{} concurrent: done (p50 {:?}, p99 {:?})",
+        o.sessions,
+        o.per,
+        median(&all),
+        percentile(&all, 99)
+    );
+    Ok(concurrent_summary(&all, wall, cpu, o.sessions * o.per))
+}
+
+/// create_session from a warm pool of one kernel, `o.starts` times: wait for the pool to be
+/// ready (server_info), time create_session, destroy.
+async fn pooled_creates(bin: &Path, o: &Opts) -> Res<Vec<f64>> {
+    let pool = format!("{}=1", o.kernel);
+    let (client, _) = spawn_with(bin, &["serve", "--pool", &pool], &[]).await?;
+    let mut out = Vec::new();
+    for i in 0..o.starts {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let r = call(&client, "server_info", json!({})).await?;
+            if structured(&r)["pool"][&o.kernel]["ready"].as_u64() == Some(1) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("the warm pool never got ready".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let id = format!("pooled-{i}");
+        let t0 = Instant::now();
+        create(&client, &id, &o.kernel).await?;
+        out.push(ms(t0));
+        destroy(&client, &id).await?;
+    }
+    let _ = client.cancel().await;
+    eprintln!("bench: create_session from the pool x{}: done", o.starts);
+    Ok(out)
+}
+
+/// (g) execute 1+1 through `serve --shared` against a private service; the service is stopped
+/// at the end (SIGTERM to the pid in its lock file).
+async fn relay(bin: &Path, o: &Opts) -> Res<Vec<f64>> {
+    let dir = tempfile::tempdir()?;
+    let sock = dir.path().join("run/service.sock");
+    let env = [
+        ("KERNEL_MCP_SOCKET", sock.clone().into_os_string()),
+        ("XDG_STATE_HOME", dir.path().join("state").into_os_string()),
+        (
+            "XDG_RUNTIME_DIR",
+            dir.path().join("xdg-run").into_os_string(),
+        ),
+    ];
+    let env: Vec<(&str, &std::ffi::OsStr)> = env.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
+    let result = async {
+        let (client, _) = spawn_with(bin, &["serve", "--shared"], &env).await?;
+        let id = "bench-relay";
+        create(&client, id, &o.kernel).await?;
+        for _ in 0..o.warmup {
+            execute_1p1(&client, id).await?;
+        }
+        let mut lat = Vec::with_capacity(o.n);
+        for _ in 0..o.n {
+            let t0 = Instant::now();
+            execute_1p1(&client, id).await?;
+            lat.push(ms(t0));
+        }
+        destroy(&client, id).await?;
+        let _ = client.cancel().await;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(lat)
+    }
+    .await;
+    let mut lock = sock.into_os_string();
+    lock.push(".lock");
+    if let Some(pid) = std::fs::read_to_string(&lock)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        for _ in 0..100 {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    eprintln!("bench: relay execute 1+1 x{}: done", o.n);
+    result
+}
+
+/// (h) The size of `tools/list` (its JSON) for the full and the minimal toolset.
+async fn tools_list_sizes(bin: &Path) -> Res<Vec<(&'static str, usize, usize, usize)>> {
+    let mut out = Vec::new();
+    for (label, args, cap) in [
+        ("full", &[][..], 24_000usize),
+        (
+            "--tools minimal",
+            &["serve", "--tools", "minimal"][..],
+            5_000,
+        ),
+    ] {
+        let (client, _) = spawn_with(bin, args, &[]).await?;
+        let tools = client.list_all_tools().await?;
+        let bytes = serde_json::to_string(&json!({ "tools": tools }))?.len();
+        let _ = client.cancel().await;
+        out.push((label, tools.len(), bytes, cap));
+    }
+    Ok(out)
+}
+
+async fn spawn_with(
+    bin: &Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Res<(Client, Option<u32>)> {
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pid = transport.id();
+    let client = ().serve(transport).await?;
+    Ok((client, pid))
+}
+
+async fn create(client: &Client, id: &str, kernel: &str) -> Res<CallToolResult> {
+    let r = call(
+        client,
+        "create_session",
+        json!({"session_id": id, "kernel": kernel}),
+    )
+    .await?;
+    check_tool(&r, "create_session")?;
+    wait_until_ready(client, id, &r).await?;
+    Ok(r)
+}
+
+async fn destroy(client: &Client, id: &str) -> Res<()> {
+    let r = call(client, "destroy_session", json!({"session_id": id})).await?;
+    check_tool(&r, "destroy_session")
+}
+
+/// create_session should return once the kernel is ready; if it answered `starting`,
+/// poll list_sessions (the wait counts as start time).
+async fn wait_until_ready(client: &Client, id: &str, created: &CallToolResult) -> Res<()> {
+    if structured(created)["status"] != "starting" {
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let r = call(client, "list_sessions", json!({})).await?;
+        let ready = structured(&r)["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|s| s["session_id"] == id && s["status"] != "starting");
+        if ready {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Err(format!("session {id} still starting after 60 s").into())
+}
+
+async fn execute_1p1(client: &Client, session: &str) -> Res<CallToolResult> {
+    let r = call(
+        client,
+        "execute",
+        json!({"session_id": session, "code": "1+1"}),
+    )
+    .await?;
+    let s = structured(&r);
+    if s["status"] != "ok" || s["result"] != "2" {
+        return Err(format!(
+            "execute 1+1: expected status ok and result \"2\", got status={} result={} {}",
+            s["status"], s["result"], s["message"]
+        )
+        .into());
+    }
+    Ok(r)
+}
+
+/// Bytes of the text content blocks of a result.
+fn text_bytes(r: &CallToolResult) -> usize {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.len()))
+        .sum()
+}
+
+async fn call(client: &Client, tool: &'static str, args: Value) -> Res<CallToolResult> {
+    let Value::Object(args) = args else {
+        unreachable!("tool arguments are an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+        .await
+        .map_err(|e| format!("{tool}: {e}").into())
+}
+
+pub fn structured(r: &CallToolResult) -> &Value {
+    static NULL: Value = Value::Null;
+    r.structured_content.as_ref().unwrap_or(&NULL)
+}
+
+fn check_tool(r: &CallToolResult, what: &str) -> Res<()> {
+    if r.is_error == Some(true) {
+        let s = structured(r);
+        return Err(format!("{what}: {} {}", s["error_code"], s["message"]).into());
+    }
+    Ok(())
+}

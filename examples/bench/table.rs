@@ -1,0 +1,285 @@
+//! The bench table: one row per figure, kernel-mcp next to the raw client and jupyter_client,
+//! with the ratios kernel-mcp / raw and kernel-mcp / jupyter_client.
+
+use serde_json::{Value, json};
+
+use crate::Opts;
+use crate::mcp_side::Ours;
+use crate::stats::{median, percentile};
+
+#[derive(Clone, Copy)]
+pub enum Unit {
+    Ms,
+    /// Input in KiB, printed in MiB.
+    Kib,
+    PerS,
+    Bytes,
+}
+
+pub struct Row {
+    pub name: String,
+    pub unit: Unit,
+    pub ours: Option<f64>,
+    pub raw: Option<f64>,
+    pub jc: Option<f64>,
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => Some(a / b),
+        _ => None,
+    }
+}
+
+impl Row {
+    fn new(
+        name: impl Into<String>,
+        unit: Unit,
+        ours: Option<f64>,
+        raw: Option<f64>,
+        jc: Option<f64>,
+    ) -> Row {
+        Row {
+            name: name.into(),
+            unit,
+            ours,
+            raw,
+            jc,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let unit = match self.unit {
+            Unit::Ms => "ms",
+            Unit::Kib => "KiB",
+            Unit::PerS => "1/s",
+            Unit::Bytes => "bytes",
+        };
+        json!({
+            "metric": self.name, "unit": unit,
+            "kernel_mcp": self.ours, "raw": self.raw, "jupyter_client": self.jc,
+            "ratio_raw": ratio(self.ours, self.raw), "ratio_jupyter_client": ratio(self.ours, self.jc),
+        })
+    }
+
+    fn cell(&self, v: Option<f64>) -> String {
+        let Some(x) = v.filter(|x| x.is_finite()) else {
+            return "-".into();
+        };
+        match self.unit {
+            Unit::Ms => format!("{x:.2} ms"),
+            Unit::Kib => format!("{:.1} MiB", x / 1024.0),
+            Unit::PerS => format!("{x:.0}/s"),
+            Unit::Bytes => format!("{x:.0} B"),
+        }
+    }
+}
+
+fn at(v: &Value, path: &[&str]) -> Option<f64> {
+    let mut v = v;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_f64()
+}
+
+pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value) -> Vec<Row> {
+    let both = |path: &[&str]| (at(raw, path), at(jc, path));
+    let kib = |v: Option<u64>| v.map(|x| x as f64);
+    let mut rows = Vec::new();
+    let (r, j) = both(&["execute_ms", "median"]);
+    rows.push(Row::new(
+        format!("execute 1+1, p50 (n={})", o.n),
+        Unit::Ms,
+        median(&m.exec_ms),
+        r,
+        j,
+    ));
+    let (r, j) = both(&["execute_ms", "p95"]);
+    rows.push(Row::new(
+        format!("execute 1+1, p95 (n={})", o.n),
+        Unit::Ms,
+        percentile(&m.exec_ms, 95),
+        r,
+        j,
+    ));
+    if !m.relay_exec_ms.is_empty() {
+        // Ratios here are relay / direct stdio (in the raw column) — the relay goal is ≤ 1.05×.
+        rows.push(Row::new(
+            "execute 1+1 via serve --shared relay, p50 | direct stdio p50",
+            Unit::Ms,
+            median(&m.relay_exec_ms),
+            median(&m.exec_ms),
+            None,
+        ));
+    }
+    let (r, j) = both(&["start_ms", "median"]);
+    rows.push(Row::new(
+        format!("cold start, p50 (n={}): create_session | raw start->ready | start_kernel+wait_for_ready", o.starts),
+        Unit::Ms,
+        median(&m.create_ms),
+        r,
+        j,
+    ));
+    rows.push(Row::new(
+        format!(
+            "create_session from the warm pool, p50 (n={}) | raw start->ready",
+            m.pool_create_ms.len()
+        ),
+        Unit::Ms,
+        median(&m.pool_create_ms),
+        r,
+        None,
+    ));
+    rows.push(Row::new(
+        format!(
+            "shutdown, p50 (n={}): destroy_session | - | shutdown_kernel",
+            m.destroy_ms.len()
+        ),
+        Unit::Ms,
+        median(&m.destroy_ms),
+        None,
+        at(jc, &["shutdown_ms", "median"]),
+    ));
+    rows.push(Row::new(
+        format!(
+            "server spawn -> MCP initialized, p50 (n={})",
+            m.spawn_ms.len()
+        ),
+        Unit::Ms,
+        median(&m.spawn_ms),
+        None,
+        None,
+    ));
+    rows.push(Row::new(
+        "client process RSS, no kernel",
+        Unit::Kib,
+        kib(m.rss_idle),
+        None,
+        at(jc, &["client_rss_idle_kib"]),
+    ));
+    let (r, j) = both(&["client_rss_kib"]);
+    rows.push(Row::new(
+        "client process RSS, one kernel",
+        Unit::Kib,
+        kib(m.rss_one_session),
+        r,
+        j,
+    ));
+    let (r, j) = both(&["kernel_rss_kib"]);
+    rows.push(Row::new(
+        format!("kernel process RSS ({}), idle", o.kernel),
+        Unit::Kib,
+        kib(m.kernel_rss),
+        r,
+        j,
+    ));
+    let (r, j) = both(&["flood", "ms"]);
+    rows.push(Row::new(
+        "50 MB as 50 000 printed lines: execute until done",
+        Unit::Ms,
+        m.flood_ms,
+        r,
+        j,
+    ));
+    let (r, j) = both(&["flood", "client_peak_rss_kib"]);
+    rows.push(Row::new(
+        "50 MB flood: client peak RSS (VmHWM)",
+        Unit::Kib,
+        kib(m.flood_peak_rss),
+        r,
+        j,
+    ));
+    if let Some(c) = &m.concurrent {
+        let label = format!("{}x{} concurrent", o.sessions, o.per);
+        for (what, key, unit) in [
+            ("p50", "p50_ms", Unit::Ms),
+            ("p99", "p99_ms", Unit::Ms),
+            ("executes/s", "per_s", Unit::PerS),
+            ("client CPU per execute", "cpu_ms_per_execute", Unit::Ms),
+        ] {
+            let (r, j) = both(&["concurrent", key]);
+            rows.push(Row::new(
+                format!("{label}: {what}"),
+                unit,
+                at(c, &[key]),
+                r,
+                j,
+            ));
+        }
+    }
+    for (label, tools, bytes, _cap) in &m.tools_list {
+        rows.push(Row::new(
+            format!("tools/list ({label}, {tools} tools)"),
+            Unit::Bytes,
+            Some(*bytes as f64),
+            None,
+            None,
+        ));
+    }
+    rows.push(Row::new(
+        "text of a 1+1 execute result",
+        Unit::Bytes,
+        m.trivial_text_bytes.map(|b| b as f64),
+        None,
+        None,
+    ));
+    // Kernel Gateway rows (issue 15, "Through Kernel Gateway"): push them here, with kernel-mcp
+    // on a gateway kernel in `ours` and a Python websocket client on the same gateway in `jc`.
+    rows
+}
+
+pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value) {
+    println!();
+    println!(
+        "kernel-mcp vs raw (zeromq + wire/) vs jupyter_client {} (python {}, ipykernel {}), kernel '{}' from {}",
+        jc["versions"]["jupyter_client"].as_str().unwrap_or("?"),
+        jc["versions"]["python"].as_str().unwrap_or("?"),
+        jc["versions"]["ipykernel"].as_str().unwrap_or("?"),
+        o.kernel,
+        jc["kernel_resource_dir"].as_str().unwrap_or("?"),
+    );
+    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(40);
+    let fr = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}x"));
+    println!(
+        "{:<w$}  {:>12}  {:>12}  {:>14}  {:>7}  {:>7}",
+        "metric", "kernel-mcp", "raw", "jupyter_client", "/raw", "/jc"
+    );
+    println!(
+        "{}",
+        "-".repeat(w + 2 + 12 + 2 + 12 + 2 + 14 + 2 + 7 + 2 + 7)
+    );
+    for r in rows {
+        println!(
+            "{:<w$}  {:>12}  {:>12}  {:>14}  {:>7}  {:>7}",
+            r.name,
+            r.cell(r.ours),
+            r.cell(r.raw),
+            r.cell(r.jc),
+            fr(ratio(r.ours, r.raw)),
+            fr(ratio(r.ours, r.jc)),
+        );
+    }
+    if let Some(b) = m.flood_response_bytes {
+        println!(
+            "50 MB flood: kernel-mcp's MCP response was {:.1} KiB (head + tail; the rest pageable); \
+             raw received {} bytes, jupyter_client {} bytes",
+            b as f64 / 1024.0,
+            raw["flood"]["bytes_received"],
+            jc["flood"]["bytes_received"]
+        );
+    }
+    for (label, _, bytes, cap) in &m.tools_list {
+        if bytes >= cap {
+            println!("tools/list ({label}): {bytes} bytes is OVER THE CAP {cap}");
+        }
+    }
+    println!(
+        "\n/raw = kernel-mcp / raw client, /jc = kernel-mcp / jupyter_client (below 1: kernel-mcp is\n\
+         faster or smaller). kernel-mcp times are MCP tools/call round trips over stdio (client-side\n\
+         wall clock); the references are direct ZeroMQ round trips. Done = execute_reply plus iopub\n\
+         idle on every side. \"client\" is the kernel-mcp server process, the raw client process or\n\
+         the Python driver. Concurrent: one MCP connection, one task per session | one task per\n\
+         kernel | one thread per kernel. The relay row compares relay (kernel-mcp) to direct (raw column)."
+    );
+}
