@@ -25,19 +25,44 @@ pub struct ConnectionInfo {
     pub kernel_name: String,
 }
 
+/// How many of the ports most recently handed to kernels are not handed out again.
+const RECENT_PORTS_KEPT: usize = 2048;
+
+/// The ports most recently handed to kernels by this process, oldest first.
+static RECENT_PORTS: std::sync::Mutex<std::collections::VecDeque<u16>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
 impl ConnectionInfo {
-    /// Five free loopback ports (each found by binding port 0 and releasing it) and a fresh key.
+    /// Five free loopback ports (each found by binding port 0 and releasing it, and none of the
+    /// last 2048 this process handed out) and a fresh key.
     /// Another process can still take a port before the kernel binds it; the launcher retries
     /// with new ports when the kernel exits early.
     pub fn allocate(kernel_name: &str) -> std::io::Result<ConnectionInfo> {
-        // Hold all five listeners at once so the five ports are distinct.
-        let listeners = (0..5)
-            .map(|_| TcpListener::bind("127.0.0.1:0"))
-            .collect::<std::io::Result<Vec<_>>>()?;
-        let ports = listeners
-            .iter()
-            .map(|l| l.local_addr().map(|a| a.port()))
-            .collect::<std::io::Result<Vec<_>>>()?;
+        // Hold every listener until the end so the five ports are distinct, and skip ports
+        // handed to another kernel recently: a socket of ours still connected to (or
+        // reconnecting to) an earlier kernel's port must never reach a newer kernel there.
+        let mut held = Vec::new();
+        let mut ports = Vec::with_capacity(5);
+        let mut recent = RECENT_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+        while ports.len() < 5 {
+            let l = TcpListener::bind("127.0.0.1:0")?;
+            let port = l.local_addr()?.port();
+            held.push(l);
+            if !recent.contains(&port) {
+                ports.push(port);
+            } else if held.len() > 5 + RECENT_PORTS_KEPT {
+                return Err(std::io::Error::other(
+                    "no free loopback port not used recently",
+                ));
+            }
+        }
+        for &p in &ports {
+            if recent.len() == RECENT_PORTS_KEPT {
+                recent.pop_front();
+            }
+            recent.push_back(p);
+        }
+        drop(recent);
         let key = format!(
             "{}{}",
             uuid::Uuid::new_v4().simple(),
@@ -95,6 +120,23 @@ pub fn runtime_dir() -> std::io::Result<PathBuf> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn ports_are_not_handed_to_two_kernels_in_a_row() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let i = ConnectionInfo::allocate("python3").unwrap();
+            for p in [
+                i.shell_port,
+                i.iopub_port,
+                i.stdin_port,
+                i.control_port,
+                i.hb_port,
+            ] {
+                assert!(seen.insert(p), "port {p} handed out twice");
+            }
+        }
+    }
 
     #[test]
     fn allocated_ports_are_distinct_and_key_is_64_hex() {
