@@ -27,6 +27,14 @@ struct Cli {
     /// $CONDA_PREFIX, else ./.venv if present.
     #[arg(long, global = true, env = "KERNEL_MCP_PYTHON_ENV")]
     python_env: Option<PathBuf>,
+    /// A Jupyter Server, Kernel Gateway or Enterprise Gateway whose kernels sessions can use
+    /// (`create_session(gateway=NAME)`); NAME defaults to `gateway`. Repeatable. Its token comes
+    /// from KERNEL_MCP_GATEWAY_TOKEN or --gateway-token-file.
+    #[arg(long, global = true, value_name = "[NAME=]URL")]
+    gateway: Vec<String>,
+    /// A file holding a gateway's token (NAME= for one gateway; without, for every gateway).
+    #[arg(long, global = true, value_name = "[NAME=]PATH")]
+    gateway_token_file: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -151,6 +159,13 @@ fn main() -> ExitCode {
         env_prefix.as_deref(),
         project_kernelspecs().as_deref(),
     );
+    let gateways = match gateways(&cli.gateway, &cli.gateway_token_file) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("kernel-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let command = cli.command.unwrap_or_else(|| Command::Serve {
         transport: std::env::var("MCP_TRANSPORT").unwrap_or_else(|_| "stdio".into()),
         host: std::env::var("MCP_HOST")
@@ -179,7 +194,9 @@ fn main() -> ExitCode {
     });
     match command {
         Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
-        Command::Doctor { json } => cli::doctor::run(&search, cli.python_env.as_deref(), json),
+        Command::Doctor { json } => {
+            cli::doctor::run(&search, cli.python_env.as_deref(), &gateways, json)
+        }
         Command::Install(args) => cli::install::run(&args, python_env.as_ref()),
         Command::Env { command } => cli::env::run(command),
         Command::Kernels => {
@@ -226,7 +243,7 @@ fn main() -> ExitCode {
                 max_memory_mib,
                 ..Limits::default()
             };
-            serve_registry(search, env_prefix, limits, |registry| {
+            serve_registry(search, env_prefix, limits, gateways, |registry| {
                 kernel_mcp::service::listener::run(registry, opts)
             })
         }
@@ -265,19 +282,38 @@ fn main() -> ExitCode {
                 max_memory_mib,
                 ..Limits::default()
             };
-            serve_registry(search, env_prefix, limits, move |registry| async move {
-                match access {
-                    Some(access) if sse => {
-                        kernel_mcp::mcp::serve::serve_sse(registry, addr, access, tools).await
+            serve_registry(
+                search,
+                env_prefix,
+                limits,
+                gateways,
+                move |registry| async move {
+                    match access {
+                        Some(access) if sse => {
+                            kernel_mcp::mcp::serve::serve_sse(registry, addr, access, tools).await
+                        }
+                        Some(access) => {
+                            kernel_mcp::mcp::serve::serve_http(registry, addr, access, tools).await
+                        }
+                        None => kernel_mcp::mcp::serve::serve_stdio(registry, tools).await,
                     }
-                    Some(access) => {
-                        kernel_mcp::mcp::serve::serve_http(registry, addr, access, tools).await
-                    }
-                    None => kernel_mcp::mcp::serve::serve_stdio(registry, tools).await,
-                }
-            })
+                },
+            )
         }
     }
+}
+
+/// The configured gateways (`--gateway`, tokens from files or KERNEL_MCP_GATEWAY_TOKEN).
+/// Errors: a sentence naming the bad flag (never a token).
+fn gateways(
+    specs: &[String],
+    token_files: &[String],
+) -> Result<Vec<kernel_mcp::kernel::remote::Rest>, String> {
+    let env_token = std::env::var("KERNEL_MCP_GATEWAY_TOKEN").ok();
+    kernel_mcp::kernel::remote::parse_gateways(specs, token_files, env_token.as_deref())?
+        .into_iter()
+        .map(kernel_mcp::kernel::remote::Rest::new)
+        .collect()
 }
 
 /// Build the runtimes and the registry, run `serve` on the MCP runtime to its end.
@@ -285,6 +321,7 @@ fn serve_registry<F, Fut>(
     search: KernelSearch,
     env_prefix: Option<PathBuf>,
     limits: Limits,
+    gateways: Vec<kernel_mcp::kernel::remote::Rest>,
     serve: F,
 ) -> ExitCode
 where
@@ -312,7 +349,7 @@ where
         Ok(exe) => registry = registry.with_supervisor(exe),
         Err(e) => tracing::warn!("kernels run unsupervised: {e}"),
     }
-    let registry = Arc::new(registry);
+    let registry = Arc::new(registry.with_gateways(gateways));
     let serving = async {
         Registry::spawn_reaper(&registry);
         serve(registry).await

@@ -38,6 +38,12 @@ pub struct CreateSessionParams {
     /// Adopt a running kernel by its connection file (destroy detaches).
     #[serde(default)]
     pub connection_file: Option<String>,
+    /// Run on this gateway (list_kernels).
+    #[serde(default)]
+    pub gateway: Option<String>,
+    /// With gateway: adopt this running kernel.
+    #[serde(default)]
+    pub kernel_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -89,8 +89,13 @@ impl KernelMcp {
         let code = handle
             .file_code(&PathBuf::from(&p.path), &argv, max)
             .await?;
+        let remote = handle.info().await?.location != "local";
         let req = ExecuteRequest {
             timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
+            notices: remote
+                .then(|| crate::session::ops::REMOTE_FILE_NOTICE.to_string())
+                .into_iter()
+                .collect(),
             ..ExecuteRequest::new(code)
         };
         if p.mode.as_deref() == Some("fresh") {

@@ -26,7 +26,8 @@ impl KernelMcp {
         output_schema = output::<KernelList>()
     )]
     async fn list_kernels(&self) -> ToolResult {
-        let kernels: Vec<_> = self
+        let (remote, gateways) = crate::session::remote::list_all(&self.registry.gateways).await;
+        let mut kernels: Vec<_> = self
             .registry
             .search
             .list()
@@ -37,11 +38,21 @@ impl KernelMcp {
                 language: k.language,
                 interrupt_mode: k.interrupt_mode,
                 resource_dir: k.resource_dir,
+                gateway: None,
             })
             .collect();
+        kernels.extend(remote.into_iter().map(|r| KernelEntry {
+            name: r.spec.name,
+            display_name: r.spec.display_name,
+            language: r.spec.language,
+            interrupt_mode: r.spec.interrupt_mode,
+            resource_dir: r.spec.resource_dir,
+            gateway: Some(r.gateway),
+        }));
         let list = KernelList {
             kernels,
             default_kernel: self.registry.default_kernel(),
+            gateways,
         };
         Ok(render::success(render::kernels_text(&list), &list, vec![]))
     }
@@ -63,6 +74,8 @@ impl KernelMcp {
             max_memory_mib: p.max_memory_mib,
             expires_after: seconds(p.expires_after_s, "expires_after_s")?,
             connection_file: p.connection_file.map(PathBuf::from),
+            gateway: p.gateway,
+            kernel_id: p.kernel_id,
         };
         let info = self.registry.create(req).await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))

@@ -29,6 +29,7 @@ pub(crate) mod packages;
 pub(crate) mod python;
 pub(crate) mod quirks;
 pub mod registry;
+pub mod remote;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub mod types;
