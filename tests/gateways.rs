@@ -56,7 +56,7 @@ async fn exec(seen: &Seen, server: &Server, session: &str, code: &str, extra: Va
 
 async fn finish(seen: &Seen, server: &Server, run: &Value) -> Value {
     let mut v = run.clone();
-    for _ in 0..20 {
+    for _ in 0..4 {
         if !matches!(status(&v), "running" | "queued") {
             break;
         }

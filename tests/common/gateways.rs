@@ -64,6 +64,7 @@ impl Backend {
                 "--ServerApp.port_retries=0".into(),
                 format!("--IdentityProvider.token={token}"),
                 "--ServerApp.open_browser=False".into(),
+                "--ServerApp.allow_root=True".into(),
                 format!("--ServerApp.root_dir={}", root.display()),
             ],
             Backend::EnterpriseGateway => vec![
@@ -72,6 +73,7 @@ impl Backend {
                 p,
                 format!("--EnterpriseGatewayApp.auth_token={token}"),
                 "--EnterpriseGatewayApp.unauthorized_users=set()".into(),
+                "--EnterpriseGatewayApp.list_kernels=True".into(),
                 // Enterprise Gateway sets no IOPub rate limits (jupyter_server 1.x then has none).
             ],
         };
@@ -139,7 +141,7 @@ impl GatewayProc {
             .stderr(logfile)
             .process_group(0);
         let child = cmd.spawn().expect("start the gateway");
-        let gw = GatewayProc {
+        let mut gw = GatewayProc {
             backend,
             url: format!("http://127.0.0.1:{port}"),
             port,
@@ -153,6 +155,9 @@ impl GatewayProc {
         loop {
             if let Ok((200, _)) = gw.try_rest(reqwest::Method::GET, "api/kernelspecs").await {
                 break;
+            }
+            if let Ok(Some(st)) = gw.child.try_wait() {
+                panic!("{backend:?} exited ({st}):\n{}", gw.log_text());
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(90),

@@ -36,6 +36,9 @@ use crate::wire::{Message, WireError};
 
 /// How long a dropped websocket is retried before the kernel counts as lost.
 pub const RECONNECT_FOR: Duration = Duration::from_secs(60);
+/// How often the REST kernel status is asked while the websocket is open (a server may keep
+/// the socket open after the kernel was deleted).
+pub const STATUS_EVERY: Duration = Duration::from_secs(2);
 /// How long one websocket handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Our msg_ids remembered to recognise replies (the oldest are forgotten first).
@@ -63,11 +66,28 @@ pub struct Link {
     out: mpsc::UnboundedSender<(Channel, Message)>,
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
+    liveness: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Link {
     fn drop(&mut self) {
         self.task.abort();
+        self.liveness.abort();
+    }
+}
+
+/// Ask the kernel's REST status every [`STATUS_EVERY`]; report (once) when the server no
+/// longer has it or says it is dead. An unreachable server is the websocket's to notice.
+async fn watch_status(rest: Rest, id: String, gone: tokio::sync::oneshot::Sender<&'static str>) {
+    loop {
+        tokio::time::sleep(STATUS_EVERY).await;
+        let why = match rest.kernel(&id).await {
+            Err(GatewayError::NotFound { .. }) => "the server no longer has it",
+            Ok(m) if m.execution_state == "dead" => "the server reports it dead",
+            _ => continue,
+        };
+        let _ = gone.send(why);
+        return;
     }
 }
 
@@ -109,6 +129,8 @@ impl Link {
         shared.connected.store(true, Ordering::Relaxed);
         shared.framing.store(framing as u8, Ordering::Relaxed);
         let (out, out_rx) = mpsc::unbounded_channel();
+        let (gone_tx, gone_rx) = tokio::sync::oneshot::channel();
+        let liveness = tokio::spawn(watch_status(rest.clone(), id.clone(), gone_tx));
         let task = tokio::spawn(
             Task {
                 rest,
@@ -119,10 +141,16 @@ impl Link {
                 out: out_rx,
                 ours: Default::default(),
                 unsent: None,
+                gone: gone_rx,
             }
             .run(socket, framing),
         );
-        Ok(Link { out, shared, task })
+        Ok(Link {
+            out,
+            shared,
+            task,
+            liveness,
+        })
     }
 
     /// Queue `msg` for `channel`. Errors: the link has ended (the kernel is gone).
@@ -225,6 +253,8 @@ struct Task {
     ours: (HashSet<String>, VecDeque<String>),
     /// A frame whose write failed; sent first after a reconnect.
     unsent: Option<WsMessage>,
+    /// Fires when the REST status says the kernel is gone.
+    gone: tokio::sync::oneshot::Receiver<&'static str>,
 }
 
 impl Task {
@@ -297,6 +327,9 @@ impl Task {
         }
         loop {
             tokio::select! {
+                why = &mut self.gone => {
+                    return Stop::KernelGone(why.unwrap_or("the status watch ended"));
+                }
                 out = self.out.recv() => {
                     let Some((channel, msg)) = out else { return Stop::Closed };
                     self.remember(msg.msg_id());
