@@ -57,7 +57,7 @@ impl KernelMcp {
         Ok(render::success(render::kernels_text(&list), &list, vec![]))
     }
 
-    /// Start a named session on a Jupyter kernel; state persists across execute calls.
+    /// Start a named session on a Jupyter kernel.
     #[tool(
         annotations(destructive_hint = false, open_world_hint = true),
         output_schema = output::<SessionInfo>()
@@ -81,7 +81,7 @@ impl KernelMcp {
         Ok(render::success(render::session_text(&info), &info, vec![]))
     }
 
-    /// List all sessions with their status, kernel, generation and queue.
+    /// List sessions: status, kernel, generation, queue.
     #[tool(
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = output::<SessionList>()
@@ -125,7 +125,7 @@ impl KernelMcp {
         Ok(render::success(text, &detail, vec![]))
     }
 
-    /// Interrupt the running code (Ctrl-C). State is kept; never restarts.
+    /// Interrupt the running code (Ctrl-C); state is kept.
     #[tool(
         annotations(
             destructive_hint = false,
@@ -148,7 +148,7 @@ impl KernelMcp {
         Ok(render::success(text, &v, vec![]))
     }
 
-    /// Restart a session's kernel: all variables are lost, the generation goes up by one.
+    /// Restart a session's kernel: variables are lost, generation +1.
     #[tool(
         annotations(destructive_hint = true, open_world_hint = false),
         output_schema = output::<SessionInfo>()
