@@ -446,3 +446,60 @@ async fn a_kernel_deleted_on_the_server_ends_the_run_kernel_died() {
     seen.assert_no_token(&server, &gw.token);
     server.shutdown().await;
 }
+
+/// The pid of the process whose command line names kernel `id`'s connection file.
+fn kernel_process(id: &str) -> Option<i32> {
+    let needle = format!("kernel-{id}.json");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        String::from_utf8_lossy(&cmd)
+            .contains(&needle)
+            .then_some(pid)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_killed_on_the_gateway_side_ends_the_run_kernel_died() {
+    let gw = GatewayProc::start(Backend::KernelGateway).await;
+    let server = server_for(&gw, None, &gw.token).await;
+    let seen = Seen::default();
+    let info = seen
+        .call(
+            &server,
+            "create_session",
+            json!({"session_id": "kk", "gateway": "kg"}),
+        )
+        .await;
+    let id = info["kernel_id"].as_str().unwrap().to_string();
+    let pid = kernel_process(&id).expect("the kernel's process");
+    let run = exec(
+        &seen,
+        &server,
+        "kk",
+        "import time; time.sleep(60)",
+        json!({"wait_s": 1}),
+    )
+    .await;
+    assert_eq!(status(&run), "running", "{run}");
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the kernel");
+    let done = finish(&seen, &server, &run).await;
+    let took = t0.elapsed();
+    assert_eq!(status(&done), "kernel_died", "{done}");
+    assert!(took < Duration::from_secs(15), "kernel_died took {took:?}");
+    eprintln!("kernel killed → kernel_died after {took:?}");
+    // The replacement the gateway started after the death is ours too: deleted.
+    let t0 = Instant::now();
+    while gw.kernel_ids().await.contains(&id) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "kernel {id} left on the gateway");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    server.destroy("kk").await;
+    seen.assert_no_token(&server, &gw.token);
+    server.shutdown().await;
+}

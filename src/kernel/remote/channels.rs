@@ -39,6 +39,8 @@ pub const RECONNECT_FOR: Duration = Duration::from_secs(60);
 /// How often the REST kernel status is asked while the websocket is open (a server may keep
 /// the socket open after the kernel was deleted).
 pub const STATUS_EVERY: Duration = Duration::from_secs(2);
+/// Why a kernel the server replaced after its death counts as gone.
+const RESTARTED: &str = "the server restarted it after it died";
 /// How long one websocket handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Our msg_ids remembered to recognise replies (the oldest are forgotten first).
@@ -107,6 +109,7 @@ impl Link {
         session: String,
         events: mpsc::UnboundedSender<KernelEvent>,
         timeout: Duration,
+        owned: bool,
     ) -> Result<Link, String> {
         let (socket, framing) =
             match tokio::time::timeout(timeout, connect(&rest, &id, &session, None)).await {
@@ -142,6 +145,7 @@ impl Link {
                 ours: Default::default(),
                 unsent: None,
                 gone: gone_rx,
+                owned,
             }
             .run(socket, framing),
         );
@@ -255,6 +259,9 @@ struct Task {
     unsent: Option<WsMessage>,
     /// Fires when the REST status says the kernel is gone.
     gone: tokio::sync::oneshot::Receiver<&'static str>,
+    /// True when we started the kernel: a replacement the server made after its death is
+    /// deleted too, so nothing of ours is left running there.
+    owned: bool,
 }
 
 impl Task {
@@ -268,6 +275,9 @@ impl Task {
                 Stop::KernelGone(why) => {
                     tracing::warn!(gateway = %self.rest.gateway().name, kernel_id = %self.id, "remote kernel is gone: {why}");
                     let _ = self.events.send(gone());
+                    if self.owned && why == RESTARTED {
+                        let _ = self.rest.delete(&self.id, Duration::from_secs(10)).await;
+                    }
                     return;
                 }
                 Stop::Dropped(why) => {
@@ -396,7 +406,7 @@ impl Task {
                 match msg.content["execution_state"].as_str() {
                     Some("dead") => return Some(Stop::KernelGone("the server reports it dead")),
                     Some("restarting") if msg.parent_header.is_none() => {
-                        return Some(Stop::KernelGone("the server restarted it after it died"));
+                        return Some(Stop::KernelGone(RESTARTED));
                     }
                     _ => {}
                 }

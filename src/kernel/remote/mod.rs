@@ -149,8 +149,15 @@ impl RemoteKernel {
     ) -> Result<RemoteKernel, String> {
         let session = uuid::Uuid::new_v4().to_string();
         let (tx, mut events) = mpsc::unbounded_channel();
-        let link =
-            channels::Link::open(rest.clone(), id.clone(), session.clone(), tx, timeout).await?;
+        let link = channels::Link::open(
+            rest.clone(),
+            id.clone(),
+            session.clone(),
+            tx,
+            timeout,
+            owned,
+        )
+        .await?;
         let info = tokio::time::timeout(timeout, wait_ready(&link, &session, &mut events))
             .await
             .map_err(|_| {
