@@ -496,7 +496,10 @@ async fn a_kernel_killed_on_the_gateway_side_ends_the_run_kernel_died() {
     // The replacement the gateway started after the death is ours too: deleted.
     let t0 = Instant::now();
     while gw.kernel_ids().await.contains(&id) {
-        assert!(t0.elapsed() < Duration::from_secs(30), "kernel {id} left on the gateway");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "kernel {id} left on the gateway"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     server.destroy("kk").await;
