@@ -274,10 +274,22 @@ impl Task {
                 }
                 Stop::KernelGone(why) => {
                     tracing::warn!(gateway = %self.rest.gateway().name, kernel_id = %self.id, "remote kernel is gone: {why}");
-                    let _ = self.events.send(gone());
                     if self.owned && why == RESTARTED {
-                        let _ = self.rest.delete(&self.id, Duration::from_secs(10)).await;
+                        // Detached: dropping the kernel on the death aborts this task.
+                        let (rest, id) = (self.rest.clone(), self.id.clone());
+                        tokio::spawn(async move {
+                            // A kernel in the middle of its restart may refuse: try a few times.
+                            for _ in 0..10 {
+                                let _ = rest.delete(&id, Duration::from_secs(10)).await;
+                                if let Err(GatewayError::NotFound { .. }) = rest.kernel(&id).await {
+                                    return;
+                                }
+                                tokio::time::sleep(Duration::from_secs(1)).await;
+                            }
+                            tracing::warn!(kernel_id = %id, "could not delete the kernel the server restarted");
+                        });
                     }
+                    let _ = self.events.send(gone());
                     return;
                 }
                 Stop::Dropped(why) => {
