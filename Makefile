@@ -9,6 +9,8 @@
 #                   MCP suites once more through the shared service (serve --shared)
 #   make conformance  the official MCP conformance suite (from npm, with Node 22) against the HTTP
 #                   transport; part of `make test`
+#   make gateways   install Jupyter Kernel Gateway + Jupyter Server into ./.venv-gw and Jupyter
+#                   Enterprise Gateway into ./.venv-eg (PyPI; idempotent) for tests/gateways.rs
 #   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
 #   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
@@ -52,7 +54,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv kernels apt-kernels build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test
+.PHONY: help venv .venv kernels apt-kernels gateways build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -107,6 +109,27 @@ $(KSTAMP): $(KREQS) $(STAMP)
 	@touch $@
 	@echo "kernels ready: $$(ls $(VENV)/share/jupyter/kernels /usr/share/jupyter/kernels | grep -v : | tr '\n' ' ')"
 
+# Remote-kernel test servers (tests/gateways.rs), each venv re-made only when its
+# requirements change. Enterprise Gateway pins jupyter_server<2, so it gets a venv of its own.
+GW_VENV  := $(CURDIR)/.venv-gw
+EG_VENV  := $(CURDIR)/.venv-eg
+GW_STAMP := $(GW_VENV)/.requirements.stamp
+EG_STAMP := $(EG_VENV)/.requirements.stamp
+
+gateways: $(GW_STAMP) $(EG_STAMP)
+
+$(GW_STAMP): requirements-gateways.txt
+	@test -x "$(GW_VENV)/bin/python" || $(PYTHON) -m venv "$(GW_VENV)"
+	"$(GW_VENV)/bin/python" -m pip install --disable-pip-version-check --no-input -q -r requirements-gateways.txt
+	"$(GW_VENV)/bin/python" -c 'import kernel_gateway, jupyter_server, ipykernel, matplotlib'
+	@touch $@
+
+$(EG_STAMP): requirements-eg.txt
+	@test -x "$(EG_VENV)/bin/python" || $(PYTHON) -m venv "$(EG_VENV)"
+	"$(EG_VENV)/bin/python" -m pip install --disable-pip-version-check --no-input -q -r requirements-eg.txt
+	"$(EG_VENV)/bin/python" -c 'import enterprise_gateway, ipykernel, matplotlib'
+	@touch $@
+
 build:
 	$(CARGO) build
 
@@ -114,7 +137,7 @@ build:
 # stdio relay), each test with a service of its own.
 SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust
 
-test: $(STAMP) kernels
+test: $(STAMP) kernels gateways
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel \
 	  $(addprefix --test ,$(SHARED_SUITES)) -- --test-threads=$(TEST_THREADS)

@@ -28,6 +28,14 @@ struct Cli {
     /// $CONDA_PREFIX, else ./.venv if present.
     #[arg(long, global = true, env = "KERNEL_MCP_PYTHON_ENV")]
     python_env: Option<PathBuf>,
+    /// A Jupyter Server, Kernel Gateway or Enterprise Gateway whose kernels sessions can use
+    /// (`create_session(gateway=NAME)`); NAME defaults to `gateway`. Repeatable. Its token comes
+    /// from KERNEL_MCP_GATEWAY_TOKEN or --gateway-token-file.
+    #[arg(long, global = true, value_name = "[NAME=]URL")]
+    gateway: Vec<String>,
+    /// A file holding a gateway's token (NAME= for one gateway; without, for every gateway).
+    #[arg(long, global = true, value_name = "[NAME=]PATH")]
+    gateway_token_file: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -179,6 +187,13 @@ fn main() -> ExitCode {
         env_prefix.as_deref(),
         project_kernelspecs().as_deref(),
     );
+    let gateways = match gateways(&cli.gateway, &cli.gateway_token_file) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("kernel-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let command = cli.command.unwrap_or_else(|| Command::Serve {
         transport: std::env::var("MCP_TRANSPORT").unwrap_or_else(|_| "stdio".into()),
         host: std::env::var("MCP_HOST")
@@ -208,7 +223,9 @@ fn main() -> ExitCode {
     });
     match command {
         Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
-        Command::Doctor { json } => cli::doctor::run(&search, cli.python_env.as_deref(), json),
+        Command::Doctor { json } => {
+            cli::doctor::run(&search, cli.python_env.as_deref(), &gateways, json)
+        }
         Command::Install(args) => cli::install::run(&args, python_env.as_ref()),
         Command::Env { command } => cli::env::run(command),
         Command::Exec(args) => {
@@ -300,7 +317,7 @@ fn main() -> ExitCode {
                 max_memory_mib,
                 ..Limits::default()
             };
-            serve_registry(search, env_prefix, limits, &pool, |registry| {
+            serve_registry(search, env_prefix, limits, &pool, gateways, |registry| {
                 kernel_mcp::service::listener::run(registry, opts)
             })
         }
@@ -345,6 +362,7 @@ fn main() -> ExitCode {
                 env_prefix,
                 limits,
                 &pool,
+                gateways,
                 move |registry| async move {
                     match access {
                         Some(access) if sse => {
@@ -361,12 +379,26 @@ fn main() -> ExitCode {
     }
 }
 
+/// The configured gateways (`--gateway`, tokens from files or KERNEL_MCP_GATEWAY_TOKEN).
+/// Errors: a sentence naming the bad flag (never a token).
+fn gateways(
+    specs: &[String],
+    token_files: &[String],
+) -> Result<Vec<kernel_mcp::kernel::remote::Rest>, String> {
+    let env_token = std::env::var("KERNEL_MCP_GATEWAY_TOKEN").ok();
+    kernel_mcp::kernel::remote::parse_gateways(specs, token_files, env_token.as_deref())?
+        .into_iter()
+        .map(kernel_mcp::kernel::remote::Rest::new)
+        .collect()
+}
+
 /// Build the runtimes and the registry, run `serve` on the MCP runtime to its end.
 fn serve_registry<F, Fut>(
     search: KernelSearch,
     env_prefix: Option<PathBuf>,
     limits: Limits,
     pool: &[(String, usize)],
+    gateways: Vec<kernel_mcp::kernel::remote::Rest>,
     serve: F,
 ) -> ExitCode
 where
@@ -394,7 +426,7 @@ where
         Ok(exe) => registry = registry.with_supervisor(exe),
         Err(e) => tracing::warn!("kernels run unsupervised: {e}"),
     }
-    let registry = match registry.with_pool(pool) {
+    let registry = match registry.with_gateways(gateways).with_pool(pool) {
         Ok(r) => Arc::new(r),
         Err(e) => {
             eprintln!("kernel-mcp: {e}");

@@ -37,6 +37,8 @@ pub struct Report {
     pub kernelspecs: Vec<SpecStatus>,
     pub default_kernel: Option<String>,
     pub service: Service,
+    /// Each `--gateway`, with `error` when it does not answer (or refuses the token).
+    pub gateways: Vec<kernel_mcp::session::remote::GatewayState>,
     /// What to do, when `ok` is false (or a warning when it is true).
     pub advice: Vec<String>,
 }
@@ -78,7 +80,12 @@ pub struct Service {
 }
 
 /// Gathers the report and prints it (JSON on `--json`). Never panics; probes are bounded.
-pub fn run(search: &KernelSearch, flag: Option<&Path>, json: bool) -> ExitCode {
+pub fn run(
+    search: &KernelSearch,
+    flag: Option<&Path>,
+    gateways: &[kernel_mcp::kernel::remote::Rest],
+    json: bool,
+) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -89,7 +96,10 @@ pub fn run(search: &KernelSearch, flag: Option<&Path>, json: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let report = runtime.block_on(gather(search, flag));
+    let mut report = runtime.block_on(gather(search, flag));
+    report.gateways = runtime
+        .block_on(kernel_mcp::session::remote::list_all(gateways))
+        .1;
     if json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),
@@ -203,6 +213,7 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
         kernelspecs,
         default_kernel,
         service: Service { socket, running },
+        gateways: Vec::new(),
         advice,
     }
 }
@@ -391,6 +402,19 @@ fn render(r: &Report) -> String {
         }
         None => {
             let _ = writeln!(o, "    no socket path");
+        }
+    }
+    if !r.gateways.is_empty() {
+        let _ = writeln!(o, "\nGateways:");
+    }
+    for g in &r.gateways {
+        match &g.error {
+            None => {
+                let _ = writeln!(o, "  ok   {}  {}", g.name, g.url);
+            }
+            Some(e) => {
+                let _ = writeln!(o, "  FAIL {}  {}  {e}", g.name, g.url);
+            }
         }
     }
     let _ = writeln!(o);

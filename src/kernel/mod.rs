@@ -14,6 +14,7 @@ pub mod connection;
 pub mod discovery;
 pub mod env_prefix;
 pub(crate) mod process;
+pub mod remote;
 pub(crate) mod seam;
 pub(crate) mod spec;
 pub mod supervise;

@@ -63,6 +63,11 @@ pub trait KernelIo: Send {
     /// and report the rung of the shutdown ladder that stopped it.
     fn shutdown(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ShutdownRung>;
 
+    /// The kernel's id on a Jupyter server (`/api/kernels/{id}`), for a remote kernel.
+    fn kernel_id(&self) -> Option<&str> {
+        None
+    }
+
     /// The connection file a person can attach with (`jupyter console --existing FILE`),
     /// where the kernel has a local one.
     fn connection_file(&self) -> Option<&std::path::Path> {
@@ -106,6 +111,26 @@ pub trait KernelLauncher: Send + Sync {
     /// True when the kernels are someone else's (adopted): they cannot be restarted.
     fn adopts(&self) -> bool {
         false
+    }
+
+    /// Where the kernels run: `"local"`, or the name of the gateway.
+    fn location(&self) -> &str {
+        "local"
+    }
+
+    /// Replace `old` by a fresh kernel (restart): by default shut it down within about
+    /// `2 × grace` and [`start`](KernelLauncher::start) another; a remote kernel restarts in
+    /// place over REST.
+    fn replace(
+        &self,
+        old: Box<dyn KernelIo>,
+        grace: Duration,
+    ) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
+        let start = self.start();
+        Box::pin(async move {
+            old.shutdown(grace).await;
+            start.await
+        })
     }
 }
 

@@ -99,6 +99,8 @@ fn hint(e: &SessionError) -> String {
         E::RunNotFound(_) => {
             " Run ids come from execute results; runs of destroyed sessions are forgotten.".into()
         }
+        E::GatewayUnavailable { .. } => " Check that the server runs and its URL (--gateway); list_kernels shows each gateway's state, and local kernels still work.".into(),
+        E::Unauthorized { .. } => " Give kernel-mcp the server's token (KERNEL_MCP_GATEWAY_TOKEN or --gateway-token-file).".into(),
         _ => String::new(),
     }
 }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSessionParams {
-    /// Session name (1-64 of A-Za-z0-9._-). Omitted: generated.
+    /// Session name (1-64 of A-Za-z0-9._-).
     #[serde(default)]
     pub session_id: Option<String>,
     /// Kernelspec name (list_kernels). Omitted: the default.
@@ -20,24 +20,30 @@ pub struct CreateSessionParams {
     /// A registered environment (list_environments).
     #[serde(default)]
     pub environment: Option<String>,
-    /// Kernel working directory. Omitted: the server's.
+    /// Kernel working directory.
     #[serde(default)]
     pub cwd: Option<String>,
-    /// Extra environment variables for the kernel.
+    /// Extra kernel env vars.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
-    /// Seconds to wait for readiness (default 60).
+    /// Readiness wait, s (default 60).
     #[serde(default)]
     pub startup_timeout_s: Option<f64>,
-    /// MiB for the kernel and all it starts (0 = none; default 4096).
+    /// Memory limit, MiB (0 = none).
     #[serde(default)]
     pub max_memory_mib: Option<u64>,
-    /// Idle seconds until shut down (0 = never; service default 86400).
+    /// Idle seconds until shut down (0 = never).
     #[serde(default)]
     pub expires_after_s: Option<f64>,
-    /// Adopt a running kernel by its connection file (destroy detaches).
+    /// Adopt a running kernel's connection file.
     #[serde(default)]
     pub connection_file: Option<String>,
+    /// A --gateway name (list_kernels).
+    #[serde(default)]
+    pub gateway: Option<String>,
+    /// Adopt this kernel on gateway.
+    #[serde(default)]
+    pub kernel_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -66,39 +72,39 @@ pub struct RestartSessionParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteParams {
-    /// Session to run in. Omitted: the "default" session (created on first use).
+    /// Session to run in (default: "default", made on first use).
     #[serde(default)]
     pub session_id: Option<String>,
     /// The code to run (at most 1 MiB).
     pub code: String,
-    /// Run-time limit in s (interrupt, then restart after 5 s). 0: none.
+    /// Run-time limit, s (interrupt, then restart). 0: none.
     #[serde(default)]
     pub timeout_s: Option<f64>,
-    /// Seconds to wait (default 50); then status "running" (get_execution waits again).
+    /// Seconds to wait (default 50), then "running".
     #[serde(default)]
     pub wait_s: Option<f64>,
-    /// Answers for input() prompts, used in order.
+    /// Answers for input() prompts, in order.
     #[serde(default)]
     pub stdin: Option<Vec<String>>,
-    /// STATE_CHANGED unless the session is at this generation.
+    /// Fail unless at this generation.
     #[serde(default)]
     pub expected_generation: Option<u64>,
-    /// Record in the kernel's history (default true).
+    /// Kernel history (default true).
     #[serde(default)]
     pub store_history: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetExecutionParams {
-    /// The run's id, from an execute result.
+    /// From an execute result.
     pub run_id: String,
-    /// Seconds to wait for the run to finish (default 0).
+    /// Seconds to wait for it (default 0).
     #[serde(default)]
     pub wait_s: Option<f64>,
     /// Page one stream instead: "stdout" or "stderr".
     #[serde(default)]
     pub stream: Option<String>,
-    /// Byte offset into the stream's text (default 0).
+    /// Byte offset (default 0).
     #[serde(default)]
     pub offset: Option<usize>,
     /// Bytes to return (default 20000).
@@ -183,12 +189,12 @@ pub struct ExportHistoryParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteFileParams {
-    /// Session to run in. Omitted: the "default" session.
+    /// Session to run in (default: "default").
     #[serde(default)]
     pub session_id: Option<String>,
-    /// The file to run; relative paths resolve against the session's cwd.
+    /// The file to run (relative: the session's cwd).
     pub path: String,
-    /// Arguments: Python sees sys.argv = [path, *argv] exactly.
+    /// Python sees sys.argv = [path, *argv].
     #[serde(default)]
     pub argv: Option<Vec<String>>,
     /// As for execute.

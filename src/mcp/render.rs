@@ -197,13 +197,27 @@ pub fn kernels_text(list: &super::results::KernelList) -> String {
     let lines: Vec<String> = list
         .kernels
         .iter()
-        .map(|k| format!("{} — {} ({})", k.name, k.display_name, k.language))
+        .map(|k| match &k.gateway {
+            Some(g) => format!(
+                "{} — {} ({}) gateway={g}",
+                k.name, k.display_name, k.language
+            ),
+            None => format!("{} — {} ({})", k.name, k.display_name, k.language),
+        })
         .collect();
-    format!(
+    let mut text = format!(
         "{}\ndefault kernel: {}",
         lines.join("\n"),
         list.default_kernel.as_deref().unwrap_or("none")
-    )
+    );
+    for g in &list.gateways {
+        match &g.error {
+            Some(e) => write!(text, "\ngateway {} ({}): {e}", g.name, g.url),
+            None => write!(text, "\ngateway {} ({}): ok", g.name, g.url),
+        }
+        .ok();
+    }
+    text
 }
 
 /// `  name: type summary` per variable, each on its own line.

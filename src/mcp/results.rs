@@ -21,6 +21,7 @@ pub struct KernelEntry {
     pub language: String,
     pub interrupt_mode: crate::kernel::spec::InterruptMode,
     pub resource_dir: PathBuf,
+    pub gateway: Option<String>,
 }
 
 /// `list_kernels`.
@@ -28,6 +29,8 @@ pub struct KernelEntry {
 pub struct KernelList {
     pub kernels: Vec<KernelEntry>,
     pub default_kernel: Option<String>,
+    /// Each gateway; `error` when unreachable.
+    pub gateways: Vec<crate::session::remote::GatewayState>,
 }
 
 /// `list_sessions`.

@@ -25,7 +25,7 @@ use crate::session::{
 #[tool_router(router = run_router, vis = "pub(crate)")]
 impl KernelMcp {
     /// Run code in a session's kernel: stdout, stderr, result, displays (images as image blocks),
-    /// errors. Still going after wait_s (default 50): status "running"; get_execution(run_id).
+    /// errors. After wait_s: "running"; get_execution(run_id).
     #[tool(
         annotations(destructive_hint = true, open_world_hint = true),
         output_schema = output::<ExecutionResult>()
@@ -89,8 +89,13 @@ impl KernelMcp {
         let code = handle
             .file_code(&PathBuf::from(&p.path), &argv, max)
             .await?;
+        let remote = handle.info().await?.location != "local";
         let req = ExecuteRequest {
             timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
+            notices: remote
+                .then(|| crate::session::ops::REMOTE_FILE_NOTICE.to_string())
+                .into_iter()
+                .collect(),
             ..ExecuteRequest::new(code)
         };
         if p.mode.as_deref() == Some("fresh") {
@@ -100,8 +105,8 @@ impl KernelMcp {
         }
     }
 
-    /// A run's result (waiting up to wait_s), or a page of one part: stream ("stdout", "stderr",
-    /// "result", "traceback"), offset, limit (bytes).
+    /// A run's result (waiting up to wait_s), or a page of stream ("stdout", "stderr", "result",
+    /// "traceback") at offset, limit bytes.
     #[tool(
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = output::<RunOrPage>()
@@ -142,7 +147,7 @@ impl KernelMcp {
             .await
     }
 
-    /// Answer the input() prompt of an "awaiting_input" run; then waits like execute.
+    /// Answer an "awaiting_input" run's input() prompt; waits like execute.
     #[tool(
         annotations(destructive_hint = false, open_world_hint = false),
         output_schema = output::<ExecutionResult>()

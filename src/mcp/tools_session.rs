@@ -26,7 +26,8 @@ impl KernelMcp {
         output_schema = output::<KernelList>()
     )]
     async fn list_kernels(&self) -> ToolResult {
-        let kernels: Vec<_> = self
+        let (remote, gateways) = crate::session::remote::list_all(&self.registry.gateways).await;
+        let mut kernels: Vec<_> = self
             .registry
             .search
             .list()
@@ -37,16 +38,26 @@ impl KernelMcp {
                 language: k.language,
                 interrupt_mode: k.interrupt_mode,
                 resource_dir: k.resource_dir,
+                gateway: None,
             })
             .collect();
+        kernels.extend(remote.into_iter().map(|r| KernelEntry {
+            name: r.spec.name,
+            display_name: r.spec.display_name,
+            language: r.spec.language,
+            interrupt_mode: r.spec.interrupt_mode,
+            resource_dir: r.spec.resource_dir,
+            gateway: Some(r.gateway),
+        }));
         let list = KernelList {
             kernels,
             default_kernel: self.registry.default_kernel(),
+            gateways,
         };
         Ok(render::success(render::kernels_text(&list), &list, vec![]))
     }
 
-    /// Start a named session on a Jupyter kernel; state persists across execute calls.
+    /// Start a named session on a Jupyter kernel.
     #[tool(
         annotations(destructive_hint = false, open_world_hint = true),
         output_schema = output::<SessionInfo>()
@@ -63,12 +74,14 @@ impl KernelMcp {
             max_memory_mib: p.max_memory_mib,
             expires_after: seconds(p.expires_after_s, "expires_after_s")?,
             connection_file: p.connection_file.map(PathBuf::from),
+            gateway: p.gateway,
+            kernel_id: p.kernel_id,
         };
         let info = self.registry.create(req).await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))
     }
 
-    /// List all sessions with their status, kernel, generation and queue.
+    /// List sessions: status, kernel, generation, queue.
     #[tool(
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = output::<SessionList>()
@@ -112,7 +125,7 @@ impl KernelMcp {
         Ok(render::success(text, &detail, vec![]))
     }
 
-    /// Interrupt the running code (Ctrl-C). State is kept; never restarts.
+    /// Interrupt the running code (Ctrl-C); state is kept.
     #[tool(
         annotations(
             destructive_hint = false,
@@ -135,7 +148,7 @@ impl KernelMcp {
         Ok(render::success(text, &v, vec![]))
     }
 
-    /// Restart a session's kernel: all variables are lost, the generation goes up by one.
+    /// Restart a session's kernel: variables are lost, generation +1.
     #[tool(
         annotations(destructive_hint = true, open_world_hint = false),
         output_schema = output::<SessionInfo>()

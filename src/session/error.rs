@@ -28,6 +28,8 @@ pub enum ErrorCode {
     IoError,
     InternalError,
     SessionExpired,
+    GatewayUnavailable,
+    Unauthorized,
 }
 
 impl ErrorCode {
@@ -50,6 +52,8 @@ impl ErrorCode {
             ErrorCode::IoError => "IO_ERROR",
             ErrorCode::InternalError => "INTERNAL_ERROR",
             ErrorCode::SessionExpired => "SESSION_EXPIRED",
+            ErrorCode::GatewayUnavailable => "GATEWAY_UNAVAILABLE",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
         }
     }
 }
@@ -134,6 +138,12 @@ pub enum SessionError {
     Io { path: String, message: String },
     #[error("{0}")]
     Internal(String),
+    /// A configured Jupyter server or gateway cannot be reached.
+    #[error("{message}")]
+    GatewayUnavailable { gateway: String, message: String },
+    /// A gateway refused our token.
+    #[error("{message}")]
+    Unauthorized { gateway: String, message: String },
 }
 
 impl SessionError {
@@ -159,6 +169,8 @@ impl SessionError {
             E::LimitExceeded(_) => ErrorCode::LimitExceeded,
             E::Io { .. } => ErrorCode::IoError,
             E::Internal(_) => ErrorCode::InternalError,
+            E::GatewayUnavailable { .. } => ErrorCode::GatewayUnavailable,
+            E::Unauthorized { .. } => ErrorCode::Unauthorized,
         }
     }
 
@@ -193,6 +205,9 @@ impl SessionError {
             } => json!({"run_id": run, "session_id": session, "history_count": total}),
             E::NotAwaitingInput { run, status } => json!({"run_id": run, "status": status}),
             E::Io { path, .. } => json!({"path": path}),
+            E::GatewayUnavailable { gateway, .. } | E::Unauthorized { gateway, .. } => {
+                json!({"gateway": gateway})
+            }
             _ => Value::Null,
         }
     }

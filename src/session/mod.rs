@@ -30,6 +30,7 @@ pub mod pool;
 pub(crate) mod python;
 pub(crate) mod quirks;
 pub mod registry;
+pub mod remote;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub mod types;

@@ -75,6 +75,13 @@ impl SessionHandle {
         let path = PathBuf::from(&info.cwd).join(path);
         let contents = super::files::read_capped(&path, max_bytes).await?;
         let language = Language::from_name(&info.language);
+        if language.is_python() && info.location != "local" {
+            return Ok(python::run_source_code(
+                &path.display().to_string(),
+                &contents,
+                argv,
+            ));
+        }
         if language.is_python() {
             return Ok(python::run_file_code(&path.display().to_string(), argv));
         }
@@ -117,6 +124,9 @@ impl SessionHandle {
                 "Packages can be installed for Python kernels. For R run install.packages(\"name\"); for Octave, pkg install -forge name; for bash, the system package manager.".into(),
             ));
         }
+        if self.info().await?.location != "local" {
+            return self.install_in_kernel(packages_).await;
+        }
         let exe = python::eval_json(self, python::EXECUTABLE).await?;
         let Some(exe) = exe.as_str().filter(|s| !s.is_empty()) else {
             return Err(SessionError::Internal(
@@ -135,6 +145,45 @@ impl SessionHandle {
         Ok(outcome)
     }
 }
+
+impl SessionHandle {
+    /// `install_packages` on a remote kernel: pip runs inside the kernel, on its machine.
+    async fn install_in_kernel(
+        &self,
+        packages_: &[String],
+    ) -> Result<InstallOutcome, SessionError> {
+        let expr = python::pip_in_kernel_expr(packages_, 4000);
+        let v = python::eval_json_within(self, &expr, packages::INSTALL_TIMEOUT).await?;
+        let code = v[0].as_i64().unwrap_or(-1);
+        let output = v[1].as_str().unwrap_or_default().to_string();
+        let mut command: Vec<String> = ["sys.executable", "-m", "pip", "install"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        command.extend(packages_.iter().cloned());
+        if code == 0 {
+            let _ = python::eval_json(
+                self,
+                "__import__('importlib').invalidate_caches() or '6e756c6c'",
+            )
+            .await;
+        }
+        Ok(InstallOutcome {
+            ok: code == 0,
+            command,
+            restart_recommended: output.contains("Successfully uninstalled"),
+            output,
+            notices: vec![REMOTE_INSTALL_NOTICE.into()],
+        })
+    }
+}
+
+/// Said by `install_packages` on a remote session.
+pub const REMOTE_INSTALL_NOTICE: &str = "The kernel runs on a gateway: pip ran inside it (sys.executable -m pip), on the kernel's machine.";
+
+/// Said by `execute_file` on a remote session.
+pub const REMOTE_FILE_NOTICE: &str =
+    "The kernel runs on a gateway: the file was read here and its contents sent to the kernel.";
 
 /// History entries of a session, live or from its journal.
 pub struct HistorySource {

@@ -41,6 +41,9 @@ pub struct InstallOutcome {
     pub output: String,
     /// True when an installed package replaced one that may already be imported.
     pub restart_recommended: bool,
+    /// Sentences about how the install ran (e.g. inside a remote kernel).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 /// Reject specifiers that would be read as installer options (e.g. `--index-url`).
@@ -164,6 +167,7 @@ pub async fn run_installer(
         command,
         output: output.text(),
         restart_recommended: output.replaced,
+        notices: Vec::new(),
     })
 }
 

@@ -49,6 +49,43 @@ del __kernel_mcp_run_file
     )
 }
 
+/// Like [`run_file_code`], for a kernel that cannot read the file (a remote one): the file's
+/// `source` travels inside the code (base64), and runs under its name `path`.
+pub fn run_source_code(path: &str, source: &[u8], argv: &[String]) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(source);
+    let payload = serde_json::to_string(&json!([path, encoded, argv])).unwrap_or_default();
+    let literal = serde_json::to_string(&payload).unwrap_or_default();
+    format!(
+        r#"def __kernel_mcp_run_source(path, encoded, argv, ns):
+    import sys, base64
+    saved_argv, had_file, saved_file = sys.argv, '__file__' in ns, ns.get('__file__')
+    sys.argv = [path, *argv]
+    ns['__file__'] = path
+    try:
+        exec(compile(base64.b64decode(encoded), path, 'exec'), ns)
+    finally:
+        sys.argv = saved_argv
+        if had_file:
+            ns['__file__'] = saved_file
+        else:
+            ns.pop('__file__', None)
+__kernel_mcp_run_source(*__import__('json').loads({literal}), globals())
+del __kernel_mcp_run_source
+"#
+    )
+}
+
+/// `sys.executable -m pip install PACKAGES` run inside the kernel (a remote kernel's own
+/// machine), as a hex-encoded JSON `[returncode, output tail]`.
+pub fn pip_in_kernel_expr(packages: &[String], tail_bytes: usize) -> String {
+    let pkgs = serde_json::to_string(packages).unwrap_or_else(|_| "[]".into());
+    let literal = serde_json::to_string(&pkgs).unwrap_or_default();
+    format!(
+        "(lambda sp, sys, json: (lambda r: json.dumps([r.returncode, (r.stdout + r.stderr)[-{tail_bytes}:]]).encode().hex())(sp.run([sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', *json.loads({literal})], capture_output=True, text=True, timeout=600)))(__import__('subprocess'), __import__('sys'), __import__('json'))"
+    )
+}
+
 /// Evaluate a hex-encoding JSON `expr` silently in the kernel and decode the result.
 /// Errors: `SESSION_BUSY` while a run executes; `INTERNAL_ERROR` if the expression failed.
 pub async fn eval_json(handle: &SessionHandle, expr: &str) -> Result<Value, SessionError> {

@@ -43,6 +43,10 @@ pub struct CreateRequest {
     pub expires_after: Option<Duration>,
     /// Adopt the running kernel of this connection file instead of starting one.
     pub connection_file: Option<PathBuf>,
+    /// Run the kernel on this configured gateway (see [`super::remote`]).
+    pub gateway: Option<String>,
+    /// With `gateway`: adopt this running kernel instead of starting one.
+    pub kernel_id: Option<String>,
 }
 
 /// All sessions of this server process.
@@ -72,6 +76,8 @@ pub struct Registry {
     pub(super) expired: Mutex<super::expiry::Tombstones>,
     /// Started kernels waiting for a session (`--pool`, see [`super::pool`]).
     pub pool: super::pool::Pool,
+    /// The configured Jupyter servers and gateways (`--gateway`).
+    pub gateways: crate::kernel::remote::Gateways,
 }
 
 impl Registry {
@@ -102,7 +108,14 @@ impl Registry {
             supervisor: None,
             expired: Mutex::new(Default::default()),
             pool: Default::default(),
+            gateways: Default::default(),
         }
+    }
+
+    /// Offer the kernels of these Jupyter servers and gateways too.
+    pub fn with_gateways(mut self, gateways: Vec<crate::kernel::remote::Rest>) -> Registry {
+        self.gateways = Arc::new(gateways);
+        self
     }
 
     /// Run every kernel under `kernel-mcp supervise` from this binary, so nothing a kernel
@@ -218,9 +231,18 @@ impl Registry {
             .startup_timeout
             .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s));
         let (spec, launcher): (KernelSpec, Arc<dyn crate::kernel::KernelLauncher>) =
-            match &req.connection_file {
-                Some(file) => adopted_spec(&req, file, &cwd, startup_timeout)?,
-                None => {
+            match (&req.gateway, &req.connection_file) {
+                (Some(name), _) => {
+                    let rest = super::remote::find(&self.gateways, name)?;
+                    super::remote::remote_spec(rest, &req, startup_timeout).await?
+                }
+                (None, Some(file)) => adopted_spec(&req, file, &cwd, startup_timeout)?,
+                (None, None) if req.kernel_id.is_some() => {
+                    return Err(SessionError::InvalidArgument(
+                        "kernel_id names a kernel on a gateway: give `gateway` too.".into(),
+                    ));
+                }
+                (None, None) => {
                     let mut spec = self.resolve_spec(&req, &cwd).await?;
                     if let Some(name) = &environment {
                         spec.display_name = format!("Python (environment {name})");

@@ -112,6 +112,10 @@ pub struct SessionInfo {
     pub connection_file: Option<String>,
     /// True for a kernel someone else started and this session adopted.
     pub attached: bool,
+    /// `local`, or the gateway the kernel runs on.
+    pub location: String,
+    /// The kernel's id on its gateway.
+    pub kernel_id: Option<String>,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.

@@ -19,4 +19,7 @@ pub enum WireError {
     /// A JSON frame does not parse, or a header lacks string `msg_id`/`msg_type` (§1.3, §1.7).
     #[error("invalid JSON in the {part} frame: {detail}")]
     Json { part: &'static str, detail: String },
+    /// A websocket frame whose offsets do not delimit its parts (see `wire::websocket`).
+    #[error("malformed websocket frame: {detail}")]
+    Framing { detail: String },
 }

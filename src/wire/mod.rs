@@ -4,6 +4,8 @@
 //! input from a peer. A malformed or badly signed multipart is an
 //! [`WireError`] that drops that one message.
 //!
+//! The kernel websocket's framings (v1 binary and JSON) are in [`websocket`].
+//!
 //! Frames: `[ids…] <IDS|MSG> hmac header parent_header metadata content [buffers…]`.
 //! The `§` numbers in this module refer to the wire-protocol section (§1) of the
 //! project's Jupyter protocol notes; the upstream spec is linked below.
@@ -15,6 +17,7 @@ mod error;
 mod message;
 mod signing;
 mod stream;
+pub mod websocket;
 
 pub use codec::{DELIMITER, decode, encode};
 pub use error::WireError;

@@ -330,6 +330,7 @@ pub fn server_command(workdir: &Path) -> tokio::process::Command {
         .env_remove("CONDA_PREFIX")
         .env_remove("KERNEL_MCP_PYTHON_ENV")
         .env_remove("KERNEL_MCP_TOKEN")
+        .env_remove("KERNEL_MCP_GATEWAY_TOKEN")
         .env_remove("KERNEL_MCP_TOOLS")
         // History journals go to the test's temp dir, not the user's ~/.local/state.
         .env("XDG_STATE_HOME", workdir.join("state"))
@@ -533,6 +534,7 @@ pub fn status(result: &Value) -> &str {
 
 pub mod cli;
 pub mod fake;
+pub mod gateways;
 pub mod history;
 pub mod http;
 pub mod kernels;

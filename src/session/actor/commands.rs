@@ -142,6 +142,7 @@ impl Actor {
             req.timeout,
             req.stdin,
         );
+        run.notices.extend(req.notices);
         // The kernel it is expected to run in; set again when it starts.
         run.generation = self.generation.max(1);
         let rx = run.watch();

@@ -17,10 +17,10 @@ impl Actor {
         self.starting = Some((
             reason,
             tokio::spawn(async move {
-                if let Some(old) = old {
-                    old.shutdown(grace).await;
+                match old {
+                    Some(old) => launcher.replace(old, grace).await,
+                    None => launcher.start().await,
                 }
-                launcher.start().await
             }),
         ));
     }

@@ -75,6 +75,9 @@ pub struct ExecuteRequest {
     pub timeout: Option<Duration>,
     pub stdin: Vec<String>,
     pub expected_generation: Option<u64>,
+    /// Sentences the run's result carries from the start (e.g. how a file reached a remote
+    /// kernel).
+    pub notices: Vec<String>,
 }
 
 impl ExecuteRequest {
@@ -87,6 +90,7 @@ impl ExecuteRequest {
             timeout: None,
             stdin: Vec::new(),
             expected_generation: None,
+            notices: Vec::new(),
         }
     }
 }
@@ -450,6 +454,12 @@ impl Actor {
                 .and_then(|k| k.connection_file())
                 .map(|p| p.display().to_string()),
             attached: self.desc.launcher.adopts(),
+            location: self.desc.launcher.location().to_string(),
+            kernel_id: self
+                .kernel
+                .as_ref()
+                .and_then(|k| k.kernel_id())
+                .map(String::from),
         }
     }
 }

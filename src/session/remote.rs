@@ -1,0 +1,196 @@
+//! Sessions on a Jupyter server or gateway: turning `create_session(gateway, kernel)` or
+//! `create_session(gateway, kernel_id)` into a kernelspec and a [`RemoteLauncher`], after a
+//! REST call that answers `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED` or `KERNEL_NOT_FOUND` at once;
+//! and the gateways' kernelspecs for `list_kernels`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::error::SessionError;
+use super::registry::CreateRequest;
+use crate::kernel::remote::{GatewayError, RemoteLauncher, Rest};
+use crate::kernel::{InterruptMode, KernelLauncher, KernelSpec};
+
+/// One gateway's kernelspec, as `list_kernels` shows it.
+#[derive(Debug, Clone)]
+pub struct RemoteSpec {
+    pub gateway: String,
+    pub spec: KernelSpec,
+}
+
+/// A gateway's state in `list_kernels`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GatewayState {
+    pub name: String,
+    pub url: String,
+    /// Why it could not be listed (unreachable, token refused); `None` when it answered.
+    pub error: Option<String>,
+}
+
+/// The session error of a gateway failure.
+pub fn session_error(e: GatewayError) -> SessionError {
+    let message = e.to_string();
+    match e {
+        GatewayError::Unavailable { gateway, .. } => {
+            SessionError::GatewayUnavailable { gateway, message }
+        }
+        GatewayError::Unauthorized { gateway, .. } => {
+            SessionError::Unauthorized { gateway, message }
+        }
+        GatewayError::NotFound { gateway, .. } => SessionError::KernelNotFound {
+            message: format!("{message}."),
+            details: json!({"gateway": gateway}),
+        },
+        GatewayError::Http { gateway, .. } => SessionError::KernelStartFailed {
+            message,
+            details: json!({"gateway": gateway}),
+        },
+    }
+}
+
+/// The gateway named `name`. Errors: `INVALID_ARGUMENT` naming the configured ones.
+pub fn find<'a>(gateways: &'a [Rest], name: &str) -> Result<&'a Rest, SessionError> {
+    gateways.iter().find(|g| g.gateway().name == name).ok_or_else(|| {
+        let known: Vec<&str> = gateways.iter().map(|g| g.gateway().name.as_str()).collect();
+        SessionError::InvalidArgument(if known.is_empty() {
+            format!("No gateway '{name}': none is configured (start kernel-mcp with --gateway [NAME=]URL).")
+        } else {
+            format!("No gateway '{name}'. Configured: {}.", known.join(", "))
+        })
+    })
+}
+
+/// Every kernelspec of `rest`'s gateway, and its default kernel's name.
+/// Errors: the gateway's, as [`SessionError`]s.
+pub async fn kernelspecs(rest: &Rest) -> Result<(Vec<RemoteSpec>, Option<String>), SessionError> {
+    let v = rest.kernelspecs().await.map_err(session_error)?;
+    let gateway = rest.gateway().name.clone();
+    let mut out = Vec::new();
+    if let Some(map) = v["kernelspecs"].as_object() {
+        for (name, entry) in map {
+            out.push(RemoteSpec {
+                gateway: gateway.clone(),
+                spec: spec_from(name, &entry["spec"], rest),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+    Ok((out, v["default"].as_str().map(String::from)))
+}
+
+/// Every gateway's kernelspecs, in parallel, and each gateway's state.
+pub async fn list_all(gateways: &[Rest]) -> (Vec<RemoteSpec>, Vec<GatewayState>) {
+    let all = futures::future::join_all(gateways.iter().map(kernelspecs)).await;
+    let mut specs = Vec::new();
+    let mut states = Vec::new();
+    for (rest, r) in gateways.iter().zip(all) {
+        let error = match r {
+            Ok((s, _)) => {
+                specs.extend(s);
+                None
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        states.push(GatewayState {
+            name: rest.gateway().name.clone(),
+            url: rest.gateway().url.clone(),
+            error,
+        });
+    }
+    (specs, states)
+}
+
+fn spec_from(name: &str, spec: &Value, rest: &Rest) -> KernelSpec {
+    let gateway = &rest.gateway().name;
+    KernelSpec {
+        name: name.to_string(),
+        resource_dir: rest
+            .gateway()
+            .join(&format!("api/kernelspecs/{name}"))
+            .into(),
+        argv: Vec::new(),
+        display_name: format!(
+            "{} (on {gateway})",
+            spec["display_name"].as_str().unwrap_or(name)
+        ),
+        language: spec["language"].as_str().unwrap_or_default().to_string(),
+        interrupt_mode: match spec["interrupt_mode"].as_str() {
+            Some("message") => InterruptMode::Message,
+            _ => InterruptMode::default(),
+        },
+        env: BTreeMap::new(),
+        metadata: spec["metadata"].clone(),
+    }
+}
+
+/// The spec and launcher of a session on gateway `rest`: a kernel started from `req.kernel`
+/// (else the gateway's default), or the running kernel `req.kernel_id`.
+/// Errors: `INVALID_ARGUMENT`, `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `KERNEL_NOT_FOUND`.
+pub async fn remote_spec(
+    rest: &Rest,
+    req: &CreateRequest,
+    startup_timeout: Duration,
+) -> Result<(KernelSpec, Arc<dyn KernelLauncher>), SessionError> {
+    if req.python.is_some() || req.connection_file.is_some() {
+        return Err(SessionError::InvalidArgument(
+            "A gateway session runs the gateway's kernelspecs: give `kernel` or `kernel_id`, not `python`, `environment` or `connection_file`.".into(),
+        ));
+    }
+    let gateway = rest.gateway().name.clone();
+    let (specs, default) = kernelspecs(rest).await?;
+    let (name, adopt_id) = match &req.kernel_id {
+        Some(id) => {
+            if req.kernel.is_some() || !req.env.is_empty() {
+                return Err(SessionError::InvalidArgument(
+                    "kernel_id adopts a running kernel: give no kernel or env with it.".into(),
+                ));
+            }
+            let model = rest.kernel(id).await.map_err(|e| match e {
+                GatewayError::NotFound { .. } => SessionError::KernelNotFound {
+                    message: format!("Gateway '{gateway}' has no running kernel '{id}'."),
+                    details: json!({"gateway": gateway, "kernel_id": id}),
+                },
+                e => session_error(e),
+            })?;
+            (model.name, Some(id.clone()))
+        }
+        None => {
+            let name = req
+                .kernel
+                .clone()
+                .or(default)
+                .unwrap_or_else(|| "python3".into());
+            if !specs.iter().any(|s| s.spec.name == name) {
+                let available: Vec<&str> = specs.iter().map(|s| s.spec.name.as_str()).collect();
+                return Err(SessionError::KernelNotFound {
+                    message: format!(
+                        "Kernel '{name}' not found on gateway '{gateway}'. Available there: {}.",
+                        available.join(", ")
+                    ),
+                    details: json!({"gateway": gateway, "kernel": name, "available": available}),
+                });
+            }
+            (name, None)
+        }
+    };
+    let mut spec = specs
+        .into_iter()
+        .find(|s| s.spec.name == name)
+        .map(|s| s.spec)
+        .unwrap_or_else(|| spec_from(&name, &Value::Null, rest));
+    if let Some(id) = &adopt_id {
+        spec.display_name = format!("{} (adopted kernel {id})", spec.display_name);
+    }
+    let launcher = RemoteLauncher {
+        rest: rest.clone(),
+        kernel: name,
+        env: req.env.clone(),
+        adopt_id,
+        startup_timeout,
+    };
+    Ok((spec, Arc::new(launcher)))
+}
