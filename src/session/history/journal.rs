@@ -43,6 +43,10 @@ pub enum JournalRecord {
     Cleared,
     /// The kernel's language_info (from kernel_info_reply) became known or changed.
     LanguageInfo(Value),
+    /// The outputs with this output's `display_id`, in every entry so far, now show its data
+    /// (`update_display_data`, or a later display with the same id; the latest value per id
+    /// is written when a run finishes).
+    DisplayUpdated(super::HistoryOutput),
 }
 
 /// An open journal: appends records, one flushed line each.
@@ -163,7 +167,8 @@ pub struct JournalContents {
 /// Read a journal, applying deletions and clears. A torn last line (a crash mid-write) is ignored.
 ///
 /// Records are replayed in order: `entry` appends, `deleted` removes those run ids, `cleared`
-/// empties the list, `language_info` replaces the last one (`null` if none was recorded). An
+/// empties the list, `language_info` replaces the last one (`null` if none was recorded),
+/// `display_updated` updates the outputs with its `display_id` in the entries so far. An
 /// invalid line that is not the last one is skipped with a warning (it can only come from
 /// outside damage). Invalid UTF-8 is decoded lossily. Errors: I/O errors reading the file;
 /// `InvalidData` when the first line is not a [`JournalHeader`].
@@ -212,6 +217,11 @@ pub fn read_journal(path: &Path) -> std::io::Result<JournalContents> {
             }
             JournalRecord::Cleared => entries.clear(),
             JournalRecord::LanguageInfo(info) => language_info = info,
+            JournalRecord::DisplayUpdated(update) => {
+                for entry in &mut entries {
+                    super::update_entry_display(entry, &update);
+                }
+            }
         }
     }
     Ok(JournalContents {
@@ -366,6 +376,7 @@ mod tests {
                     .as_object()
                     .unwrap()
                     .clone(),
+                ..Default::default()
             }],
             ..entry("r6", "1/0", RunStatus::Error)
         };
