@@ -382,14 +382,16 @@ fn reference_notebooks() -> Vec<(String, Value)> {
         .collect()
 }
 
-fn print_normalisations(applied: &Applied) {
-    eprintln!("normalisations (applied to both sides; docs/fidelity.md):");
+/// The normalisations, each with how often it changed something.
+fn normalisations_report(applied: &Applied) -> String {
+    let mut text = String::from("normalisations (applied to both sides; docs/fidelity.md):\n");
     for (name, why) in NORMALISATIONS {
-        eprintln!(
-            "  {name:<13} {:>5} times  {why}",
+        text.push_str(&format!(
+            "  {name:<13} {:>5} times  {why}\n",
             applied.0.get(name).copied().unwrap_or(0)
-        );
+        ));
     }
+    text
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -431,8 +433,8 @@ async fn real_notebooks_run_through_kernel_mcp_as_nbclient_ran_them() {
         diffs.iter().map(|d| (d.notebook.clone(), d.cell)).collect();
     let bad_notebooks: std::collections::BTreeSet<&String> =
         differing.iter().map(|(n, _)| n).collect();
-    eprintln!(
-        "fidelity: {} notebooks from {} packages ({}), {} code cells; {} notebooks and {} cells differ",
+    let mut report = format!(
+        "fidelity: {} notebooks from {} packages ({}), {} code cells; {} notebooks and {} cells differ\n",
         notebooks.len(),
         packages.len(),
         packages.iter().cloned().collect::<Vec<_>>().join(", "),
@@ -440,10 +442,18 @@ async fn real_notebooks_run_through_kernel_mcp_as_nbclient_ran_them() {
         bad_notebooks.len(),
         differing.len()
     );
-    print_normalisations(&applied);
+    report.push_str(&normalisations_report(&applied));
     for d in &diffs {
-        eprintln!("DIFF {} cell {}: {}", d.notebook, d.cell, d.what);
+        report.push_str(&format!(
+            "DIFF {} cell {}: {}\n",
+            d.notebook, d.cell, d.what
+        ));
     }
+    eprint!("{report}");
+    // Kept where cargo keeps test scratch files, for reading after a passing run too.
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fidelity-report.txt");
+    let _ = std::fs::write(&file, &report);
+    eprintln!("(report written to {})", file.display());
     assert!(notebooks.len() >= 20 && cells_total >= 100 && packages.len() >= 5);
     assert!(diffs.is_empty(), "{} differences (above)", diffs.len());
 }
@@ -503,7 +513,7 @@ async fn an_exported_notebook_re_executes_with_nbclient_to_the_same_outputs() {
         &ours,
         &mut applied,
     );
-    print_normalisations(&applied);
+    eprint!("{}", normalisations_report(&applied));
     for d in &diffs {
         eprintln!("DIFF {} cell {}: {}", d.notebook, d.cell, d.what);
     }

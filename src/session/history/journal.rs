@@ -336,6 +336,38 @@ mod tests {
     }
 
     #[test]
+    fn a_display_update_record_replays_onto_earlier_entries_and_old_lines_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::create(dir.path(), &header("s", "2025-01-02T03:04:05Z")).unwrap();
+        let shown = |text: &str| HistoryOutput {
+            kind: "display_data".into(),
+            data: serde_json::json!({"text/plain": text})
+                .as_object()
+                .unwrap()
+                .clone(),
+            display_id: Some("d1".into()),
+            ..Default::default()
+        };
+        let mut first = entry("r1", "display", RunStatus::Ok);
+        first.outputs.push(shown("v1"));
+        j.append(&JournalRecord::Entry(first)).unwrap();
+        j.append(&JournalRecord::DisplayUpdated(shown("v2")))
+            .unwrap();
+        // A line from before `order` and `display_id` were kept.
+        let old = r#"{"entry":{"run_id":"r0","code":"x","status":"ok","execution_count":1,"generation":1,"stdout":"","stderr":"","result":null,"error":null,"outputs":[{"kind":"display_data","data":{"text/plain":"t"}}],"finished_at":"2025-01-02T03:04:05Z"}}"#;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(j.path())
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{old}\n").as_bytes()))
+            .unwrap();
+        let got = read_journal(j.path()).unwrap();
+        assert_eq!(got.entries[0].outputs[0].data["text/plain"], "v2");
+        assert_eq!(got.entries[1].run_id, "r0");
+        assert_eq!(got.entries[1].order, None);
+        assert_eq!(got.entries[1].outputs[0].display_id, None);
+    }
+
+    #[test]
     fn journal_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let head = header("my-sess", "2025-01-02T03:04:05.123Z");

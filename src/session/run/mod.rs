@@ -282,4 +282,51 @@ mod tests {
         };
         assert_eq!(finished(octave), RunStatus::Interrupted);
     }
+
+    fn stream(name: &str, text: &str) -> Message {
+        Message::new("stream", json!({"name": name, "text": text}), "s")
+    }
+
+    #[test]
+    fn a_history_entry_keeps_the_order_with_each_stream_cleaned() {
+        let mut run = Run::new(RunId::new(), "s".into(), String::new(), true, None, vec![]);
+        run.apply_iopub(&stream("stderr", "a\n"));
+        run.apply_iopub(&stream("stdout", "1\r2\n"));
+        let result = json!({"data": {"text/plain": "3"}, "execution_count": 1});
+        run.apply_iopub(&Message::new("execute_result", result, "s"));
+        let entry = run.history_entry();
+        let stream = |name: &str, text: &str| EntrySlot::Stream {
+            name: name.into(),
+            text: text.into(),
+        };
+        assert_eq!(
+            entry.order,
+            Some(vec![
+                stream("stderr", "a\n"),
+                stream("stdout", "2\n"),
+                EntrySlot::Output { index: 0 }
+            ])
+        );
+        assert!(entry.outputs[0].is_result);
+        assert_eq!(entry.result.as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn a_flood_of_alternating_writes_is_kept_as_one_slot_per_stream() {
+        let mut run = Run::new(RunId::new(), "s".into(), String::new(), true, None, vec![]);
+        for _ in 0..MAX_ENTRY_STREAM_SLOTS {
+            run.apply_iopub(&stream("stdout", "o"));
+            run.apply_iopub(&stream("stderr", "e"));
+        }
+        let entry = run.history_entry();
+        let order = entry.order.expect("an order");
+        assert_eq!(order.len(), 2, "{order:?}");
+        assert_eq!(
+            order[0],
+            EntrySlot::Stream {
+                name: "stdout".into(),
+                text: "o".repeat(MAX_ENTRY_STREAM_SLOTS)
+            }
+        );
+    }
 }
