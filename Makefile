@@ -7,8 +7,11 @@
 #   make test       make kernels, then cargo test --all-targets --features test-kernel (which builds
 #                   the fake-kernel test binary) against the ./.venv Python environment, then the
 #                   MCP suites once more through the shared service (serve --shared)
+#   make conformance  the official MCP conformance suite (from npm, with Node 22) against the HTTP
+#                   transport; part of `make test`
 #   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
+#   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
 #   make wheel      the Python binary wheel (maturin, release build) into target/wheels/
 #   make wheel-test make wheel, install it into a fresh venv and run it from a bare environment;
 #                   also `cargo install --path .` into a temp root (exactly one binary)
@@ -49,7 +52,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv kernels apt-kernels build test demo bench fuzz lint fmt clean-venv wheel wheel-test
+.PHONY: help venv .venv kernels apt-kernels build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -115,6 +118,14 @@ test: $(STAMP) kernels
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel \
 	  $(addprefix --test ,$(SHARED_SUITES)) -- --test-threads=$(TEST_THREADS)
+	$(MAKE) --no-print-directory conformance
+
+# The official MCP conformance suite (Node 22 and the suite from npm, pinned by
+# tests/conformance/package-lock.json) against `serve --transport http`; see
+# tests/conformance/expected-failures.txt for the fixture-only checks that fail.
+conformance: $(STAMP)
+	$(CARGO) build --bin kernel-mcp
+	$(RUN_ENV) tests/conformance/run.sh target/debug/kernel-mcp
 
 demo: $(STAMP)
 	$(CARGO) build --bins --examples
@@ -124,6 +135,14 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(CARGO) build --release --bins --examples
 	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench
+
+# Soak: SOAK_SESSIONS sessions (32) under a mixed workload for SOAK_SECS (600), watching the
+# server's RSS, fds, threads and kernels; fails on growth, cross-talk or a leftover process.
+SOAK_SECS ?= 600
+SOAK_SESSIONS ?= 32
+soak: $(STAMP)
+	$(CARGO) build --release --bins --examples
+	$(RUN_ENV) SOAK_SECS=$(SOAK_SECS) SOAK_SESSIONS=$(SOAK_SESSIONS) target/release/examples/soak
 
 # Long fuzzing runs, outside `make test` (which runs proptest's default 256 cases per target).
 FUZZ_CASES ?= 1000000

@@ -1,6 +1,7 @@
 //! Fault drills with the fake kernel, where a real one cannot misbehave on demand: frames that
-//! are no message or are signed with another key, a journal whose writes start failing, and a
-//! run still going when the server shuts down.
+//! are no message or are signed with another key, a journal whose writes start failing, a run
+//! still going when the server shuts down, a kernel that closes its sockets but lives on
+//! (mid-run and idle), and a journal whose last line a SIGKILL cut short.
 
 mod common;
 
@@ -89,5 +90,125 @@ async fn a_run_still_going_at_shutdown_is_journalled_with_its_status() {
         .unwrap_or(Value::Null);
     assert_eq!(last["status"], "cancelled", "journal: {lines:?}");
     assert_eq!(last["stdout"], "before\n");
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_that_closes_its_sockets_mid_run_is_stopped_and_the_run_ends_kernel_died() {
+    let specs = FakeSpecs::new().add("fake", &[]);
+    let server = specs.start_server().await;
+    create_fake_session(&server, "c", "fake").await;
+    server.exec("c", "print warm").await;
+    let old_pid = server.kernel_pid("c").await;
+    // The process lives on (it becomes `sleep`, ignoring SIGINT) with every socket closed.
+    let r = server
+        .call(
+            "execute",
+            json!({"session_id": "c", "code": "print before\nclose-sockets", "wait_s": 60}),
+        )
+        .await;
+    let v = structured(&r);
+    assert_eq!(status(&v), "kernel_died", "{v}");
+    assert_eq!(v["stdout"], "before\n", "{v}");
+    assert!(
+        v["notices"].to_string().contains("closed its sockets"),
+        "the notice says why: {v}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || !pid_alive(old_pid)).await,
+        "the lingering process {old_pid} is stopped"
+    );
+    let after = server.exec("c", "print after").await;
+    assert_eq!(status(&after), "ok", "{after}");
+    assert_eq!(after["state_reset"], true, "{after}");
+    server.destroy("c").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_kernel_that_closes_its_sockets_is_replaced_before_the_next_run() {
+    let specs = FakeSpecs::new().add("fake", &[]);
+    let server = specs.start_server().await;
+    create_fake_session(&server, "c", "fake").await;
+    let old_pid = server.kernel_pid("c").await;
+    let v = server.exec("c", "print ok\nclose-sockets later").await;
+    assert_eq!(status(&v), "ok", "{v}");
+    assert!(
+        wait_until(Duration::from_secs(30), || !pid_alive(old_pid)).await,
+        "the kernel without sockets ({old_pid}) is stopped"
+    );
+    let after = server.exec("c", "print after").await;
+    assert_eq!(status(&after), "ok", "{after}");
+    assert_eq!(after["stdout"], "after\n");
+    assert_eq!(after["state_reset"], true, "{after}");
+    assert_ne!(server.kernel_pid("c").await, old_pid);
+    server.destroy("c").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_cut_mid_line_by_sigkill_stays_readable_and_says_so() {
+    let specs = FakeSpecs::new().add("fake", &[]);
+    let server = specs.start_server().await;
+    create_fake_session(&server, "k", "fake").await;
+    for i in 0..5 {
+        server.exec("k", &format!("print entry {i}")).await;
+    }
+    // SIGKILL while runs are being journalled; then cut the last line short, which is what a
+    // kill landing inside the write leaves (a kill rarely lands inside one write call).
+    let busy = server.call(
+        "execute",
+        json!({"session_id": "k", "code": "flood 200000", "wait_s": 0}),
+    );
+    let _ = tokio::time::timeout(Duration::from_millis(200), busy).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || !pid_alive(server.pid())).await);
+    let dir = server.workdir().join("state/kernel-mcp/history");
+    let journal = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains("k"))
+        .expect("the session's journal");
+    let mut lines = std::fs::read_to_string(&journal).unwrap();
+    let complete = lines.lines().count();
+    lines.push_str(r#"{"entry":{"run_id":"run-torn","code":"print torn","#);
+    std::fs::write(&journal, &lines).unwrap();
+
+    let state = server.workdir().join("state");
+    let again = Server::start_with(
+        &[("XDG_STATE_HOME", state.as_os_str())],
+        &["--kernelspec-dir", specs.path().to_str().unwrap()],
+    )
+    .await;
+    let h = again.call("get_history", json!({"session_id": "k"})).await;
+    let v = structured(&h);
+    let codes: Vec<&str> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["code"].as_str())
+        .collect();
+    for i in 0..5 {
+        assert!(codes.contains(&format!("print entry {i}").as_str()), "{v}");
+    }
+    assert!(
+        !codes.contains(&"print torn"),
+        "the torn line is skipped: {v}"
+    );
+    assert!(
+        text(&h).contains("last line was cut off"),
+        "the result says a line was skipped: {}",
+        text(&h)
+    );
+    assert!(
+        complete >= 6,
+        "header and five entries were written before the kill"
+    );
+    again.shutdown().await;
     drop(server);
 }

@@ -136,7 +136,14 @@ impl Adopted {
                 .await
                 .map_err(|_| timed_out())?;
         let unresponsive = Arc::new(AtomicBool::new(false));
-        let heartbeat = tokio::spawn(heartbeat(info, unresponsive.clone(), Some(tx)));
+        let gone: OnGone = Box::new(move || {
+            tracing::warn!("adopted kernel is gone: its ports are closed");
+            let _ = tx.send(KernelEvent::Exited(ExitInfo {
+                code: None,
+                signal: None,
+            }));
+        });
+        let heartbeat = tokio::spawn(heartbeat(info, unresponsive.clone(), Some(gone)));
         tracing::info!(connection_file = %path.display(), "adopted kernel");
         Ok(Adopted {
             info: kernel_info,
@@ -157,12 +164,13 @@ impl Drop for Adopted {
 }
 
 /// Ping the kernel of `info` for ever, setting `unresponsive` after missed beats. With
-/// `events` (an adopted kernel), a missed beat that finds the ports closed reports the
-/// kernel's exit there and stops; a local kernel's exit is its process's, not ours to say.
+/// `on_gone`, a missed beat that finds the shell port closed calls it and stops: an adopted
+/// kernel reports its exit; a local kernel whose process lives on without its sockets is
+/// stopped, so its exit comes from the process as any death does.
 pub(crate) async fn heartbeat(
     info: ConnectionInfo,
     unresponsive: Arc<AtomicBool>,
-    events: Option<mpsc::UnboundedSender<KernelEvent>>,
+    mut on_gone: Option<OnGone>,
 ) {
     let endpoint = info.endpoint(info.hb_port);
     let mut socket: Option<ReqSocket> = None;
@@ -194,14 +202,10 @@ pub(crate) async fn heartbeat(
         // A REQ socket whose echo never came cannot send again: start over with a new one.
         socket = None;
         misses += 1;
-        if let Some(events) = &events
-            && shell_port_closed(&info).await
-        {
-            tracing::warn!("adopted kernel is gone: its ports are closed");
-            let _ = events.send(KernelEvent::Exited(ExitInfo {
-                code: None,
-                signal: None,
-            }));
+        if on_gone.is_some() && shell_port_closed(&info).await {
+            if let Some(gone) = on_gone.take() {
+                gone();
+            }
             return;
         }
         if misses >= MISSES_UNRESPONSIVE && !unresponsive.swap(true, Ordering::Relaxed) {
@@ -213,6 +217,9 @@ pub(crate) async fn heartbeat(
         }
     }
 }
+
+/// What the heartbeat does, once, when a missed beat finds the kernel's shell port closed.
+pub(crate) type OnGone = Box<dyn FnOnce() + Send>;
 
 /// True when nothing listens on the kernel's shell port any more.
 async fn shell_port_closed(info: &ConnectionInfo) -> bool {

@@ -37,8 +37,12 @@ pub use spec::{InterruptMode, KernelSpec};
 
 use crate::wire::Message;
 
-/// Launches whose kernel exits during start with a port clash are retried this many times.
+/// Launches whose kernel exits during start with a port clash, or whose sockets cannot be
+/// connected, are retried this many times, with new ports.
 const PORT_CLASH_RETRIES: usize = 3;
+
+/// How a [`StartError::Launch`] detail begins when the kernel's sockets could not be connected.
+const CONNECT_FAILED: &str = "connecting to the kernel";
 
 /// Everything needed to start a kernel besides its spec.
 #[derive(Debug, Clone)]
@@ -97,6 +101,9 @@ pub enum ShutdownRung {
     Detached,
 }
 
+/// Why a kernel that closed its sockets while alive was stopped (ends its output tail).
+const CLOSED_SOCKETS_NOTE: &str = "kernel-mcp: the kernel closed its sockets while its process was still running; it could no longer be reached, so kernel-mcp stopped it.";
+
 /// A live kernel: its process, its sockets and the event stream of both.
 pub struct Kernel {
     pub spec: KernelSpec,
@@ -130,6 +137,14 @@ impl Kernel {
                     && output_tail.contains("Address already in use") =>
                 {
                     tracing::info!(kernel = %spec.name, "port clash at start-up; retrying with new ports");
+                }
+                // Under heavy connection churn a port can be taken between allocation and
+                // bind, or a connect can land on a socket that is not the kernel's (even a TCP
+                // self-connect on a port no one listens on yet): a new set of ports fixes it.
+                Err(StartError::Launch { ref detail, .. })
+                    if attempt <= PORT_CLASH_RETRIES && detail.starts_with(CONNECT_FAILED) =>
+                {
+                    tracing::info!(kernel = %spec.name, %detail, "could not connect at start-up; retrying with new ports");
                 }
                 other => return other,
             }
@@ -226,7 +241,7 @@ impl Kernel {
         };
 
         let channels = tokio::select! {
-            r = Channels::connect(&info, tx) => r.map_err(|e| launch_err(format!("connecting to the kernel: {e}")))?,
+            r = Channels::connect(&info, tx) => r.map_err(|e| launch_err(format!("{CONNECT_FAILED}: {e}")))?,
             _ = until_exit(&mut exit) => return Err(exited(&process)),
             _ = tokio::time::sleep_until(deadline) => return Err(timed_out(&process)),
         };
@@ -246,10 +261,14 @@ impl Kernel {
         tokio::select! {
             r = kernel.wait_ready() => {
                 kernel.info = r;
+                let stop = kernel.process.stopper(CLOSED_SOCKETS_NOTE);
                 kernel.heartbeat = Some(tokio::spawn(adopted::heartbeat(
                     info,
                     kernel.unresponsive.clone(),
-                    None,
+                    Some(Box::new(move || {
+                        tracing::warn!("the kernel closed its sockets but its process lives on; stopping it");
+                        stop();
+                    })),
                 )));
                 Ok(kernel)
             }

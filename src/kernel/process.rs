@@ -211,6 +211,34 @@ impl KernelProcess {
         }
     }
 
+    /// A callback that stops this process although it has not exited: `note` goes to the end
+    /// of [`Self::output_tail`] (so the death notice says why), then SIGTERM goes to the
+    /// group, and SIGKILL 3 s later if it is still there. For a kernel that closed its sockets
+    /// but lives on: its exit then arrives as any death does.
+    pub fn stopper(&self, note: &'static str) -> impl FnOnce() + Send + 'static {
+        let (pid, tail, exit) = (self.pid, self.output_tail.clone(), self.exit.clone());
+        move || {
+            if pid <= 0 || exit.borrow().is_some() {
+                return;
+            }
+            {
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.extend(b"\n".iter().chain(note.as_bytes()).chain(b"\n"));
+                let excess = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
+                t.drain(..excess);
+            }
+            let group = Pid::from_raw(pid);
+            let _ = killpg(group, Signal::SIGTERM);
+            let _ = killpg(group, Signal::SIGCONT);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                if exit.borrow().is_none() {
+                    let _ = killpg(group, Signal::SIGKILL);
+                }
+            });
+        }
+    }
+
     /// SIGKILL the process group and every descendant found in /proc (processes that left the
     /// group with `setsid`), then mark the process as cleaned up.
     pub fn kill_all(&mut self) {

@@ -14,6 +14,7 @@ pub mod scope;
 pub mod serve;
 pub mod server;
 pub mod sse;
+mod tasks;
 mod tools_code;
 mod tools_env;
 mod tools_fresh;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
@@ -142,6 +143,10 @@ impl ServerHandler for KernelMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let tool = request.name.to_string();
+        let wants_task = super::tasks::may_become_task(&tool)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
         let tcc = ToolCallContext::new(self, request, context);
         let mut response = match AssertUnwindSafe(self.tool_router.call(tcc))
             .catch_unwind()
@@ -179,7 +184,30 @@ impl ServerHandler for KernelMcp {
             ))
             .to_result();
         }
+        if wants_task {
+            response = super::tasks::into_task(response);
+        }
         Ok(response)
+    }
+
+    /// `tasks/get`: a task is a run (see [`super::tasks`]).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(
+            self.detailed_task(&request.task_id).await?,
+        ))
+    }
+
+    /// `tasks/cancel`: cancels the task's run, as `cancel_execution` does.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.cancel_task_run(&request.task_id).await
     }
 
     /// `logging/setLevel`: from now on this connection gets the server's log messages at
@@ -222,6 +250,7 @@ impl ServerHandler for KernelMcp {
                 .enable_tools()
                 .enable_logging()
                 .enable_resources()
+                .enable_tasks()
                 .build(),
         )
             .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))

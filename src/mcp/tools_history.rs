@@ -42,11 +42,15 @@ impl KernelMcp {
             })
             .collect();
         let refs: Vec<(usize, &HistoryEntry)> = src.entries.iter().map(|(i, e)| (*i, e)).collect();
-        let text = if refs.is_empty() {
+        let mut text = if refs.is_empty() {
             format!("no history entries in that range ({} in total)", src.total)
         } else {
             history::render_text(&refs)
         };
+        for n in &src.notices {
+            text.push_str("\nnote: ");
+            text.push_str(n);
+        }
         Ok(render::success(
             text,
             &History {

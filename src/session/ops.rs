@@ -144,6 +144,8 @@ pub struct HistorySource {
     pub ctx: ExportContext,
     /// The session's cwd (live sessions) for resolving relative export paths.
     pub cwd: Option<PathBuf>,
+    /// Plain sentences about how the history was read (a journal's torn last line).
+    pub notices: Vec<String>,
 }
 
 /// One replayed history entry.
@@ -189,6 +191,7 @@ impl Registry {
                 total,
                 ctx: ExportContext::from_info(&info),
                 cwd: Some(PathBuf::from(info.cwd)),
+                notices: Vec::new(),
             });
         }
         let not_found = SessionError::NotFound {
@@ -231,6 +234,11 @@ impl Registry {
                 exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             },
             cwd: None,
+            notices: if j.torn_tail {
+                vec!["The journal's last line was cut off (the server stopped while writing it) and was skipped; every earlier entry is here.".to_string()]
+            } else {
+                Vec::new()
+            },
         })
     }
 

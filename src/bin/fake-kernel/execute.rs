@@ -228,6 +228,17 @@ impl Kernel {
                     }
                 }
             }
+            "close-sockets" => {
+                // `later`: after this request's reply and idle; else at once, mid-run.
+                if num == "later" {
+                    tokio::spawn(async {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        close_sockets_and_linger();
+                    });
+                } else {
+                    close_sockets_and_linger();
+                }
+            }
             "hang" => {
                 self.hanging.store(true, Ordering::SeqCst);
                 log!("hang: ignoring interrupts from now on");
@@ -255,4 +266,16 @@ impl Kernel {
             self.stream(req, "stdout", &text).await;
         }
     }
+}
+
+/// Replace this process with one that holds none of the kernel's sockets (they are
+/// close-on-exec) yet keeps the pid alive: `sh`, ignoring SIGINT, then `sleep`. Only SIGTERM
+/// or SIGKILL end it. Returns only if the exec fails.
+fn close_sockets_and_linger() {
+    use std::os::unix::process::CommandExt;
+    log!("close-sockets: every socket closes now; the process lingers");
+    let e = std::process::Command::new("/bin/sh")
+        .args(["-c", "trap '' INT; exec sleep 3600"])
+        .exec();
+    log!("close-sockets: exec failed: {e}");
 }

@@ -32,6 +32,7 @@
 //! | `abort`               | only `execute_reply {status: "abort"}`: no busy, no outputs, no idle |
 //! | `reply-first`         | the reply (status ok) goes out right after `execute_input`, before the outputs |
 //! | `invalid-utf8`        | a stdout `stream` whose JSON text has the bytes `FF FE` (not UTF-8) |
+//! | `close-sockets [later]` | the process closes every socket but stays alive (it becomes `sleep`, ignoring SIGINT), at once or 300 ms after this request's reply |
 //! | `hang`                | ignores SIGINT and `interrupt_request`, never finishes |
 //! | `garbage`             | on iopub: a multipart with no delimiter, then a stdout `FORGED` stream signed with another key |
 //! | anything else         | `error` NameError |

@@ -162,6 +162,8 @@ pub struct JournalContents {
     pub header: JournalHeader,
     pub entries: Vec<HistoryEntry>,
     pub language_info: Value,
+    /// The last line was cut off (the server stopped mid-write) and was skipped.
+    pub torn_tail: bool,
 }
 
 /// Read a journal, applying deletions and clears. A torn last line (a crash mid-write) is ignored.
@@ -195,12 +197,14 @@ pub fn read_journal(path: &Path) -> std::io::Result<JournalContents> {
 
     let mut entries: Vec<HistoryEntry> = Vec::new();
     let mut language_info = Value::Null;
+    let mut torn_tail = false;
     for (i, (line_no, line)) in records.iter().enumerate() {
         let record: JournalRecord = match serde_json::from_str(line) {
             Ok(record) => record,
             Err(e) if i + 1 == records.len() => {
                 tracing::debug!(path = %path.display(), line = line_no + 1, error = %e,
                     "ignoring a torn last journal line");
+                torn_tail = true;
                 continue;
             }
             Err(e) => {
@@ -225,6 +229,7 @@ pub fn read_journal(path: &Path) -> std::io::Result<JournalContents> {
         }
     }
     Ok(JournalContents {
+        torn_tail,
         header,
         entries,
         language_info,
@@ -471,6 +476,7 @@ mod tests {
         let got = read_journal(&path).unwrap();
         assert_eq!(got.entries, vec![entry("r1", "a = 1", RunStatus::Ok)]);
         assert_eq!(got.language_info, Value::Null);
+        assert!(got.torn_tail, "the torn line is reported");
 
         // Damage in the middle: skipped, later records still apply.
         text.push_str("{not json\n");
