@@ -15,6 +15,9 @@ use super::types::{DisplayBundle, ErrorInfo, ImageData, OutputItem};
 /// Image MIME types returned as image content, in order of preference.
 const IMAGE_MIMES: [&str; 3] = ["image/png", "image/jpeg", "image/gif"];
 
+/// SVG images reach the agent as their source text (see docs/fidelity.md: why not rasterised).
+const SVG_MIME: &str = "image/svg+xml";
+
 /// Bytes of a display's text the agent sees; a longer text shows its head and tail around a
 /// marker saying how much was left out.
 pub(crate) const DISPLAY_TEXT_BYTES: usize = 20_000;
@@ -34,7 +37,7 @@ pub(crate) fn output_item(kind: &str, content: &Value) -> OutputItem {
     let empty = Map::new();
     let data = content["data"].as_object().unwrap_or(&empty);
     let mime_types: Vec<String> = data.keys().cloned().collect();
-    let text = richest_text(data);
+    let mut text = richest_text(data);
     let image = IMAGE_MIMES.iter().find_map(|m| {
         let b64 = mime_text(data.get(*m)?)?;
         let b64: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
@@ -48,6 +51,16 @@ pub(crate) fn output_item(kind: &str, content: &Value) -> OutputItem {
             bytes,
         })
     });
+    if image.is_none()
+        && let Some(svg) = data.get(SVG_MIME).and_then(mime_text)
+    {
+        // An SVG figure (`InlineBackend.figure_formats = ['svg']`): its source is the text
+        // the agent reads, after the text/plain (`<Figure size …>`), bounded by the response.
+        text = Some(match text {
+            Some(t) => format!("{t}\n{svg}"),
+            None => svg.into_owned(),
+        });
+    }
     let bundle = kept_bundle(
         data,
         content["metadata"].as_object(),
@@ -281,6 +294,8 @@ pub(crate) fn history_output(o: &OutputItem) -> HistoryOutput {
         kind: o.kind.clone(),
         data,
         metadata: o.bundle.metadata.clone(),
+        display_id: o.display_id.clone(),
+        is_result: false,
     }
 }
 
@@ -545,5 +560,23 @@ mod tests {
     fn a_real_text_plain_beats_html() {
         let plain = display(json!({"text/plain": "42", "text/html": "<i>42</i>"}));
         assert_eq!(plain.text.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn an_svg_figure_reads_as_its_placeholder_then_its_source() {
+        let svg = "<svg xmlns=\"http://www.w3.org/2000/svg\"><!-- title --></svg>";
+        let item = display(
+            json!({"image/svg+xml": svg, "text/plain": "<Figure size 640x480 with 1 Axes>"}),
+        );
+        assert!(item.image.is_none());
+        assert_eq!(
+            item.text.as_deref(),
+            Some(format!("<Figure size 640x480 with 1 Axes>\n{svg}").as_str())
+        );
+        assert_eq!(history_output(&item).data["image/svg+xml"], svg);
+        // With a raster image as well, the image is what the agent gets.
+        let both =
+            display(json!({"image/svg+xml": svg, "image/png": PNG, "text/plain": "<Figure>"}));
+        assert_eq!(both.text.as_deref(), Some("<Figure>"));
     }
 }

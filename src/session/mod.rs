@@ -44,7 +44,7 @@ use actor::{Actor, Command};
 pub use actor::{ExecuteRequest, SessionDesc, Submitted};
 pub use error::{ErrorCode, SessionError};
 pub use ids::RunId;
-pub use output::StreamPage;
+pub use output::{StreamPage, clean_text};
 pub use registry::{CreateRequest, Registry};
 pub use run::Part;
 pub use types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};

@@ -217,6 +217,9 @@ pub struct Actor {
     history: History,
     /// Where history is journalled; `None` if there is no journal.
     journal: Option<Journal>,
+    /// The latest display update per `display_id` that changed history, journalled when the
+    /// next run finishes (so a loop of updates writes one record per id and run).
+    display_updates: HashMap<String, super::history::HistoryOutput>,
     /// Shell requests awaiting their reply, by msg_id.
     pending: HashMap<MsgId, Pending>,
     created_at: chrono::DateTime<chrono::Utc>,
@@ -259,6 +262,7 @@ impl Actor {
             last_run_generation: None,
             history: History::default(),
             journal: None,
+            display_updates: HashMap::new(),
             pending: HashMap::new(),
             created_at: now,
             last_activity: now,

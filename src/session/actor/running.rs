@@ -165,12 +165,19 @@ impl Actor {
             let _ = p.reply.send(Ok(msg.content));
             return;
         }
-        if channel == Channel::Iopub && msg.msg_type() == "update_display_data" {
-            // It may update a display made by any earlier run (`display_id`), not just this one.
-            for run in self.runs.all_mut() {
-                run.output.update_display(&msg.content);
+        if channel == Channel::Iopub
+            && matches!(
+                msg.msg_type(),
+                "update_display_data" | "display_data" | "execute_result"
+            )
+            && msg.content["transient"]["display_id"].is_string()
+        {
+            // It updates the displays with that id made by any earlier run, as nbclient and
+            // JupyterLab do, and their history entries; a display is then shown as well.
+            self.update_displays(&msg.content);
+            if msg.msg_type() == "update_display_data" {
+                return;
             }
-            return;
         }
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
@@ -198,6 +205,20 @@ impl Actor {
                 run.input = Some((msg, prompt));
             }
             _ => {}
+        }
+    }
+
+    /// Apply a display update (by `display_id`) to every run still held and to history.
+    fn update_displays(&mut self, content: &serde_json::Value) {
+        for run in self.runs.all_mut() {
+            run.output.update_display(content);
+        }
+        let item = crate::session::display::output_item("display_data", content);
+        let update = crate::session::display::history_output(&item);
+        if let Some(id) = update.display_id.clone()
+            && self.history.update_display(&update)
+        {
+            self.display_updates.insert(id, update);
         }
     }
 
@@ -338,6 +359,9 @@ impl Actor {
             self.history.push(entry);
         }
         self.runs.finished(id);
+        for (_, update) in std::mem::take(&mut self.display_updates) {
+            self.journal_append(&JournalRecord::DisplayUpdated(update));
+        }
     }
 
     /// End every queued run `cancelled`, with `reason` as its notice.

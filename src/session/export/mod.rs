@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::history::{HistoryEntry, describe_output, error_line, indent};
-use super::types::RunStatus;
+use super::history::{EntrySlot, HistoryEntry, HistoryOutput, describe_output, error_line, indent};
+use super::types::{ErrorInfo, RunStatus};
 
 /// Export formats of `export_history`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,8 +58,10 @@ pub struct ExportContext {
 /// running the script stops there just as the session did.
 ///
 /// Notebook: sorted keys, 1-space indent, trailing newline (as Jupyter writes them). Each
-/// cell's outputs are stdout, stderr (streams, when non-empty), the display outputs in order,
-/// an `execute_result` with text/plain when the entry has a result but no such output, then
+/// cell's outputs are in the kernel's order (stream stretches as nbclient coalesces them,
+/// displays, the `execute_result` with its whole bundle, the `error`). Entries from older
+/// journals, which did not keep the order, get stdout, stderr, the displays, an
+/// `execute_result` with text/plain when the entry has a result but no such output, then
 /// the `error`. Cell ids come from run ids (made unique and schema-safe).
 pub fn render(format: ExportFormat, ctx: &ExportContext, entries: &[HistoryEntry]) -> String {
     match format {
@@ -295,30 +297,90 @@ fn execution_count(entry: &HistoryEntry) -> Option<i64> {
 }
 
 fn notebook_cell(entry: &HistoryEntry, id: String) -> Value {
+    let outputs = match &entry.order {
+        Some(order) => ordered_outputs(entry, order),
+        None => unordered_outputs(entry),
+    };
+    json!({
+        "cell_type": "code",
+        "id": id,
+        "execution_count": execution_count(entry),
+        "metadata": {},
+        "source": trimmed_code(&entry.code),
+        "outputs": outputs,
+    })
+}
+
+/// A kept display output as nbformat writes it.
+fn display_output(entry: &HistoryEntry, output: &HistoryOutput) -> Value {
+    if output.kind == "execute_result" {
+        json!({
+            "output_type": "execute_result",
+            "execution_count": execution_count(entry),
+            "data": output.data,
+            "metadata": output.metadata,
+        })
+    } else {
+        json!({
+            "output_type": "display_data",
+            "data": output.data,
+            "metadata": output.metadata,
+        })
+    }
+}
+
+fn error_output(err: &ErrorInfo) -> Value {
+    json!({
+        "output_type": "error",
+        "ename": err.ename,
+        "evalue": err.evalue,
+        "traceback": err.traceback,
+    })
+}
+
+/// The outputs in the kernel's order (entries that kept [`HistoryEntry::order`]); an error
+/// with no place in the order (one the reply or a quirk reported) comes last.
+fn ordered_outputs(entry: &HistoryEntry, order: &[EntrySlot]) -> Vec<Value> {
+    let mut outputs = Vec::with_capacity(order.len());
+    let mut error_written = false;
+    for slot in order {
+        match slot {
+            EntrySlot::Stream { name, text } if !text.is_empty() => {
+                outputs.push(json!({"output_type": "stream", "name": name, "text": text}));
+            }
+            EntrySlot::Stream { .. } => {}
+            EntrySlot::Output { index } => {
+                if let Some(o) = entry.outputs.get(*index) {
+                    outputs.push(display_output(entry, o));
+                }
+            }
+            EntrySlot::Error => {
+                if let (Some(err), false) = (&entry.error, error_written) {
+                    outputs.push(error_output(err));
+                    error_written = true;
+                }
+            }
+        }
+    }
+    if let (Some(err), false) = (&entry.error, error_written) {
+        outputs.push(error_output(err));
+    }
+    outputs
+}
+
+/// Entries from journals that did not keep the order: stdout, stderr, the displays, an
+/// `execute_result` with the text/plain result when no such output was kept, the error.
+fn unordered_outputs(entry: &HistoryEntry) -> Vec<Value> {
     let mut outputs = Vec::new();
     for (name, text) in [("stdout", &entry.stdout), ("stderr", &entry.stderr)] {
         if !text.is_empty() {
             outputs.push(json!({"output_type": "stream", "name": name, "text": text}));
         }
     }
-    let mut has_execute_result = false;
     for output in &entry.outputs {
-        if output.kind == "execute_result" {
-            has_execute_result = true;
-            outputs.push(json!({
-                "output_type": "execute_result",
-                "execution_count": execution_count(entry),
-                "data": output.data,
-                "metadata": output.metadata,
-            }));
-        } else {
-            outputs.push(json!({
-                "output_type": "display_data",
-                "data": output.data,
-                "metadata": output.metadata,
-            }));
-        }
+        outputs.push(display_output(entry, output));
     }
+    let has_execute_result = entry.outputs.iter().any(|o| o.kind == "execute_result");
     if let (Some(result), false) = (&entry.result, has_execute_result) {
         outputs.push(json!({
             "output_type": "execute_result",
@@ -328,21 +390,9 @@ fn notebook_cell(entry: &HistoryEntry, id: String) -> Value {
         }));
     }
     if let Some(err) = &entry.error {
-        outputs.push(json!({
-            "output_type": "error",
-            "ename": err.ename,
-            "evalue": err.evalue,
-            "traceback": err.traceback,
-        }));
+        outputs.push(error_output(err));
     }
-    json!({
-        "cell_type": "code",
-        "id": id,
-        "execution_count": execution_count(entry),
-        "metadata": {},
-        "source": trimmed_code(&entry.code),
-        "outputs": outputs,
-    })
+    outputs
 }
 
 #[cfg(test)]

@@ -96,6 +96,7 @@ fn session_entries() -> Vec<HistoryEntry> {
                 kind: "execute_result".into(),
                 data: bundle(&[("text/plain", "20")]),
                 metadata: Map::new(),
+                ..Default::default()
             }],
             ..entry(
                 "run-4d5e6f",
@@ -113,6 +114,7 @@ fn session_entries() -> Vec<HistoryEntry> {
                     .as_object()
                     .unwrap()
                     .clone(),
+                ..Default::default()
             }],
             ..entry("run-1a2b3c", 4, "plot()\n's'")
         },

@@ -43,6 +43,10 @@ pub enum JournalRecord {
     Cleared,
     /// The kernel's language_info (from kernel_info_reply) became known or changed.
     LanguageInfo(Value),
+    /// The outputs with this output's `display_id`, in every entry so far, now show its data
+    /// (`update_display_data`, or a later display with the same id; the latest value per id
+    /// is written when a run finishes).
+    DisplayUpdated(super::HistoryOutput),
 }
 
 /// An open journal: appends records, one flushed line each.
@@ -165,7 +169,8 @@ pub struct JournalContents {
 /// Read a journal, applying deletions and clears. A torn last line (a crash mid-write) is ignored.
 ///
 /// Records are replayed in order: `entry` appends, `deleted` removes those run ids, `cleared`
-/// empties the list, `language_info` replaces the last one (`null` if none was recorded). An
+/// empties the list, `language_info` replaces the last one (`null` if none was recorded),
+/// `display_updated` updates the outputs with its `display_id` in the entries so far. An
 /// invalid line that is not the last one is skipped with a warning (it can only come from
 /// outside damage). Invalid UTF-8 is decoded lossily. Errors: I/O errors reading the file;
 /// `InvalidData` when the first line is not a [`JournalHeader`].
@@ -216,6 +221,11 @@ pub fn read_journal(path: &Path) -> std::io::Result<JournalContents> {
             }
             JournalRecord::Cleared => entries.clear(),
             JournalRecord::LanguageInfo(info) => language_info = info,
+            JournalRecord::DisplayUpdated(update) => {
+                for entry in &mut entries {
+                    super::update_entry_display(entry, &update);
+                }
+            }
         }
     }
     Ok(JournalContents {
@@ -331,6 +341,38 @@ mod tests {
     }
 
     #[test]
+    fn a_display_update_record_replays_onto_earlier_entries_and_old_lines_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::create(dir.path(), &header("s", "2025-01-02T03:04:05Z")).unwrap();
+        let shown = |text: &str| HistoryOutput {
+            kind: "display_data".into(),
+            data: serde_json::json!({"text/plain": text})
+                .as_object()
+                .unwrap()
+                .clone(),
+            display_id: Some("d1".into()),
+            ..Default::default()
+        };
+        let mut first = entry("r1", "display", RunStatus::Ok);
+        first.outputs.push(shown("v1"));
+        j.append(&JournalRecord::Entry(first)).unwrap();
+        j.append(&JournalRecord::DisplayUpdated(shown("v2")))
+            .unwrap();
+        // A line from before `order` and `display_id` were kept.
+        let old = r#"{"entry":{"run_id":"r0","code":"x","status":"ok","execution_count":1,"generation":1,"stdout":"","stderr":"","result":null,"error":null,"outputs":[{"kind":"display_data","data":{"text/plain":"t"}}],"finished_at":"2025-01-02T03:04:05Z"}}"#;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(j.path())
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{old}\n").as_bytes()))
+            .unwrap();
+        let got = read_journal(j.path()).unwrap();
+        assert_eq!(got.entries[0].outputs[0].data["text/plain"], "v2");
+        assert_eq!(got.entries[1].run_id, "r0");
+        assert_eq!(got.entries[1].order, None);
+        assert_eq!(got.entries[1].outputs[0].display_id, None);
+    }
+
+    #[test]
     fn journal_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let head = header("my-sess", "2025-01-02T03:04:05.123Z");
@@ -371,6 +413,7 @@ mod tests {
                     .as_object()
                     .unwrap()
                     .clone(),
+                ..Default::default()
             }],
             ..entry("r6", "1/0", RunStatus::Error)
         };

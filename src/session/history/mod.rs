@@ -41,8 +41,15 @@ pub struct HistoryEntry {
     /// text/plain of the execute_result.
     pub result: Option<String>,
     pub error: Option<ErrorInfo>,
-    /// Display outputs in order (for notebook export).
+    /// Display outputs in order (for notebook export): every `display_data` and
+    /// `execute_result`. Journals written before [`HistoryEntry::order`] existed hold only
+    /// the displays the agent's `outputs` showed.
     pub outputs: Vec<HistoryOutput>,
+    /// Every output in the kernel's order, as the notebook export writes them; `None` in
+    /// journals written before it was kept (the export then writes stdout, stderr, the
+    /// displays, the result and the error, in that order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Vec<EntrySlot>>,
     /// RFC 3339.
     pub finished_at: String,
 }
@@ -51,7 +58,7 @@ pub struct HistoryEntry {
 ///
 /// Journals written before whole bundles were kept hold only text/plain (the text the agent
 /// saw) and the image, and no `metadata`; they load the same way.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HistoryOutput {
     /// `display_data` or `execute_result`.
     pub kind: String,
@@ -62,6 +69,46 @@ pub struct HistoryOutput {
     /// left out of `data`.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, Value>,
+    /// The `display_id` it was shown with (`update_display_data` replaces its data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_id: Option<String>,
+    /// The agent read it as the entry's `result` (a text-only `execute_result`, IRkernel's
+    /// value display), not among the run's `outputs`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_result: bool,
+}
+
+/// One output of a history entry in the kernel's order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EntrySlot {
+    /// A stream output (`stdout` / `stderr`): its cleaned text, bounded so that one
+    /// stream's slots hold about [`ENTRY_STREAM_BYTES`] in all.
+    Stream { name: String, text: String },
+    /// `outputs[index]`.
+    Output { index: usize },
+    /// The entry's `error`.
+    Error,
+}
+
+/// Apply a display update (`update_display_data`, or a later display with the same
+/// `display_id`) to `entry`: every output with that id takes the update's data and metadata
+/// and keeps its kind. Returns true when one did.
+pub(crate) fn update_entry_display(entry: &mut HistoryEntry, update: &HistoryOutput) -> bool {
+    let Some(id) = &update.display_id else {
+        return false;
+    };
+    let mut any = false;
+    for o in entry
+        .outputs
+        .iter_mut()
+        .filter(|o| o.display_id.as_ref() == Some(id))
+    {
+        o.data = update.data.clone();
+        o.metadata = update.metadata.clone();
+        any = true;
+    }
+    any
 }
 
 /// Per-stream bytes kept in a history entry.
@@ -106,6 +153,7 @@ pub(crate) fn sample_entry(run_id: &str, code: &str, status: RunStatus) -> Histo
         result: None,
         error: None,
         outputs: Vec::new(),
+        order: None,
         finished_at: "2025-01-02T03:04:05Z".to_string(),
     }
 }

@@ -112,8 +112,8 @@ pub fn output_summary(entry: &HistoryEntry) -> String {
 /// How a display output reads as text: `[image/png]` per image; else a `display_data`'s
 /// readable text (its richest readable form, as the agent saw it: see
 /// [`crate::session::display::readable_text`]), shown through `text`; else its MIME types in
-/// brackets. An `execute_result` without images adds nothing (its text is the entry's
-/// `result`).
+/// brackets. An `execute_result` without images, or a display read as the result (IRkernel),
+/// adds nothing (its text is the entry's `result`).
 pub(crate) fn describe_output(
     output: &HistoryOutput,
     text: impl FnOnce(&str) -> Vec<String>,
@@ -124,7 +124,7 @@ pub(crate) fn describe_output(
         .filter(|m| m.starts_with("image/"))
         .map(|m| format!("[{m}]"))
         .collect();
-    if !images.is_empty() || output.kind != "display_data" {
+    if !images.is_empty() || output.kind != "display_data" || output.is_result {
         return images;
     }
     match readable_text(&output.data) {
@@ -232,6 +232,7 @@ mod tests {
                 kind: "display_data".into(),
                 data,
                 metadata: serde_json::Map::new(),
+                ..Default::default()
             }],
             ..entry("run-c", &code.join("\n"), RunStatus::Ok)
         };
@@ -288,6 +289,7 @@ mod tests {
             kind: "display_data".into(),
             data: data.as_object().unwrap().clone(),
             metadata: serde_json::Map::new(),
+            ..Default::default()
         };
         let e = HistoryEntry {
             outputs: vec![

@@ -6,7 +6,11 @@
 
 use std::collections::VecDeque;
 
-use super::{HistoryEntry, slice_range, value_bytes};
+use std::collections::HashSet;
+
+use super::{
+    EntrySlot, HistoryEntry, HistoryOutput, slice_range, update_entry_display, value_bytes,
+};
 
 /// Entries a session keeps in memory.
 pub(crate) const MAX_ENTRIES: usize = 10_000;
@@ -26,6 +30,8 @@ pub(crate) struct History {
     bytes: usize,
     /// Entries evicted since the history was created or last cleared.
     dropped: usize,
+    /// Every `display_id` an entry was pushed with (so updates for others cost nothing).
+    display_ids: HashSet<String>,
 }
 
 impl Default for History {
@@ -45,6 +51,7 @@ impl History {
             max_bytes,
             bytes: 0,
             dropped: 0,
+            display_ids: HashSet::new(),
         }
     }
 
@@ -53,6 +60,8 @@ impl History {
     pub(crate) fn push(&mut self, entry: HistoryEntry) {
         let size = entry_bytes(&entry);
         self.bytes += size;
+        self.display_ids
+            .extend(entry.outputs.iter().filter_map(|o| o.display_id.clone()));
         self.entries.push_back((entry, size));
         while self.entries.len() > self.max_entries
             || (self.bytes > self.max_bytes && self.entries.len() > 1)
@@ -63,6 +72,28 @@ impl History {
             self.bytes -= size;
             self.dropped += 1;
         }
+    }
+
+    /// Apply a display update to every entry holding an output with its `display_id`
+    /// (see [`update_entry_display`]). Returns true when one did.
+    pub(crate) fn update_display(&mut self, update: &HistoryOutput) -> bool {
+        if !update
+            .display_id
+            .as_ref()
+            .is_some_and(|id| self.display_ids.contains(id))
+        {
+            return false;
+        }
+        let mut any = false;
+        for (entry, size) in self.entries.iter_mut() {
+            if update_entry_display(entry, update) {
+                let new = entry_bytes(entry);
+                self.bytes = self.bytes + new - *size;
+                *size = new;
+                any = true;
+            }
+        }
+        any
     }
 
     /// Entries in memory.
@@ -108,6 +139,7 @@ impl History {
         self.entries.clear();
         self.bytes = 0;
         self.dropped = 0;
+        self.display_ids.clear();
     }
 
     /// Entries evicted from memory by the limits since creation or the last [`History::clear`].
@@ -142,7 +174,17 @@ pub(crate) fn entry_bytes(entry: &HistoryEntry) -> usize {
                     .sum::<usize>()
         })
         .sum();
+    let order: usize = entry
+        .order
+        .iter()
+        .flatten()
+        .map(|s| match s {
+            EntrySlot::Stream { name, text } => name.len() + text.len() + 16,
+            _ => 16,
+        })
+        .sum();
     std::mem::size_of::<HistoryEntry>()
+        + order
         + entry.run_id.len()
         + entry.code.len()
         + entry.stdout.len()
@@ -221,7 +263,7 @@ mod tests {
             .push(crate::session::history::HistoryOutput {
                 kind: "display_data".into(),
                 data,
-                metadata: serde_json::Map::new(),
+                ..Default::default()
             });
         assert!(entry_bytes(&with_image) >= entry_bytes(&entry("r0", 0)) + 100_000);
         let mut h = History::new(100, 150_000);

@@ -14,12 +14,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-pub use output::{MAX_STORED_BYTES, RunOutput};
+pub use output::{MAX_STORED_BYTES, RunOutput, Slot};
 pub use phase::{Deadline, Executing, Interrupting, Phase, Timing};
 pub use response::{Bounds, Part, page_part};
 
 use super::display::history_output;
-use super::history::{ENTRY_STREAM_BYTES, HistoryEntry};
+use super::history::{ENTRY_STREAM_BYTES, EntrySlot, HistoryEntry, HistoryOutput};
 use super::ids::RunId;
 use super::output::{clean_text, head_tail};
 use super::quirks::Quirks;
@@ -187,6 +187,15 @@ impl Run {
         let stdout = bounded(self.output.stream_text(false));
         let stderr = bounded(self.output.stream_text(true));
         let o = &self.output;
+        let order = entry_order(o, [&stdout, &stderr]);
+        let outputs = o
+            .displays()
+            .iter()
+            .map(|d| HistoryOutput {
+                is_result: !d.shown,
+                ..history_output(&d.item)
+            })
+            .collect();
         HistoryEntry {
             run_id: self.id.to_string(),
             code: self.code.clone(),
@@ -200,10 +209,66 @@ impl Run {
                 .as_deref()
                 .map(|r| bounded(&clean_text(r)).to_string()),
             error: o.error.clone(),
-            outputs: o.outputs.iter().map(history_output).collect(),
+            outputs,
+            order: Some(order),
             finished_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         }
     }
+}
+
+/// Stream slots an entry keeps in order; a run with more keeps each stream whole, as one
+/// slot where it first wrote, bounded like the entry's `stdout` / `stderr` (so a flood of
+/// alternating writes stays one bounded entry).
+const MAX_ENTRY_STREAM_SLOTS: usize = 1000;
+
+/// The run's outputs in order as a history entry keeps them: each stream slot's text
+/// cleaned, one stream's slots bounded (head + tail each) to about [`ENTRY_STREAM_BYTES`]
+/// in all, shared in proportion to their sizes.
+fn entry_order(o: &RunOutput, whole: [&str; 2]) -> Vec<EntrySlot> {
+    let streams = o
+        .slots()
+        .iter()
+        .filter(|s| matches!(s, Slot::Stream { .. }))
+        .count();
+    let mut totals = [0usize; 2];
+    for s in o.slots() {
+        if let Slot::Stream { stderr, start, end } = s {
+            totals[usize::from(*stderr)] += end - start;
+        }
+    }
+    let name = |stderr: bool| if stderr { "stderr" } else { "stdout" }.to_string();
+    let mut order = Vec::with_capacity(o.slots().len());
+    let mut seen = [false; 2];
+    for s in o.slots() {
+        match s {
+            Slot::Stream { stderr, .. } if streams > MAX_ENTRY_STREAM_SLOTS => {
+                let i = usize::from(*stderr);
+                if !std::mem::replace(&mut seen[i], true) {
+                    order.push(EntrySlot::Stream {
+                        name: name(*stderr),
+                        text: whole[i].to_string(),
+                    });
+                }
+            }
+            Slot::Stream { stderr, start, end } => {
+                let raw = o.stream_slice(*stderr, *start, *end);
+                let text = clean_text(raw);
+                let total = totals[usize::from(*stderr)].max(1);
+                let share = if total <= ENTRY_STREAM_BYTES {
+                    usize::MAX
+                } else {
+                    (ENTRY_STREAM_BYTES as u128 * (end - start) as u128 / total as u128) as usize
+                };
+                order.push(EntrySlot::Stream {
+                    name: name(*stderr),
+                    text: head_tail(&text, share.max(256)).0,
+                });
+            }
+            Slot::Display(index) => order.push(EntrySlot::Output { index: *index }),
+            Slot::Error => order.push(EntrySlot::Error),
+        }
+    }
+    order
 }
 
 #[cfg(test)]
@@ -228,5 +293,52 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(finished(octave), RunStatus::Interrupted);
+    }
+
+    fn stream(name: &str, text: &str) -> Message {
+        Message::new("stream", json!({"name": name, "text": text}), "s")
+    }
+
+    #[test]
+    fn a_history_entry_keeps_the_order_with_each_stream_cleaned() {
+        let mut run = Run::new(RunId::new(), "s".into(), String::new(), true, None, vec![]);
+        run.apply_iopub(&stream("stderr", "a\n"));
+        run.apply_iopub(&stream("stdout", "1\r2\n"));
+        let result = json!({"data": {"text/plain": "3"}, "execution_count": 1});
+        run.apply_iopub(&Message::new("execute_result", result, "s"));
+        let entry = run.history_entry();
+        let stream = |name: &str, text: &str| EntrySlot::Stream {
+            name: name.into(),
+            text: text.into(),
+        };
+        assert_eq!(
+            entry.order,
+            Some(vec![
+                stream("stderr", "a\n"),
+                stream("stdout", "2\n"),
+                EntrySlot::Output { index: 0 }
+            ])
+        );
+        assert!(entry.outputs[0].is_result);
+        assert_eq!(entry.result.as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn a_flood_of_alternating_writes_is_kept_as_one_slot_per_stream() {
+        let mut run = Run::new(RunId::new(), "s".into(), String::new(), true, None, vec![]);
+        for _ in 0..MAX_ENTRY_STREAM_SLOTS {
+            run.apply_iopub(&stream("stdout", "o"));
+            run.apply_iopub(&stream("stderr", "e"));
+        }
+        let entry = run.history_entry();
+        let order = entry.order.expect("an order");
+        assert_eq!(order.len(), 2, "{order:?}");
+        assert_eq!(
+            order[0],
+            EntrySlot::Stream {
+                name: "stdout".into(),
+                text: "o".repeat(MAX_ENTRY_STREAM_SLOTS)
+            }
+        );
     }
 }

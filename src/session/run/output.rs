@@ -1,6 +1,10 @@
-//! What a run collected from the kernel: its streams, result, displays, error and execution
-//! count, stored in full up to [`MAX_STORED_BYTES`] and applied the way a notebook shows them
-//! (`clear_output(wait)`, `update_display_data` by `display_id`). Spec: "IOPub" in
+//! What a run collected from the kernel, as one ordered model: every output in the kernel's
+//! order ([`Slot`]: stream stretches coalesced as nbformat does, `display_data`,
+//! `execute_result`, `error`) with full MIME bundles, stored up to [`MAX_STORED_BYTES`] and
+//! applied the way a notebook shows them (`clear_output(wait)`, `update_display_data` by
+//! `display_id`). The agent's view (`response.rs`: streams joined per name, the result, the
+//! shown displays) and the history entry the notebook export writes (`Run::history_entry`)
+//! are both renderings of it. Spec: "IOPub" in
 //! <https://jupyter-client.readthedocs.io/en/latest/messaging.html#messages-on-the-iopub-pub-sub-channel>.
 //!
 //! Output that arrives after the run finished is still applied here and counted in
@@ -17,7 +21,35 @@ use crate::wire::Message;
 /// Output kept per run (bytes); beyond it output is dropped with a notice.
 pub const MAX_STORED_BYTES: usize = 64 * 1024 * 1024;
 
-/// Everything a run's messages carried, as the agent will see it.
+/// Bytes counted against [`MAX_STORED_BYTES`] for each new slot (its bookkeeping), so a
+/// flood of alternating one-byte writes to stdout and stderr stays bounded too.
+const SLOT_COST: usize = 32;
+
+/// One output of a run, in the kernel's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// Bytes `[start, end)` of one stream's raw text: consecutive chunks of the same stream
+    /// are one slot, as nbclient coalesces them into one `stream` output.
+    Stream {
+        stderr: bool,
+        start: usize,
+        end: usize,
+    },
+    /// A `display_data` or `execute_result`: index into [`RunOutput::displays`].
+    Display(usize),
+    /// Where the run's `error` came.
+    Error,
+}
+
+/// A display output of the run and whether the agent's `outputs` show it (a text-only
+/// `execute_result` is the run's `result` instead, as is IRkernel's value display).
+#[derive(Debug, Clone)]
+pub struct Display {
+    pub item: OutputItem,
+    pub shown: bool,
+}
+
+/// Everything a run's messages carried, in order.
 #[derive(Debug, Default)]
 pub struct RunOutput {
     stdout: String,
@@ -26,9 +58,12 @@ pub struct RunOutput {
     /// (`None` text: the raw text needed no cleaning).
     stdout_clean: Option<(usize, Option<String>)>,
     stderr_clean: Option<(usize, Option<String>)>,
+    /// The outputs in the kernel's order.
+    slots: Vec<Slot>,
+    /// Every display output, in order (the slots point here).
+    displays: Vec<Display>,
     /// text/plain of the execute_result (or IRkernel's text display).
     pub result: Option<String>,
-    pub outputs: Vec<OutputItem>,
     /// `clear_output(wait=True)` seen: clear just before the next output.
     pending_clear: bool,
     pub error: Option<ErrorInfo>,
@@ -67,21 +102,7 @@ impl RunOutput {
         match msg.msg_type() {
             "stream" => {
                 let text = c["text"].as_str().unwrap_or_default();
-                // Keep what fits under the cap, cut at a character boundary.
-                let mut kept = self.admit(text.len(), finished);
-                while !text.is_char_boundary(kept) {
-                    kept -= 1;
-                }
-                let text = &text[..kept];
-                if text.is_empty() {
-                    return false;
-                }
-                self.take_pending_clear();
-                if c["name"] == "stderr" {
-                    self.stderr.push_str(text);
-                } else {
-                    self.stdout.push_str(text);
-                }
+                self.append_stream(c["name"] == "stderr", text, finished);
             }
             "execute_result" | "display_data" => self.apply_display(msg, quirks, finished),
             "clear_output" => {
@@ -95,7 +116,7 @@ impl RunOutput {
                 self.take_pending_clear();
                 let mut e = error_info(c);
                 e.ename = quirks.ename(e.ename);
-                self.error = Some(e);
+                self.set_error(e);
             }
             "execute_input" => {
                 if let Some(n) = c["execution_count"].as_i64() {
@@ -108,14 +129,53 @@ impl RunOutput {
         false
     }
 
+    /// Append `text` to stream `stdout` (or `stderr`): what fits under the cap, cut at a
+    /// character boundary, joined to the last slot when that is the same stream.
+    pub fn append_stream(&mut self, stderr: bool, text: &str, finished: bool) {
+        let mut kept = self.admit(text.len(), finished);
+        while !text.is_char_boundary(kept) {
+            kept -= 1;
+        }
+        let text = &text[..kept];
+        if text.is_empty() {
+            return;
+        }
+        self.take_pending_clear();
+        let buf = if stderr {
+            &mut self.stderr
+        } else {
+            &mut self.stdout
+        };
+        let start = buf.len();
+        buf.push_str(text);
+        let end = buf.len();
+        match self.slots.last_mut() {
+            Some(Slot::Stream {
+                stderr: s, end: e, ..
+            }) if *s == stderr && *e == start => *e = end,
+            _ => {
+                self.stored_bytes += SLOT_COST;
+                self.slots.push(Slot::Stream { stderr, start, end });
+            }
+        }
+    }
+
+    fn set_error(&mut self, e: ErrorInfo) {
+        self.error = Some(e);
+        if !self.slots.contains(&Slot::Error) {
+            self.slots.push(Slot::Error);
+        }
+    }
+
     fn apply_display(&mut self, msg: &Message, quirks: &Quirks, finished: bool) {
         let c = &msg.content;
         let item = output_item(msg.msg_type(), c);
-        let size = stored_bytes(&item);
+        let size = stored_bytes(&item) + SLOT_COST;
         if self.admit(size, finished) < size {
             return;
         }
         self.take_pending_clear();
+        let mut shown = true;
         if msg.msg_type() == "display_data" && quirks.display_is_result && item.image.is_none() {
             // IRkernel's way of returning a value.
             if let Some(text) = plain_text(&item) {
@@ -123,46 +183,45 @@ impl RunOutput {
                     Some(prev) => format!("{prev}\n{text}"),
                     None => text,
                 });
+                shown = false;
             }
-            return;
-        }
-        if msg.msg_type() == "execute_result" {
+        } else if msg.msg_type() == "execute_result" {
             if let Some(n) = c["execution_count"].as_i64() {
                 self.execution_count = Some(n);
             }
-            if item.image.is_none() && item.mime_types.iter().all(|m| m == "text/plain") {
-                self.result = item.text;
-                return;
-            }
             self.result = item.text.clone();
+            shown = item.image.is_some() || item.mime_types.iter().any(|m| m != "text/plain");
         }
-        if let Some(id) = &item.display_id {
+        if item.display_id.is_some() {
             // A display with an id already shown updates the earlier ones too, as nbclient
             // does, and is then shown itself.
-            for o in self
-                .outputs
-                .iter_mut()
-                .filter(|o| o.display_id.as_ref() == Some(id))
-            {
-                *o = item.clone();
-            }
+            self.update_display_item(&item);
         }
-        self.outputs.push(item);
+        self.slots.push(Slot::Display(self.displays.len()));
+        self.displays.push(Display { item, shown });
     }
 
-    /// Apply an `update_display_data`: replace the outputs that carry its `display_id`.
-    pub fn update_display(&mut self, content: &Value) {
+    /// Apply an `update_display_data`: replace the data of the outputs that carry its
+    /// `display_id` (each keeps its kind). Returns true when one did.
+    pub fn update_display(&mut self, content: &Value) -> bool {
         let item = output_item("display_data", content);
-        let Some(id) = &item.display_id else {
-            return;
-        };
-        for o in self
-            .outputs
+        item.display_id.is_some() && self.update_display_item(&item)
+    }
+
+    fn update_display_item(&mut self, item: &OutputItem) -> bool {
+        let mut any = false;
+        for d in self
+            .displays
             .iter_mut()
-            .filter(|o| o.display_id.as_ref() == Some(id))
+            .filter(|d| d.item.display_id.is_some() && d.item.display_id == item.display_id)
         {
-            *o = item.clone();
+            d.item = OutputItem {
+                kind: std::mem::take(&mut d.item.kind),
+                ..item.clone()
+            };
+            any = true;
         }
+        any
     }
 
     fn take_pending_clear(&mut self) {
@@ -174,7 +233,10 @@ impl RunOutput {
     fn clear(&mut self) {
         self.stdout.clear();
         self.stderr.clear();
-        self.outputs.clear();
+        self.stdout_clean = None;
+        self.stderr_clean = None;
+        self.displays.clear();
+        self.slots.retain(|s| *s == Slot::Error);
     }
 
     /// Apply the `execute_reply` content: its execution_count and, for status `error`, the
@@ -186,7 +248,7 @@ impl RunOutput {
         if content["status"] == "error" && self.error.is_none() {
             let mut e = error_info(content);
             e.ename = quirks.ename(e.ename);
-            self.error = Some(e);
+            self.set_error(e);
         }
     }
 
@@ -213,6 +275,31 @@ impl RunOutput {
         } else {
             cached_clean(&self.stdout, &mut self.stdout_clean)
         }
+    }
+
+    /// The raw text of a [`Slot::Stream`]'s bytes.
+    pub fn stream_slice(&self, stderr: bool, start: usize, end: usize) -> &str {
+        let buf = if stderr { &self.stderr } else { &self.stdout };
+        buf.get(start..end).unwrap_or_default()
+    }
+
+    /// The outputs in the kernel's order.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// Every display output, shown or not, in order.
+    pub fn displays(&self) -> &[Display] {
+        &self.displays
+    }
+
+    /// The display outputs the agent's `outputs` show, in order.
+    pub fn outputs(&self) -> Vec<&OutputItem> {
+        self.displays
+            .iter()
+            .filter(|d| d.shown)
+            .map(|d| &d.item)
+            .collect()
     }
 
     /// Bytes stored for this run (streams, texts and images).
@@ -253,59 +340,4 @@ fn cached_clean<'a>(raw: &'a str, cache: &'a mut Option<(usize, Option<String>)>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn display(text: &str, id: &str) -> Message {
-        let mut m = Message::new(
-            "display_data",
-            json!({"data": {"text/plain": text}, "transient": {"display_id": id}}),
-            "s",
-        );
-        m.parent_header = None;
-        m
-    }
-
-    #[test]
-    fn a_display_update_replaces_the_output_with_that_display_id() {
-        let mut out = RunOutput::default();
-        out.apply_iopub(&display("v1", "d1"), &Quirks::default(), false);
-        out.update_display(
-            &json!({"data": {"text/plain": "v2"}, "transient": {"display_id": "d1"}}),
-        );
-        out.update_display(
-            &json!({"data": {"text/plain": "other"}, "transient": {"display_id": "d2"}}),
-        );
-        assert_eq!(out.outputs.len(), 1);
-        assert_eq!(out.outputs[0].text.as_deref(), Some("v2"));
-    }
-
-    #[test]
-    fn a_second_display_with_the_same_id_in_one_run_updates_the_first_and_is_shown() {
-        let mut out = RunOutput::default();
-        let q = Quirks::default();
-        out.apply_iopub(&display("v1", "d1"), &q, false);
-        out.apply_iopub(&display("other", "d2"), &q, false);
-        out.apply_iopub(&display("v2", "d1"), &q, false);
-        let texts: Vec<_> = out.outputs.iter().map(|o| o.text.clone()).collect();
-        let v2 = Some("v2".to_string());
-        assert_eq!(texts, [v2.clone(), Some("other".to_string()), v2]);
-    }
-
-    #[test]
-    fn output_past_the_cap_is_dropped_with_one_notice_and_late_bytes_are_counted() {
-        let mut out = RunOutput::default();
-        let q = Quirks::default();
-        let chunk = "x".repeat(1024 * 1024);
-        let stream = Message::new("stream", json!({"name": "stdout", "text": chunk}), "s");
-        for _ in 0..MAX_STORED_BYTES / chunk.len() + 2 {
-            out.apply_iopub(&stream, &q, false);
-        }
-        assert_eq!(out.stored_bytes(), MAX_STORED_BYTES);
-        assert!(out.dropped_notice.is_some());
-        assert_eq!(out.late_output, 0);
-        out.apply_iopub(&stream, &q, true);
-        assert_eq!(out.late_output, chunk.len());
-    }
-}
+mod tests;

@@ -152,7 +152,7 @@ impl Run {
         b: &Bounds,
         notices: &mut Vec<String>,
     ) -> Vec<crate::session::types::OutputItem> {
-        let all = &self.output.outputs;
+        let all = self.output.outputs();
         let keep = |i: usize| {
             all.len() <= b.max_outputs
                 || i < b.max_outputs / 2
@@ -170,7 +170,7 @@ impl Run {
             .enumerate()
             .filter(|(i, _)| keep(*i))
             .map(|(_, o)| {
-                let mut o = o.clone();
+                let mut o = (*o).clone();
                 if let Some(t) = &o.text {
                     o.text = Some(crate::session::display::bounded(t));
                 }
