@@ -194,6 +194,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let gateway_args = gateway_flags(&cli);
     let command = cli.command.unwrap_or_else(|| Command::Serve {
         transport: std::env::var("MCP_TRANSPORT").unwrap_or_else(|_| "stdio".into()),
         host: std::env::var("MCP_HOST")
@@ -233,6 +234,7 @@ fn main() -> ExitCode {
                 args.socket.clone(),
                 &cli.kernelspec_dir,
                 cli.python_env.as_deref(),
+                &gateway_args,
             );
             cli::exec::run(args, target)
         }
@@ -241,6 +243,7 @@ fn main() -> ExitCode {
                 args.socket.clone(),
                 &cli.kernelspec_dir,
                 cli.python_env.as_deref(),
+                &gateway_args,
             );
             cli::sessions::run_sessions(args, target)
         }
@@ -249,6 +252,7 @@ fn main() -> ExitCode {
                 args.socket.clone(),
                 &cli.kernelspec_dir,
                 cli.python_env.as_deref(),
+                &gateway_args,
             );
             cli::sessions::run_session(args, target)
         }
@@ -257,6 +261,7 @@ fn main() -> ExitCode {
                 args.socket.clone(),
                 &cli.kernelspec_dir,
                 cli.python_env.as_deref(),
+                &gateway_args,
             );
             cli::sessions::run_history(args, target)
         }
@@ -265,6 +270,7 @@ fn main() -> ExitCode {
                 args.socket.clone(),
                 &cli.kernelspec_dir,
                 cli.python_env.as_deref(),
+                &gateway_args,
             );
             cli::console::run(args, target)
         }
@@ -293,7 +299,12 @@ fn main() -> ExitCode {
             shared: true,
             socket,
             ..
-        } => relay(socket, &cli.kernelspec_dir, cli.python_env.as_deref()),
+        } => relay(
+            socket,
+            &cli.kernelspec_dir,
+            cli.python_env.as_deref(),
+            &gateway_args,
+        ),
         Command::Service {
             socket,
             idle_exit_s,
@@ -452,8 +463,20 @@ fn service_target(
     socket: Option<PathBuf>,
     kernelspec_dirs: &[PathBuf],
     python_env: Option<&std::path::Path>,
+    gateway_flags: &[std::ffi::OsString],
 ) -> cli::client::Target {
-    cli::client::Target::new(socket, kernelspec_dirs, python_env)
+    cli::client::Target::new(socket, kernelspec_dirs, python_env, gateway_flags)
+}
+
+/// `--gateway` and `--gateway-token-file` as given, for a service this process starts (the
+/// token in KERNEL_MCP_GATEWAY_TOKEN reaches it through the environment).
+fn gateway_flags(cli: &Cli) -> Vec<std::ffi::OsString> {
+    let gateways = cli.gateway.iter().flat_map(|g| ["--gateway", g.as_str()]);
+    let files = cli
+        .gateway_token_file
+        .iter()
+        .flat_map(|f| ["--gateway-token-file", f.as_str()]);
+    gateways.chain(files).map(Into::into).collect()
 }
 
 /// `serve --shared`: relay stdio to the service, starting it when none runs.
@@ -461,10 +484,11 @@ fn relay(
     socket: Option<PathBuf>,
     kernelspec_dirs: &[PathBuf],
     python_env: Option<&std::path::Path>,
+    gateway_flags: &[std::ffi::OsString],
 ) -> ExitCode {
     use kernel_mcp::service::{paths, relay};
     let paths = paths::ServicePaths::new(socket.unwrap_or_else(paths::default_socket));
-    let args = relay::service_args(&paths, kernelspec_dirs, python_env);
+    let args = relay::service_args(&paths, kernelspec_dirs, python_env, gateway_flags);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -38,10 +38,11 @@ impl Target {
         socket: Option<PathBuf>,
         kernelspec_dirs: &[PathBuf],
         python_env: Option<&std::path::Path>,
+        gateway_flags: &[OsString],
     ) -> Target {
         let paths =
             ServicePaths::new(socket.unwrap_or_else(kernel_mcp::service::paths::default_socket));
-        let service_args = relay::service_args(&paths, kernelspec_dirs, python_env);
+        let service_args = relay::service_args(&paths, kernelspec_dirs, python_env, gateway_flags);
         Target {
             paths,
             service_args,

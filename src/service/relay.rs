@@ -41,11 +41,12 @@ pub enum RelayError {
 }
 
 /// The arguments (after the executable) that start the service of `paths` with the caller's
-/// kernelspec directories and Python environment, for [`connect_or_start`].
+/// kernelspec directories, Python environment and gateway flags, for [`connect_or_start`].
 pub fn service_args(
     paths: &ServicePaths,
     kernelspec_dirs: &[std::path::PathBuf],
     python_env: Option<&Path>,
+    gateway_flags: &[OsString],
 ) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec![
         "service".into(),
@@ -60,7 +61,10 @@ pub fn service_args(
         args.push("--python-env".into());
         args.push(p.into());
     }
-    args
+    // Global flags: they go before the subcommand.
+    let mut all: Vec<OsString> = gateway_flags.to_vec();
+    all.append(&mut args);
+    all
 }
 
 /// Connect to the service of `paths`, starting it with `service_args` (the arguments after
@@ -186,5 +190,35 @@ pub async fn relay(stream: UnixStream, socket: &Path) -> Result<(), RelayError> 
                 log: log_name(),
             }),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_service_is_started_with_the_callers_gateways_kernelspecs_and_environment() {
+        let paths = ServicePaths::new("/run/x/kernel-mcp.sock".into());
+        let gw: Vec<OsString> = ["--gateway", "lab=http://h:8888"]
+            .iter()
+            .map(Into::into)
+            .collect();
+        let args = service_args(&paths, &["/k".into()], Some(Path::new("/venv")), &gw);
+        let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            args,
+            [
+                "--gateway",
+                "lab=http://h:8888",
+                "service",
+                "--socket",
+                "/run/x/kernel-mcp.sock",
+                "--kernelspec-dir",
+                "/k",
+                "--python-env",
+                "/venv"
+            ]
+        );
     }
 }
