@@ -12,7 +12,7 @@ use kernel_mcp::config::Limits;
 use kernel_mcp::kernel::discovery::KernelSearch;
 use kernel_mcp::mcp::KernelMcp;
 use kernel_mcp::session::Registry;
-use kernel_mcp::wire::{DELIMITER, Message, Signer, decode, encode};
+use kernel_mcp::wire::{DELIMITER, Message, Signer, decode, encode, websocket};
 use proptest::prelude::*;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -41,6 +41,39 @@ fn frame() -> impl Strategy<Value = Bytes> {
 }
 
 proptest! {
+    #[test]
+    fn fuzz_websocket_framings_never_panic_on_arbitrary_or_mutated_frames(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+        text in ".{0,200}",
+    ) {
+        let _ = websocket::decode_v1(&bytes);
+        let _ = websocket::decode_json_binary(&bytes);
+        let _ = websocket::decode_json(&text);
+        // A valid v1 frame, one byte changed or cut short: an error or a message, never a panic.
+        let msg = Message::new("execute_request", json!({"code": "1+1"}), "fuzz");
+        let mut frame = websocket::encode_v1("shell", &msg);
+        let j = at.index(frame.len());
+        frame[j] ^= byte | 1;
+        let _ = websocket::decode_v1(&frame);
+        frame.truncate(j);
+        let _ = websocket::decode_v1(&frame);
+        let json = websocket::encode_json("iopub", &msg);
+        let _ = websocket::decode_json(&json[..j.min(json.len())]); // the JSON is ASCII
+    }
+
+    #[test]
+    fn fuzz_websocket_v1_round_trips_any_channel_and_content(
+        channel in "[a-z]{1,8}",
+        code in ".{0,100}",
+    ) {
+        let msg = Message::new("execute_request", json!({"code": code}), "fuzz");
+        let (ch, back) = websocket::decode_v1(&websocket::encode_v1(&channel, &msg)).unwrap();
+        prop_assert_eq!(ch, channel);
+        prop_assert_eq!(back.content, msg.content);
+    }
+
     #[test]
     fn fuzz_decoding_arbitrary_frames_never_panics(frames in proptest::collection::vec(frame(), 0..10)) {
         let _ = decode(frames.clone(), &Signer::new(KEY));

@@ -401,40 +401,19 @@ async fn a_reply_without_idle_finishes_after_the_iopub_grace_with_a_notice() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_idle_without_a_reply_waits_30_s_for_the_reply_then_finishes_with_a_notice() {
+async fn an_idle_without_a_reply_keeps_the_run_going_until_the_reply() {
     let (handle, _kernels, mut k1) = session(false).await;
-    // A late reply (within the wait) still finishes the run with it.
     let (_, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
     let req = k1.next_execute().await;
     k1.idle(&req);
-    tokio::time::sleep(Duration::from_secs(20)).await;
-    assert_eq!(*rx.borrow_and_update(), RunStatus::Running);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        *rx.borrow_and_update(),
+        RunStatus::Running,
+        "idle alone does not finish a run"
+    );
     k1.reply(&req, "ok");
     assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
-    // A reply that never comes (lost in the kernel) does not hold the session for ever.
-    let t0 = Instant::now();
-    let (run, mut rx) = submit(&handle, ExecuteRequest::new("y")).await;
-    let req = k1.next_execute().await;
-    k1.stdout(&req, "out\n");
-    k1.idle(&req);
-    assert_eq!(
-        settle(&mut rx, Duration::from_secs(120)).await,
-        RunStatus::Ok
-    );
-    assert!(
-        t0.elapsed() >= Duration::from_secs(30),
-        "{:?}",
-        t0.elapsed()
-    );
-    let r = handle.get_run(&run).await.expect("the run");
-    assert_eq!(r.stdout, "out\n");
-    assert!(
-        r.notices
-            .iter()
-            .any(|n| n.contains("never sent its execute_reply")),
-        "{:?}",
-        r.notices
-    );
     handle.destroy().await.expect("destroyed");
 }
 

@@ -254,15 +254,6 @@ impl Actor {
                     e.idle = true;
                 }
             }
-            Deadline::ReplyMissing => {
-                run.notices.push(
-                    "The kernel reported idle but never sent its execute_reply; the run ends with the output that arrived.".into(),
-                );
-                let status = if run.error_seen() { "error" } else { "ok" };
-                if let Some(e) = run.phase.executing_mut() {
-                    e.reply = Some((serde_json::json!({ "status": status }), now));
-                }
-            }
             Deadline::RunTimeout => {
                 let limit = run.timeout.unwrap_or_default();
                 run.notices.push(format!(

@@ -116,18 +116,11 @@ impl Run {
         if let Some(e) = self.phase.executing_mut() {
             if idle {
                 e.idle = true;
-                e.idle_at.get_or_insert_with(Instant::now);
-                e.code_stopped = true;
             }
             if msg.msg_type() == "error" {
                 e.code_stopped = true;
             }
         }
-    }
-
-    /// An `error` output arrived for this run.
-    pub fn error_seen(&self) -> bool {
-        self.output.error.is_some()
     }
 
     /// Apply the `execute_reply`.

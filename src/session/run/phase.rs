@@ -23,9 +23,6 @@ use crate::session::ids::MsgId;
 pub const COMPLETENESS_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often an interrupt is repeated while the run has not stopped (before the grace ends).
 pub const INTERRUPT_REPEAT: Duration = Duration::from_secs(1);
-/// How long a run whose iopub `idle` came waits for its `execute_reply` (the two travel on
-/// different sockets, and a loaded machine can hold the reply back for seconds).
-pub const REPLY_AFTER_IDLE: Duration = Duration::from_secs(30);
 /// How often a kernel whose stdin is a terminal is checked for code blocked reading it.
 pub const TERMINAL_PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -55,9 +52,7 @@ pub struct Executing {
     pub reply: Option<(Value, Instant)>,
     /// iopub `status: idle` for this request has arrived.
     pub idle: bool,
-    /// When that idle came (the wait for a missing reply counts from then).
-    pub idle_at: Option<Instant>,
-    /// The kernel has shown the code stopped (an `error`, or idle): an interrupt under way is
+    /// The kernel has shown the code stopped (an `error` arrived): an interrupt under way is
     /// not repeated, since a second SIGINT could land in the kernel's own reply path.
     pub code_stopped: bool,
     /// The run-time limit passed; the interrupt escalates to a restart.
@@ -97,8 +92,6 @@ pub enum Deadline {
     CompletenessUnknown,
     /// The reply came but iopub `idle` did not: finish the run with a notice.
     IdleMissing,
-    /// iopub `idle` came but the `execute_reply` did not: finish the run with a notice.
-    ReplyMissing,
     /// The run passed its `timeout_s`: interrupt it (and escalate after the grace).
     RunTimeout,
     /// The interrupt has not stopped the run yet: send it again.
@@ -131,13 +124,9 @@ impl Phase {
                 Some((*since + COMPLETENESS_TIMEOUT, Deadline::CompletenessUnknown))
             }
             Phase::Executing(e) => {
-                let mut candidates: [Option<(Instant, Deadline)>; 6] = [None; 6];
+                let mut candidates: [Option<(Instant, Deadline)>; 5] = [None; 5];
                 if let (Some((_, at)), false) = (&e.reply, e.idle) {
                     candidates[0] = Some((*at + t.iopub_grace, Deadline::IdleMissing));
-                }
-                if let (None, Some(at)) = (&e.reply, e.idle_at) {
-                    let wait = t.iopub_grace.max(REPLY_AFTER_IDLE);
-                    candidates[5] = Some((at + wait, Deadline::ReplyMissing));
                 }
                 if let (Some(limit), false) = (t.timeout, e.timed_out) {
                     candidates[1] = Some((e.started_at + limit, Deadline::RunTimeout));
@@ -190,7 +179,6 @@ impl Executing {
             started_at: now,
             reply: None,
             idle: false,
-            idle_at: None,
             code_stopped: false,
             timed_out: false,
             stdin_refused: false,
@@ -205,7 +193,6 @@ impl Executing {
             started_at: self.started_at,
             reply: self.reply.clone(),
             idle: self.idle,
-            idle_at: self.idle_at,
             code_stopped: self.code_stopped,
             timed_out: self.timed_out,
             stdin_refused: self.stdin_refused,
@@ -290,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn an_interrupt_is_not_repeated_once_the_code_stopped_and_a_missing_reply_has_a_deadline() {
+    fn an_interrupt_is_not_repeated_once_the_code_raised() {
         let t0 = Instant::now();
         let timing = Timing {
             iopub_grace: Duration::from_secs(1),
@@ -305,17 +292,6 @@ mod tests {
         assert_eq!(next(&e).map(|d| d.1), Some(Deadline::RepeatInterrupt));
         e.code_stopped = true; // the KeyboardInterrupt error arrived
         assert_eq!(next(&e).map(|d| d.1), Some(Deadline::InterruptGraceOver));
-        // Never interrupted, idle came, the reply did not.
-        e.interrupt = None;
-        e.idle = true;
-        e.idle_at = Some(t0 + Duration::from_millis(300));
-        assert_eq!(
-            next(&e),
-            Some((
-                t0 + Duration::from_millis(300) + REPLY_AFTER_IDLE,
-                Deadline::ReplyMissing
-            ))
-        );
     }
 
     #[test]
