@@ -1,7 +1,8 @@
 //! Fault drills with the fake kernel, where a real one cannot misbehave on demand: frames that
 //! are no message or are signed with another key, a journal whose writes start failing, a run
 //! still going when the server shuts down, a kernel that closes its sockets but lives on
-//! (mid-run and idle), and a journal whose last line a SIGKILL cut short.
+//! (mid-run and idle), a journal whose last line a SIGKILL cut short, and a kernel that ends a
+//! request without its reply.
 
 mod common;
 
@@ -211,4 +212,59 @@ async fn a_journal_cut_mid_line_by_sigkill_stays_readable_and_says_so() {
     );
     again.shutdown().await;
     drop(server);
+}
+
+/// ipykernel drops the `execute_reply` when a SIGINT lands in its handler outside the user's
+/// code (CI saw it: "KeyboardInterrupt caught in kernel", idle, no reply). The run used to stay
+/// `running` for ever and block the session's queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_kernel_ends_without_a_reply_finishes_and_the_queue_goes_on() {
+    let specs = FakeSpecs::new().add("fake", &[]);
+    let server = specs.start_server().await;
+    create_fake_session(&server, "d", "fake").await;
+    let pid = server.kernel_pid("d").await;
+    let started = structured(
+        &server
+            .call(
+                "execute",
+                json!({"session_id": "d", "code": "drop-reply\nsleep 30", "wait_s": 0}),
+            )
+            .await,
+    );
+    let run_id = started["run_id"].as_str().expect("a run id").to_string();
+    let queued = server.call(
+        "execute",
+        json!({"session_id": "d", "code": "print next", "wait_s": 60}),
+    );
+    let interrupt = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        server
+            .call("interrupt_session", json!({"session_id": "d"}))
+            .await
+    };
+    let (next, _) = tokio::join!(queued, interrupt);
+    let next = structured(&next);
+    assert_eq!(status(&next), "ok", "the queued run ran: {next}");
+    assert_eq!(next["stdout"], "next\n");
+    let done = structured(
+        &server
+            .call("get_execution", json!({"run_id": run_id, "wait_s": 10}))
+            .await,
+    );
+    assert_eq!(status(&done), "interrupted", "{done}");
+    assert!(
+        done["notices"].to_string().contains("without a reply"),
+        "the notice says what happened: {done}"
+    );
+    let v = server.exec("d", "drop-reply\nprint alone").await;
+    assert_eq!(status(&v), "error", "no reply and no interrupt: {v}");
+    assert_eq!(v["stdout"], "alone\n", "{v}");
+    assert_eq!(v["error"]["ename"], "NoReply", "{v}");
+    assert_eq!(
+        server.kernel_pid("d").await,
+        pid,
+        "the same kernel throughout"
+    );
+    server.destroy("d").await;
+    server.shutdown().await;
 }

@@ -417,6 +417,75 @@ async fn an_idle_without_a_reply_keeps_the_run_going_until_the_reply() {
     handle.destroy().await.expect("destroyed");
 }
 
+/// Seen in CI and the soak: a SIGINT that lands in ipykernel's request handler outside the
+/// user's code makes it log "KeyboardInterrupt caught in kernel", publish `idle` and send no
+/// `execute_reply`. The run used to stay `running` for ever, with every later run queued
+/// behind it.
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_that_made_the_kernel_drop_its_reply_ends_the_run_once_a_later_request_is_answered()
+ {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("while True: pass")).await;
+    let (_, mut queued) = submit(&handle, ExecuteRequest::new("keep")).await;
+    let req = k1.next_execute().await;
+    handle.interrupt().await.expect("interrupt");
+    let t0 = Instant::now();
+    k1.idle(&req);
+    let (ch, probe) = k1.next_sent().await;
+    assert_eq!(
+        (ch, probe.msg_type()),
+        (Channel::Shell, "kernel_info_request")
+    );
+    assert_eq!(t0.elapsed(), Duration::from_secs(1), "the reply gets 1 s");
+    assert_eq!(k1.interrupted(), 1, "no SIGINT after idle");
+    assert_eq!(*rx.borrow_and_update(), RunStatus::Running);
+    k1.emit(
+        Channel::Shell,
+        &probe,
+        "kernel_info_reply",
+        json!({"status": "ok"}),
+    );
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(1)).await,
+        RunStatus::Interrupted
+    );
+    let result = handle.get_run(&run).await.expect("the run");
+    assert!(
+        result.notices.iter().any(|n| n.contains("without a reply")),
+        "{:?}",
+        result.notices
+    );
+    let next = k1.next_execute().await;
+    k1.reply(&next, "ok");
+    k1.idle(&next);
+    assert_eq!(
+        settle(&mut queued, Duration::from_secs(5)).await,
+        RunStatus::Ok,
+        "the queue goes on in the same kernel"
+    );
+    assert_eq!(k1.shutdowns.load(Ordering::SeqCst), 0, "no restart");
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_that_comes_after_the_probe_was_sent_still_decides_the_run() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
+    let req = k1.next_execute().await;
+    k1.idle(&req);
+    let (_, probe) = k1.next_sent().await;
+    assert_eq!(probe.msg_type(), "kernel_info_request");
+    k1.reply(&req, "ok");
+    k1.emit(
+        Channel::Shell,
+        &probe,
+        "kernel_info_reply",
+        json!({"status": "ok"}),
+    );
+    assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
+    handle.destroy().await.expect("destroyed");
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_interrupt_is_not_repeated_once_the_kernel_reported_the_error() {
     let (handle, _kernels, mut k1) = session(false).await;

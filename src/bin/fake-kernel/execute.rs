@@ -92,7 +92,7 @@ impl Kernel {
                        "evalue": f.evalue, "traceback": traceback, "user_expressions": {}, "payload": []})
             }
         };
-        if !reply_first {
+        if !reply_first && !has("drop-reply") {
             self.reply(Route::Shell, &req, "execute_reply", reply).await;
         }
         self.status(&req, "idle").await;
@@ -197,7 +197,7 @@ impl Kernel {
                     .map_err(|_| fail("ValueError", format!("bad byte count {num:?}")))?;
                 self.flood(req, total).await;
             }
-            "abort" | "reply-first" => {}
+            "abort" | "reply-first" | "drop-reply" => {}
             "invalid-utf8" => {
                 let mut content = br#"{"name":"stdout","text":"bad "#.to_vec();
                 content.extend_from_slice(b"\xff\xfe");

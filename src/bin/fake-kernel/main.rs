@@ -31,6 +31,7 @@
 //! | `flood <bytes>`       | that many bytes of stdout (numbered 64-byte lines) in 64 KiB messages |
 //! | `abort`               | only `execute_reply {status: "abort"}`: no busy, no outputs, no idle |
 //! | `reply-first`         | the reply (status ok) goes out right after `execute_input`, before the outputs |
+//! | `drop-reply`          | no `execute_reply` for this request, only idle (what ipykernel does when a SIGINT lands in its handler outside the user's code) |
 //! | `invalid-utf8`        | a stdout `stream` whose JSON text has the bytes `FF FE` (not UTF-8) |
 //! | `close-sockets [later]` | the process closes every socket but stays alive (it becomes `sleep`, ignoring SIGINT), at once or 300 ms after this request's reply |
 //! | `hang`                | ignores SIGINT and `interrupt_request`, never finishes |

@@ -179,6 +179,19 @@ impl Actor {
                 return;
             }
         }
+        if channel == Channel::Shell
+            && let Some(e) = self
+                .runs
+                .current_mut()
+                .and_then(|r| r.phase.executing_mut())
+            && e.reply_probe
+                .as_ref()
+                .is_some_and(|m| Some(m.as_str()) == msg.parent_msg_id())
+        {
+            // The kernel answered a later shell request: it is done with the execute request.
+            e.reply_dropped = e.reply.is_none();
+            return;
+        }
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
             if channel == Channel::Iopub && msg.msg_type() == "stream" {
@@ -305,6 +318,19 @@ impl Actor {
                         "The kernel did not stop within {} s of the interrupt; the run is still going. Restarting the session stops it, and loses the kernel's state.",
                         grace.as_secs()
                     ));
+                }
+            }
+            Deadline::ProbeReply => {
+                let Some(kernel) = self.kernel.as_ref() else {
+                    return;
+                };
+                let msg = kernel.request("kernel_info_request", json!({}));
+                if let Some(e) = run.phase.executing_mut() {
+                    e.reply_probe = Some(MsgId::from(msg.msg_id()));
+                }
+                tracing::debug!(session = %self.desc.id, "idle without execute_reply; probing with kernel_info_request");
+                if let Err(e) = self.send(Channel::Shell, &msg).await {
+                    tracing::warn!(session = %self.desc.id, "kernel_info_request not sent: {e}");
                 }
             }
             Deadline::TerminalProbe => {

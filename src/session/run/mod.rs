@@ -23,7 +23,7 @@ use super::history::{ENTRY_STREAM_BYTES, EntrySlot, HistoryEntry, HistoryOutput}
 use super::ids::RunId;
 use super::output::{clean_text, head_tail};
 use super::quirks::Quirks;
-use super::types::{Prompt, RunStatus};
+use super::types::{ErrorInfo, Prompt, RunStatus};
 use crate::wire::Message;
 
 /// Everything known about one run.
@@ -116,6 +116,11 @@ impl Run {
         if let Some(e) = self.phase.executing_mut() {
             if idle {
                 e.idle = true;
+                // The request is over: a repeated SIGINT now could only hit a later request.
+                e.code_stopped = true;
+                if e.reply.is_none() {
+                    e.idle_before_reply = Some(Instant::now());
+                }
             }
             if msg.msg_type() == "error" {
                 e.code_stopped = true;
@@ -138,6 +143,29 @@ impl Run {
         };
         let status = e.reply_status().unwrap_or("ok").to_string();
         if e.stdin_refused {
+            return RunStatus::Error;
+        }
+        if e.reply_dropped && e.reply.is_none() {
+            let interrupted = e.interrupt.is_some();
+            self.notices.push(if interrupted {
+                "The interrupt reached the kernel outside the code, which then ended the request without a reply; any code that did not run was skipped. The kernel's state is kept.".into()
+            } else {
+                "The kernel ended this request without a reply (its log may say why); the output shown is all it sent.".into()
+            });
+            if e.timed_out {
+                return RunStatus::Timeout;
+            }
+            if interrupted {
+                return RunStatus::Interrupted;
+            }
+            self.output.error.get_or_insert_with(|| ErrorInfo {
+                ename: "NoReply".into(),
+                evalue: "the kernel ended the request without an execute_reply".into(),
+                traceback: vec![
+                    "The kernel's log may say why; run the code again to see whether it is repeatable."
+                        .into(),
+                ],
+            });
             return RunStatus::Error;
         }
         // Did the deadline or interrupt cut the run short, or did it finish first?

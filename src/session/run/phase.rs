@@ -25,6 +25,9 @@ pub const COMPLETENESS_TIMEOUT: Duration = Duration::from_secs(2);
 pub const INTERRUPT_REPEAT: Duration = Duration::from_secs(1);
 /// How often a kernel whose stdin is a terminal is checked for code blocked reading it.
 pub const TERMINAL_PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// How long after iopub `idle` the `execute_reply` may still be on its way before the kernel
+/// is asked, with a `kernel_info_request`, whether it dropped the reply.
+pub const REPLY_PROBE_DELAY: Duration = Duration::from_secs(1);
 
 /// Where a run is in its life.
 #[derive(Debug)]
@@ -52,6 +55,14 @@ pub struct Executing {
     pub reply: Option<(Value, Instant)>,
     /// iopub `status: idle` for this request has arrived.
     pub idle: bool,
+    /// When `idle` came while the `execute_reply` had not: the reply probe counts from here.
+    pub idle_before_reply: Option<Instant>,
+    /// The `kernel_info_request` sent because the reply stayed missing after `idle`. Shell
+    /// requests are handled in order, so its reply proves the kernel is done with ours.
+    pub reply_probe: Option<MsgId>,
+    /// The probe was answered with still no `execute_reply`: the kernel dropped it (ipykernel
+    /// does when a SIGINT lands in its request handler outside the user's code).
+    pub reply_dropped: bool,
     /// The kernel has shown the code stopped (an `error` arrived): an interrupt under way is
     /// not repeated, since a second SIGINT could land in the kernel's own reply path.
     pub code_stopped: bool,
@@ -98,6 +109,8 @@ pub enum Deadline {
     RepeatInterrupt,
     /// The grace after the interrupt ended with the run still going.
     InterruptGraceOver,
+    /// `idle` came and the `execute_reply` did not: ask the kernel whether it dropped it.
+    ProbeReply,
     /// Probe whether the code blocks reading the kernel's terminal.
     TerminalProbe,
 }
@@ -124,14 +137,19 @@ impl Phase {
                 Some((*since + COMPLETENESS_TIMEOUT, Deadline::CompletenessUnknown))
             }
             Phase::Executing(e) => {
-                let mut candidates: [Option<(Instant, Deadline)>; 5] = [None; 5];
+                let mut candidates: [Option<(Instant, Deadline)>; 6] = [None; 6];
                 if let (Some((_, at)), false) = (&e.reply, e.idle) {
                     candidates[0] = Some((*at + t.iopub_grace, Deadline::IdleMissing));
                 }
                 if let (Some(limit), false) = (t.timeout, e.timed_out) {
                     candidates[1] = Some((e.started_at + limit, Deadline::RunTimeout));
                 }
-                if let Some(i) = e.interrupt.filter(|i| !i.gave_up && e.reply.is_none()) {
+                // After `idle` the code is over whatever came of the reply: nothing to stop
+                // (a timeout still escalates, in case the kernel answers nothing more).
+                if let Some(i) = e
+                    .interrupt
+                    .filter(|i| !i.gave_up && e.reply.is_none() && (!e.idle || e.timed_out))
+                {
                     let grace_over = i.since + t.interrupt_grace;
                     candidates[2] = Some((grace_over, Deadline::InterruptGraceOver));
                     let repeat = i.last_sent + INTERRUPT_REPEAT;
@@ -142,6 +160,9 @@ impl Phase {
                 if t.probe_terminal && e.interrupt.is_none() && !awaiting_input {
                     candidates[4] =
                         Some((e.probe.0 + TERMINAL_PROBE_INTERVAL, Deadline::TerminalProbe));
+                }
+                if let (Some(at), None, None) = (e.idle_before_reply, &e.reply, &e.reply_probe) {
+                    candidates[5] = Some((at + REPLY_PROBE_DELAY, Deadline::ProbeReply));
                 }
                 candidates.into_iter().flatten().min_by_key(|(at, _)| *at)
             }
@@ -179,6 +200,9 @@ impl Executing {
             started_at: now,
             reply: None,
             idle: false,
+            idle_before_reply: None,
+            reply_probe: None,
+            reply_dropped: false,
             code_stopped: false,
             timed_out: false,
             stdin_refused: false,
@@ -193,6 +217,9 @@ impl Executing {
             started_at: self.started_at,
             reply: self.reply.clone(),
             idle: self.idle,
+            idle_before_reply: self.idle_before_reply,
+            reply_probe: self.reply_probe.clone(),
+            reply_dropped: self.reply_dropped,
             code_stopped: self.code_stopped,
             timed_out: self.timed_out,
             stdin_refused: self.stdin_refused,
@@ -209,12 +236,13 @@ impl Executing {
     /// The run is complete: the reply and idle are in, or the reply says aborted (kernels
     /// send no idle for those) and we did not interrupt it (IRkernel sends idle for the run
     /// an interrupt aborted after draining its queue: wait for it, so the next request is not
-    /// drained too).
+    /// drained too), or the kernel dropped the reply.
     pub fn is_complete(&self) -> bool {
         let aborted = self
             .reply_status()
             .is_some_and(|s| s != "ok" && s != "error");
-        self.reply.is_some() && (self.idle || (aborted && self.interrupt.is_none()))
+        self.reply_dropped
+            || self.reply.is_some() && (self.idle || (aborted && self.interrupt.is_none()))
     }
 }
 
