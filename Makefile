@@ -16,7 +16,9 @@
 #   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
 #   make wheel      the Python binary wheel (maturin, release build) into target/wheels/
 #   make wheel-test make wheel, install it into a fresh venv and run it from a bare environment;
-#                   also `cargo install --path .` into a temp root (exactly one binary)
+#                   also `cargo install --path .` into a temp root (exactly one binary).
+#                   `make test` runs it with WHEEL_PROFILE=dev (a debug binary, built in seconds
+#                   from the test build's dependencies)
 #   make lint       cargo fmt --check + cargo clippy --all-targets --all-features -D warnings
 #   make clean-venv remove ./.venv
 #
@@ -142,6 +144,7 @@ test: $(STAMP) kernels gateways
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel \
 	  $(addprefix --test ,$(SHARED_SUITES)) -- --test-threads=$(TEST_THREADS)
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory wheel-test WHEEL_PROFILE=dev
 
 # The official MCP conformance suite (Node 22 and the suite from npm, pinned by
 # tests/conformance/package-lock.json) against `serve --transport http`; see
@@ -176,10 +179,12 @@ fuzz:
 $(MATURIN): $(STAMP)
 	"$(VPY)" -m pip install --disable-pip-version-check --no-input -q "$(MATURIN_REQ)"
 
-# The wheel's binary is a release build (target/release, shared with `make bench`).
+# The wheel's binary is a release build (target/release, shared with `make bench`), or with
+# WHEEL_PROFILE=dev a debug one that reuses the test build's dependencies.
+WHEEL_PROFILE ?= release
 wheel: $(MATURIN)
 	rm -f $(WHEEL_DIR)/kernel_mcp-*.whl
-	"$(MATURIN)" build --release --out $(WHEEL_DIR)
+	"$(MATURIN)" build --profile $(WHEEL_PROFILE) --strip --out $(WHEEL_DIR)
 	@ls -l $(WHEEL_DIR)/kernel_mcp-*.whl
 
 # The wheel test reuses the debug test build; `cargo install --debug` (CARGO_TARGET_DIR=target)

@@ -3,7 +3,8 @@
 //! from outside any venv with a bare environment (`HOME` and `PATH=/usr/bin:/bin` only), as an
 //! MCP client starts it. It must find its own environment: `doctor` exits 0 and `1+1` is `2`.
 //!
-//! Slow (a pip install), so only `make wheel-test` runs it: it sets `KERNEL_MCP_WHEEL` to the
+//! Slow (a pip install), so only `make wheel-test` runs it (`make test` calls it with a debug
+//! wheel, WHEEL_PROFILE=dev): it sets `KERNEL_MCP_WHEEL` to the
 //! wheel `make wheel` built. Without that variable the test says so and passes.
 
 mod common;
