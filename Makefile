@@ -158,7 +158,7 @@ demo: $(STAMP)
 	$(RUN_ENV) $(CARGO) run --example quickstart
 
 # --bins: `--examples` alone does not build the kernel-mcp binary the bench spawns.
-bench: $(STAMP)
+bench: $(STAMP) gateways
 	$(CARGO) build --release --bins --examples
 	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench -- --json target/bench.json
 

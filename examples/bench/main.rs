@@ -11,7 +11,9 @@
 //!   (f) `--sessions` sessions × `--per` executes at once: p50, p99, executes/s and the
 //!       client's (kernel-mcp server's) CPU time per execute;
 //!   (g) through the service relay (`serve --shared`) vs direct stdio;
-//!   (h) tools/list bytes (full, `--tools minimal`) and a trivial result's text bytes.
+//!   (h) tools/list bytes (full, `--tools minimal`) and a trivial result's text bytes;
+//!   (i) on a Jupyter Kernel Gateway started for the run: cold start and `execute 1+1`,
+//!       kernel-mcp (`--gateway`) next to a plain Python websockets client (gateway.rs).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -24,6 +26,7 @@
 //! `$VIRTUAL_ENV/bin/python`, else `./.venv/bin/python`), `KERNEL_MCP_BENCH_KERNEL`
 //! (kernelspec name, default python3).
 
+mod gateway;
 mod mcp_side;
 mod raw;
 mod stats;
@@ -55,6 +58,8 @@ pub struct Opts {
     pub raw_reference: bool,
     /// Skip the relay row.
     pub no_relay: bool,
+    /// Skip the Kernel Gateway rows.
+    pub no_gateway: bool,
 }
 
 #[tokio::main]
@@ -77,6 +82,7 @@ fn parse_opts() -> Res<Opts> {
         json: None,
         raw_reference: false,
         no_relay: false,
+        no_gateway: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -92,10 +98,11 @@ fn parse_opts() -> Res<Opts> {
             "--json" => o.json = Some(val()?.into()),
             "--raw-reference" => o.raw_reference = true,
             "--no-relay" => o.no_relay = true,
+            "--no-gateway" => o.no_gateway = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
-                     --sessions --per --json --raw-reference --no-relay)"
+                     --sessions --per --json --raw-reference --no-relay --no-gateway)"
                 )
                 .into());
             }
@@ -167,10 +174,16 @@ async fn run() -> Res<()> {
     let mut args = vec![script.display().to_string()];
     args.extend(reference_args(&o, ""));
     let jc = run_json_child(&reference_python(), &args, "jupyter_client reference").await?;
+    let gw = if o.no_gateway {
+        None
+    } else {
+        eprintln!("bench: starting a Kernel Gateway for the remote rows");
+        gateway::measure(&bin, &o).await?
+    };
     let elapsed = total.elapsed();
 
-    let rows = table::rows(&o, &ours, &raw, &jc);
-    table::print(&o, &rows, &ours, &raw, &jc);
+    let rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
+    table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
     println!(
         "\nload average (1/5/15 min) before {load_before}, after {load_after}; total bench time {:.1} s",
@@ -185,6 +198,7 @@ async fn run() -> Res<()> {
             "kernel_mcp": ours.raw_json(),
             "raw": raw,
             "jupyter_client": jc,
+            "kernel_gateway": gw.as_ref().map(gateway::Figures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());
@@ -213,7 +227,7 @@ fn reference_args(o: &Opts, flag: &str) -> Vec<String> {
 }
 
 /// Run a reference process and parse the JSON object it prints on stdout.
-async fn run_json_child(program: &Path, args: &[String], what: &str) -> Res<Value> {
+pub(crate) async fn run_json_child(program: &Path, args: &[String], what: &str) -> Res<Value> {
     let out = tokio::process::Command::new(program)
         .args(args)
         .stdin(Stdio::null())

@@ -305,7 +305,7 @@ async fn tools_list_sizes(bin: &Path) -> Res<Vec<(&'static str, usize, usize, us
     Ok(out)
 }
 
-async fn spawn_with(
+pub(crate) async fn spawn_with(
     bin: &Path,
     args: &[&str],
     env: &[(&str, &std::ffi::OsStr)],
@@ -342,7 +342,11 @@ async fn destroy(client: &Client, id: &str) -> Res<()> {
 
 /// create_session should return once the kernel is ready; if it answered `starting`,
 /// poll list_sessions (the wait counts as start time).
-async fn wait_until_ready(client: &Client, id: &str, created: &CallToolResult) -> Res<()> {
+pub(crate) async fn wait_until_ready(
+    client: &Client,
+    id: &str,
+    created: &CallToolResult,
+) -> Res<()> {
     if structured(created)["status"] != "starting" {
         return Ok(());
     }
@@ -362,7 +366,7 @@ async fn wait_until_ready(client: &Client, id: &str, created: &CallToolResult) -
     Err(format!("session {id} still starting after 60 s").into())
 }
 
-async fn execute_1p1(client: &Client, session: &str) -> Res<CallToolResult> {
+pub(crate) async fn execute_1p1(client: &Client, session: &str) -> Res<CallToolResult> {
     let r = call(
         client,
         "execute",
@@ -388,7 +392,7 @@ fn text_bytes(r: &CallToolResult) -> usize {
         .sum()
 }
 
-async fn call(client: &Client, tool: &'static str, args: Value) -> Res<CallToolResult> {
+pub(crate) async fn call(client: &Client, tool: &'static str, args: Value) -> Res<CallToolResult> {
     let Value::Object(args) = args else {
         unreachable!("tool arguments are an object")
     };
@@ -403,7 +407,7 @@ pub fn structured(r: &CallToolResult) -> &Value {
     r.structured_content.as_ref().unwrap_or(&NULL)
 }
 
-fn check_tool(r: &CallToolResult, what: &str) -> Res<()> {
+pub(crate) fn check_tool(r: &CallToolResult, what: &str) -> Res<()> {
     if r.is_error == Some(true) {
         let s = structured(r);
         return Err(format!("{what}: {} {}", s["error_code"], s["message"]).into());

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::Opts;
+use crate::gateway::Figures;
 use crate::mcp_side::Ours;
 use crate::stats::{median, percentile};
 
@@ -83,7 +84,7 @@ fn at(v: &Value, path: &[&str]) -> Option<f64> {
     v.as_f64()
 }
 
-pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value) -> Vec<Row> {
+pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -> Vec<Row> {
     let both = |path: &[&str]| (at(raw, path), at(jc, path));
     let kib = |v: Option<u64>| v.map(|x| x as f64);
     let mut rows = Vec::new();
@@ -224,12 +225,40 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value) -> Vec<Row> {
         None,
         None,
     ));
-    // Kernel Gateway rows (issue 15, "Through Kernel Gateway"): push them here, with kernel-mcp
-    // on a gateway kernel in `ours` and a Python websocket client on the same gateway in `jc`.
+    if let Some(g) = gw {
+        // kernel-mcp on a gateway kernel; the websockets client on the same gateway goes in the
+        // jupyter_client column (its ratio is /jc).
+        let r = &g.reference;
+        for (what, key, ours) in [
+            ("p50", "median", median(&g.exec_ms)),
+            ("p95", "p95", percentile(&g.exec_ms, 95)),
+        ] {
+            rows.push(Row::new(
+                format!(
+                    "Kernel Gateway: execute 1+1, {what} (n={}) | websockets client",
+                    o.n
+                ),
+                Unit::Ms,
+                ours,
+                None,
+                at(r, &["execute_ms", key]),
+            ));
+        }
+        rows.push(Row::new(
+            format!(
+                "Kernel Gateway: cold start, p50 (n={}): create_session | POST + ws + kernel_info",
+                g.create_ms.len()
+            ),
+            Unit::Ms,
+            median(&g.create_ms),
+            None,
+            at(r, &["start_ms", "median"]),
+        ));
+    }
     rows
 }
 
-pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value) {
+pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) {
     println!();
     println!(
         "kernel-mcp vs raw (zeromq + wire/) vs jupyter_client {} (python {}, ipykernel {}), kernel '{}' from {}",
@@ -282,4 +311,14 @@ pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value) {
          the Python driver. Concurrent: one MCP connection, one task per session | one task per\n\
          kernel | one thread per kernel. The relay row compares relay (kernel-mcp) to direct (raw column)."
     );
+    if let Some(g) = gw {
+        println!(
+            "Kernel Gateway rows: {} on 127.0.0.1; kernel-mcp speaks the v1 binary websocket framing, the\n\
+             Python client (websockets {}) the JSON framing; both wait for execute_reply and idle.",
+            g.versions,
+            g.reference["versions"]["websockets"]
+                .as_str()
+                .unwrap_or("?")
+        );
+    }
 }
