@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_side::{call, check_tool, execute_1p1, spawn_with, wait_until_ready};
+use crate::mcp_side::{call, check_tool, close, execute_1p1, spawn_with, wait_until_ready};
 use crate::stats::{ms, summary};
 use crate::{Opts, Res, run_json_child};
 
@@ -169,7 +169,7 @@ pub async fn measure(bin: &Path, o: &Opts) -> Res<Option<Figures>> {
 async fn ours(bin: &Path, o: &Opts, gw: &Gateway) -> Res<(Vec<f64>, Vec<f64>)> {
     let spec = format!("kg={}", gw.url);
     let env = [("KERNEL_MCP_GATEWAY_TOKEN", std::ffi::OsStr::new(&gw.token))];
-    let (client, _) = spawn_with(bin, &["serve", "--gateway", &spec], &env).await?;
+    let (client, pid) = spawn_with(bin, &["serve", "--gateway", &spec], &env).await?;
     let (mut create_ms, mut exec_ms) = (Vec::new(), Vec::with_capacity(o.n));
     let result = async {
         for i in 0..o.starts {
@@ -200,6 +200,6 @@ async fn ours(bin: &Path, o: &Opts, gw: &Gateway) -> Res<(Vec<f64>, Vec<f64>)> {
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
     }
     .await;
-    let _ = client.cancel().await;
+    close(client, pid).await;
     result.map(|()| (create_ms, exec_ms))
 }

@@ -87,7 +87,7 @@ pub async fn measure(bin: &Path, o: &Opts) -> Res<Ours> {
             .map(|c| m.concurrent = Some(c)),
         other => other,
     };
-    let _ = client.cancel().await;
+    close(client, Some(pid)).await;
     r?;
     m.pool_create_ms = pooled_creates(bin, o).await?;
     if !o.no_relay {
@@ -207,27 +207,17 @@ async fn concurrent(client: &Client, server_pid: u32, o: &Opts) -> Res<Value> {
 /// ready (server_info), time create_session, destroy.
 async fn pooled_creates(bin: &Path, o: &Opts) -> Res<Vec<f64>> {
     let pool = format!("{}=1", o.kernel);
-    let (client, _) = spawn_with(bin, &["serve", "--pool", &pool], &[]).await?;
+    let (client, pid) = spawn_with(bin, &["serve", "--pool", &pool], &[]).await?;
     let mut out = Vec::new();
     for i in 0..o.starts {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let r = call(&client, "server_info", json!({})).await?;
-            if structured(&r)["pool"][&o.kernel]["ready"].as_u64() == Some(1) {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err("the warm pool never got ready".into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_pool(&client, &o.kernel).await?;
         let id = format!("pooled-{i}");
         let t0 = Instant::now();
         create(&client, &id, &o.kernel).await?;
         out.push(ms(t0));
         destroy(&client, &id).await?;
     }
-    let _ = client.cancel().await;
+    close(client, pid).await;
     eprintln!("bench: create_session from the pool x{}: done", o.starts);
     Ok(out)
 }
@@ -250,6 +240,8 @@ async fn relay(bin: &Path, o: &Opts) -> Res<Vec<f64>> {
         let (client, _) = spawn_with(bin, &["serve", "--shared"], &env).await?;
         let id = "bench-relay";
         create(&client, id, &o.kernel).await?;
+        // The service refills its warm pool after the create: measure once that start is over.
+        wait_for_pool(&client, &o.kernel).await?;
         for _ in 0..o.warmup {
             execute_1p1(&client, id).await?;
         }
@@ -283,6 +275,32 @@ async fn relay(bin: &Path, o: &Opts) -> Res<Vec<f64>> {
     }
     eprintln!("bench: relay execute 1+1 x{}: done", o.n);
     result
+}
+
+/// Wait (up to 120 s) until the server's warm pool for `kernel` has a ready kernel.
+async fn wait_for_pool(client: &Client, kernel: &str) -> Res<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let r = call(client, "server_info", json!({})).await?;
+        if structured(&r)["pool"][kernel]["ready"].as_u64() >= Some(1) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("the warm pool never got ready".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// End a server: close its stdin, then wait (up to 20 s) until the process, which shuts its
+/// kernels down first, is gone, so the next figure does not share the CPU with that shutdown.
+pub(crate) async fn close(client: Client, pid: Option<u32>) {
+    let _ = client.cancel().await;
+    let Some(pid) = pid else { return };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// (h) The size of `tools/list` (its JSON) for the full and the minimal toolset.

@@ -159,12 +159,14 @@ fn log_name() -> String {
         .unwrap_or_else(|| "not written (neither XDG_STATE_HOME nor HOME is set)".into())
 }
 
-/// Relay stdin → socket and socket → stdout until one side ends.
+/// Relay stdin → socket and socket → stdout until one side ends. When stdin and stdout are
+/// pipes (as MCP clients start servers) they are read and written non-blocking on the event
+/// loop, not through tokio's blocking pool: that saves two thread handoffs each way per
+/// message (rmcp's `stdio_pipes`, the same transport the stdio server uses).
 /// Errors: [`RelayError::ServiceGone`] when the service hangs up while the client is still there.
 pub async fn relay(stream: UnixStream, socket: &Path) -> Result<(), RelayError> {
     let (mut from_service, mut to_service) = stream.into_split();
-    let mut stdin = tokio::io::stdin();
-    let mut stdout = tokio::io::stdout();
+    let (mut stdin, mut stdout) = rmcp::transport::stdio_pipes();
     let up = async {
         let r = tokio::io::copy(&mut stdin, &mut to_service).await;
         let _ = to_service.shutdown().await;
