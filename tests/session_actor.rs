@@ -602,3 +602,50 @@ async fn input_requests_are_answered_from_the_stdin_list_then_awaited() {
     assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
     handle.destroy().await.expect("destroyed");
 }
+
+/// `execute` waits on this receiver: the record must arrive by itself when the run settles,
+/// complete (the output in it), with no `get_run` after.
+#[tokio::test(start_paused = true)]
+async fn a_settled_receiver_gets_the_record_when_the_run_asks_for_input_and_when_it_ends() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let ((run, _rx), settled) = handle
+        .submit_settled(ExecuteRequest::new("input()"))
+        .await
+        .expect("queued");
+    let exec = k1.next_execute().await;
+    k1.stdout(&exec, "asking\n");
+    k1.emit(
+        Channel::Stdin,
+        &exec,
+        "input_request",
+        json!({"prompt": "name? ", "password": false}),
+    );
+    let asked = tokio::time::timeout(Duration::from_secs(5), settled)
+        .await
+        .expect("delivered")
+        .expect("a record");
+    assert_eq!(asked.run_id, run.as_str());
+    assert_eq!(asked.status, RunStatus::AwaitingInput);
+    assert_eq!(asked.stdout, "asking\n");
+    handle
+        .send_input(&run, "Ada".into())
+        .await
+        .expect("answered");
+    k1.reply(&exec, "ok");
+    k1.idle(&exec);
+    let ((_, _), settled) = handle
+        .submit_settled(ExecuteRequest::new("2"))
+        .await
+        .expect("queued");
+    let next = k1.next_execute().await;
+    k1.stdout(&next, "two\n");
+    k1.reply(&next, "ok");
+    k1.idle(&next);
+    let done = tokio::time::timeout(Duration::from_secs(5), settled)
+        .await
+        .expect("delivered")
+        .expect("a record");
+    assert_eq!(done.status, RunStatus::Ok);
+    assert_eq!(done.stdout, "two\n");
+    handle.destroy().await.expect("destroyed");
+}

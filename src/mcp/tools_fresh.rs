@@ -40,6 +40,7 @@ impl KernelMcp {
                 &fresh.helper,
                 &fresh.run_id,
                 fresh.rx.clone(),
+                None,
                 wait,
                 ctx,
                 true,

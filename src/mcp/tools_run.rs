@@ -19,7 +19,8 @@ use super::results::{RunOrPage, RunPage};
 use super::schema::output;
 use super::server::{KernelMcp, seconds};
 use crate::session::{
-    ErrorCode, ExecuteRequest, ExecutionResult, Part, RunId, RunStatus, SessionHandle, wait_settled,
+    ErrorCode, ExecuteRequest, ExecutionResult, Part, RunId, RunStatus, SessionHandle, Settled,
+    wait_settled,
 };
 
 #[tool_router(router = run_router, vis = "pub(crate)")]
@@ -201,9 +202,11 @@ impl KernelMcp {
         let limits = &self.registry.limits;
         let wait =
             seconds(wait_s, "wait_s")?.unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
-        let (run_id, rx) = self.registry.submit(handle, req).await?;
-        self.wait_and_render(handle, &run_id, rx, wait, ctx, true)
-            .await
+        let ((run_id, rx), settled) = self.registry.submit_settled(handle, req).await?;
+        let r = self
+            .follow_run(handle, &run_id, rx, Some(settled), wait, ctx, true)
+            .await?;
+        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
     }
 
     /// Wait for the run to settle (bounded by `wait`) and render it; see [`Self::follow_run`].
@@ -217,23 +220,31 @@ impl KernelMcp {
         cancel_on_abort: bool,
     ) -> ToolResult {
         let r = self
-            .follow_run(handle, run_id, rx, wait, ctx, cancel_on_abort)
+            .follow_run(handle, run_id, rx, None, wait, ctx, cancel_on_abort)
             .await?;
         Ok(render::execution(&r, self.registry.limits.max_image_bytes))
     }
 
     /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the
     /// request carries a token; on MCP cancellation of an `execute`, cancel the run. Returns
-    /// the run's record at the end of the wait.
+    /// the run's record at the end of the wait: the one `settled` delivers when given (no
+    /// further call to the session), else a fresh `get_run`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn follow_run(
         &self,
         handle: &SessionHandle,
         run_id: &RunId,
         mut rx: watch::Receiver<RunStatus>,
+        mut settled: Option<Settled>,
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
         cancel_on_abort: bool,
     ) -> Result<crate::session::ExecutionResult, ToolError> {
+        enum Step {
+            Settled,
+            Elapsed,
+            Cancelled,
+        }
         let deadline = tokio::time::Instant::now() + wait;
         let token = ctx.meta.get_progress_token();
         let mut ticks = 0u32;
@@ -244,13 +255,29 @@ impl KernelMcp {
             } else {
                 remaining
             };
-            tokio::select! {
-                settled = wait_settled(&mut rx, step) => {
-                    if settled || tokio::time::Instant::now() >= deadline {
-                        break;
-                    }
-                }
-                _ = ctx.ct.cancelled() => {
+            let outcome = match settled.as_mut() {
+                Some(record) => tokio::select! {
+                    r = tokio::time::timeout(step, record) => match r {
+                        Ok(Ok(record)) => return Ok(record),
+                        // The actor let go of it (the run is gone): watch the status instead.
+                        Ok(Err(_)) => {
+                            settled = None;
+                            continue;
+                        }
+                        Err(_) => Step::Elapsed,
+                    },
+                    _ = ctx.ct.cancelled() => Step::Cancelled,
+                },
+                None => tokio::select! {
+                    s = wait_settled(&mut rx, step) => if s { Step::Settled } else { Step::Elapsed },
+                    _ = ctx.ct.cancelled() => Step::Cancelled,
+                },
+            };
+            match outcome {
+                Step::Settled => break,
+                Step::Elapsed if tokio::time::Instant::now() >= deadline => break,
+                Step::Elapsed => {}
+                Step::Cancelled => {
                     if cancel_on_abort {
                         let _ = handle.cancel(run_id).await;
                     }

@@ -41,7 +41,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use actor::{Actor, Command};
-pub use actor::{ExecuteRequest, SessionDesc, Submitted};
+pub use actor::{ExecuteRequest, SessionDesc, Settled, Submitted};
 pub use error::{ErrorCode, SessionError};
 pub use ids::RunId;
 pub use output::{StreamPage, clean_text};
@@ -125,7 +125,20 @@ impl SessionHandle {
     /// Queue a run; returns its id and a receiver of its status.
     /// Errors: `SESSION_DEAD`, `STATE_CHANGED`, `QUEUE_FULL`.
     pub async fn submit(&self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
-        self.call(|tx| Command::Submit(req, tx)).await?
+        self.call(|tx| Command::Submit(req, tx, None)).await?
+    }
+
+    /// [`Self::submit`], plus a receiver of the run's record once it settles (final or
+    /// awaiting input). Errors: as `submit`.
+    pub async fn submit_settled(
+        &self,
+        req: ExecuteRequest,
+    ) -> Result<(Submitted, Settled), SessionError> {
+        let (settled_tx, settled_rx) = oneshot::channel();
+        let submitted = self
+            .call(|tx| Command::Submit(req, tx, Some(settled_tx)))
+            .await??;
+        Ok((submitted, settled_rx))
     }
 
     /// The run's record now (every part bounded). Errors: `EXECUTION_NOT_FOUND`.

@@ -30,8 +30,12 @@ impl Actor {
             Command::ClearQueue(reply) => {
                 let _ = reply.send(self.clear_queue());
             }
-            Command::Submit(req, reply) => {
-                let _ = reply.send(self.submit(req));
+            Command::Submit(req, reply, settled) => {
+                let submitted = self.submit(req);
+                if let (Ok((id, _)), Some(tx)) = (&submitted, settled) {
+                    self.settle_waiters.push((id.clone(), tx));
+                }
+                let _ = reply.send(submitted);
             }
             Command::GetRun(id, reply) => {
                 let bounds = self.bounds;

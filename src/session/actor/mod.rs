@@ -98,11 +98,21 @@ impl ExecuteRequest {
 /// What a submitted run gives back: its id and a receiver of its status changes.
 pub type Submitted = (RunId, watch::Receiver<RunStatus>);
 
+/// Receives a run's record once it settles (final, or awaiting input): one handoff from the
+/// actor to the waiting caller, where watching the status and then asking for the record took
+/// three. Dropped without a value when the run is gone before it settles.
+pub type Settled = oneshot::Receiver<ExecutionResult>;
+
 type Reply<T> = oneshot::Sender<T>;
 
 /// Commands to the actor; each carries its reply channel.
 pub enum Command {
-    Submit(ExecuteRequest, Reply<Result<Submitted, SessionError>>),
+    /// Queue a run; with a sender, also deliver its record once it settles.
+    Submit(
+        ExecuteRequest,
+        Reply<Result<Submitted, SessionError>>,
+        Option<Reply<ExecutionResult>>,
+    ),
     GetRun(RunId, Reply<Option<ExecutionResult>>),
     WatchRun(RunId, Reply<Option<watch::Receiver<RunStatus>>>),
     /// A page of one part of a run (stdout, stderr, result, traceback).
@@ -226,6 +236,8 @@ pub struct Actor {
     last_activity: chrono::DateTime<chrono::Utc>,
     /// Notices for the next run (e.g. the kernel was replaced after a crash).
     pending_notices: Vec<String>,
+    /// Callers waiting for a run to settle (see [`Settled`]).
+    settle_waiters: Vec<(RunId, Reply<ExecutionResult>)>,
     /// Idle time after which the registry expires the session; `None`: never.
     expires_after: Option<Duration>,
     /// Start of the current idle period for expiry (see `expiry.rs`).
@@ -267,6 +279,7 @@ impl Actor {
             created_at: now,
             last_activity: now,
             pending_notices: Vec::new(),
+            settle_waiters: Vec::new(),
             expires_after: None,
             idle_since: now,
         };
@@ -302,6 +315,31 @@ impl Actor {
                 Event::Due(Due::Request) => self.expire_requests(),
             }
             self.advance().await;
+            self.deliver_settled();
+        }
+    }
+
+    /// Send each waiting caller its run's record once the run has settled; forget callers
+    /// that went away and runs that are gone.
+    fn deliver_settled(&mut self) {
+        if self.settle_waiters.is_empty() {
+            return;
+        }
+        let bounds = self.bounds;
+        let waiters = std::mem::take(&mut self.settle_waiters);
+        for (id, reply) in waiters {
+            if reply.is_closed() {
+                continue;
+            }
+            let Some(run) = self.runs.get_mut(id.as_str()) else {
+                continue;
+            };
+            let status = run.status();
+            if status.is_final() || status == RunStatus::AwaitingInput {
+                let _ = reply.send(run.snapshot(&bounds));
+            } else {
+                self.settle_waiters.push((id, reply));
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::SessionHandle;
-use super::actor::{ExecuteRequest, SessionDesc, Submitted};
+use super::actor::{ExecuteRequest, SessionDesc, Settled, Submitted};
 use super::environments::EnvironmentStore;
 use super::error::SessionError;
 use super::history::Journal;
@@ -404,16 +404,33 @@ impl Registry {
         req: ExecuteRequest,
     ) -> Result<Submitted, SessionError> {
         let submitted = handle.submit(req).await?;
+        self.track(handle, &submitted.0);
+        Ok(submitted)
+    }
+
+    /// [`Self::submit`], plus a receiver of the run's record once it settles (see
+    /// [`Settled`]).
+    pub async fn submit_settled(
+        &self,
+        handle: &SessionHandle,
+        req: ExecuteRequest,
+    ) -> Result<(Submitted, Settled), SessionError> {
+        let (submitted, settled) = handle.submit_settled(req).await?;
+        self.track(handle, &submitted.0);
+        Ok((submitted, settled))
+    }
+
+    /// Remember which session holds `run_id`, for the calls that name only the run.
+    fn track(&self, handle: &SessionHandle, run_id: &RunId) {
         let mut runs = lock(&self.runs);
-        runs.0.insert(submitted.0.clone(), handle.key().to_string());
-        runs.1.push_back(submitted.0.clone());
+        runs.0.insert(run_id.clone(), handle.key().to_string());
+        runs.1.push_back(run_id.clone());
         // Sessions keep at most 256 finished runs each: the oldest ids are long forgotten.
         while runs.1.len() > MAX_TRACKED_RUNS {
             if let Some(old) = runs.1.pop_front() {
                 runs.0.remove(&old);
             }
         }
-        Ok(submitted)
     }
 
     /// The session holding run `run_id`. Errors: `EXECUTION_NOT_FOUND`.
