@@ -2,7 +2,7 @@
 //! and HMAC verification (`wire`), and the JSON arguments of the tools (through the MCP
 //! handler in-process, on tools that need no kernel). `make test` runs proptest's default
 //! number of cases; `make fuzz` sets `PROPTEST_CASES` to a million (the tool-argument target,
-//! one in-process MCP round trip per case, then takes about 45 minutes on 2 cores).
+//! one in-process MCP round trip per case, then takes about 9 minutes on 2 cores).
 
 mod common;
 
