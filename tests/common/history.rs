@@ -1,7 +1,7 @@
-//! Helpers for the history / export / files / interpreters / packages tests
-//! (`tests/history_files.rs`, issue 4): a server whose history journal lives in a per-test
-//! `XDG_STATE_HOME`, killing a server with SIGKILL, and running the project's Python on
-//! exported files.
+//! Helpers for the history, export and session-tool tests (`tests/history_files.rs`,
+//! `tests/history_export.rs`, `tests/session_tools.rs`): a server whose history journal
+//! lives in a per-test `XDG_STATE_HOME`, killing a server with SIGKILL, running the project's
+//! Python on exported files, and temp directories.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -186,5 +186,35 @@ pub fn indices(history: &Value) -> Vec<i64> {
         .unwrap_or_else(|| panic!("get_history has no entries[]: {history}"))
         .iter()
         .map(|e| e["index"].as_i64().unwrap_or(-1))
+        .collect()
+}
+
+/// A fresh temp directory (removed when dropped).
+pub fn tmpdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// The JSON document at `path`.
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON: {e}\n{text}", path.display()))
+}
+
+/// The notebook's outputs, per cell, as `output_type` strings.
+pub fn output_types(nb: &Value) -> Vec<Vec<String>> {
+    nb["cells"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no cells: {nb}"))
+        .iter()
+        .map(|c| {
+            c["outputs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|o| o["output_type"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
         .collect()
 }

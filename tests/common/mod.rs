@@ -540,5 +540,6 @@ pub mod http;
 pub mod kernels;
 pub mod raw;
 pub mod schemas;
+pub mod scripted;
 pub mod service;
 pub mod trust;
