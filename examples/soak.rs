@@ -10,6 +10,8 @@
 //! (default 15) and the trend at the end. The server's log (`SOAK_LOG` filter, default
 //! `kernel_mcp=info`) goes to `SOAK_SERVER_LOG` (default `target/soak-server.log`); a run
 //! still going 150 s after it was sent is reported as a hang with its session's state.
+//! `SOAK_HOLD_SECS` (default 0) keeps the server alive that long once every session is
+//! destroyed, with its pid printed, so what it still holds can be inspected (gdb, /proc).
 //!
 //! It passes (exit 0) when no run showed another run's output, every action ended as its
 //! kind must, the server's RSS, fds and threads in the last third of the run stay within
@@ -508,6 +510,15 @@ async fn soak() -> Res<bool> {
     let _ = sampler.await;
     let after_destroy = sample(server, start);
     let tree = descendants(server);
+    let hold = env_u64("SOAK_HOLD_SECS", 0);
+    if hold > 0 {
+        println!("soak: every session destroyed; holding server pid {server} for {hold} s");
+        tokio::time::sleep(Duration::from_secs(hold)).await;
+        println!(
+            "soak: after the hold rss={} KiB",
+            sample(server, start).rss_kib
+        );
+    }
 
     // Close the client (stdin): the server shuts down and exits.
     if let Ok(client) = Arc::try_unwrap(client) {

@@ -7,12 +7,14 @@
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
 //!
-//! [`instance`] is this process's identity (`server_instance`, `started_at`).
+//! [`instance`] is this process's identity (`server_instance`, `started_at`); [`memory`] hands the
+//! heap's freed pages back to the OS.
 
 pub mod config;
 pub mod instance;
 pub mod kernel;
 pub mod mcp;
+pub mod memory;
 pub mod service;
 pub mod session;
 pub mod wire;

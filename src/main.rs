@@ -163,15 +163,7 @@ fn main() -> ExitCode {
             nix::sys::signal::SigHandler::SigIgn,
         );
     }
-    // Large buffers (iopub frames of tens of MB during a flood) are mmapped and go back to
-    // the OS when freed; glibc's default raises that threshold after the first such free, and
-    // the heap then keeps the flood's peak for good (measured: 148 -> 96 MiB peak on a 50 MB
-    // flood, 104 -> 70 MiB after it).
-    // SAFETY: mallopt only sets an allocator parameter; called before any thread starts.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 1 << 20);
-    }
+    kernel_mcp::memory::configure();
     match &cli.command {
         Some(Command::Service { .. }) => {
             if let Err(e) = kernel_mcp::service::log::init_service() {
@@ -446,6 +438,7 @@ where
     };
     let serving = async {
         Registry::spawn_reaper(&registry);
+        kernel_mcp::memory::spawn_periodic_release();
         registry.fill_pool();
         serve(registry).await
     };

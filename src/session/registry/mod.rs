@@ -376,7 +376,10 @@ impl Registry {
     pub async fn destroy(&self, id: &str) -> Result<ShutdownRung, SessionError> {
         let handle = self.get(id)?;
         self.forget(id);
-        handle.destroy().await
+        let rung = handle.destroy().await;
+        // Its runs' outputs are freed now; give the pages back (see `crate::memory`).
+        crate::memory::release_freed();
+        rung
     }
 
     /// The table of live sessions by key (for [`super::expiry`]).
