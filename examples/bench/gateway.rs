@@ -45,23 +45,26 @@ fn venv() -> PathBuf {
 struct Gateway {
     url: String,
     token: String,
-    pgid: i32,
+    child: std::process::Child,
     _dir: tempfile::TempDir,
 }
 
 impl Drop for Gateway {
+    /// SIGTERM to the group (the gateway shuts its kernels down), up to 5 s for the gateway to
+    /// exit, then SIGKILL to whatever of the group is left.
     fn drop(&mut self) {
         use nix::sys::signal::{Signal, killpg};
         use nix::unistd::Pid;
-        let pg = Pid::from_raw(self.pgid);
+        let pg = Pid::from_raw(self.child.id() as i32);
         let _ = killpg(pg, Signal::SIGTERM);
         for _ in 0..50 {
-            if killpg(pg, None).is_err() {
-                return;
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                break;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
         let _ = killpg(pg, Signal::SIGKILL);
+        let _ = self.child.wait();
     }
 }
 
@@ -98,7 +101,7 @@ async fn start_gateway() -> Res<Gateway> {
     let gw = Gateway {
         url: format!("http://127.0.0.1:{port}"),
         token,
-        pgid: child.id() as i32,
+        child,
         _dir: dir,
     };
     let http = reqwest::Client::new();

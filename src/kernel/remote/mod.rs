@@ -181,22 +181,30 @@ impl RemoteKernel {
     }
 }
 
-/// Ask for `kernel_info` about once a second until our own request is answered.
+/// How often `kernel_info_request` is sent until one of ours is answered (a request sent
+/// before the kernel's shell socket is up is lost).
+const READY_RETRY: Duration = Duration::from_millis(250);
+
+/// Ask for `kernel_info` every [`READY_RETRY`] until one of our requests is answered (a late
+/// answer to an earlier one counts: the caller bounds the whole wait).
 async fn wait_ready(
     link: &channels::Link,
     session: &str,
     events: &mut mpsc::UnboundedReceiver<KernelEvent>,
 ) -> Result<Value, String> {
+    let mut sent: Vec<String> = Vec::new();
     loop {
         let req = Message::new("kernel_info_request", serde_json::json!({}), session);
         link.send(Channel::Shell, req.clone())?;
-        let retry = tokio::time::sleep(Duration::from_secs(1));
+        sent.push(req.msg_id().to_string());
+        let retry = tokio::time::sleep(READY_RETRY);
         tokio::pin!(retry);
         loop {
             tokio::select! {
                 ev = events.recv() => match ev {
                     Some(KernelEvent::Message(Channel::Shell, m))
-                        if m.msg_type() == "kernel_info_reply" && m.parent_msg_id() == Some(req.msg_id()) =>
+                        if m.msg_type() == "kernel_info_reply"
+                            && m.parent_msg_id().is_some_and(|p| sent.iter().any(|s| s == p)) =>
                     {
                         return Ok(m.content);
                     }
