@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 import urllib.request
@@ -28,18 +27,8 @@ import uuid
 
 from websockets.sync.client import connect
 
-
-def log(*args: object) -> None:
-    print(*args, file=sys.stderr, flush=True)
-
-
-def summary(samples_ms: list[float]) -> dict:
-    s = sorted(samples_ms)
-    n = len(s)
-    if n == 0:
-        return {"n": 0}
-    p95 = s[min(n - 1, max(0, -(-95 * n // 100) - 1))]
-    return {"n": n, "median": statistics.median(s), "p95": p95, "min": s[0], "max": s[-1]}
+# The same statistics as the jupyter_client reference (stdlib only at import time).
+from jupyter_client_ref import log, summary
 
 
 class Gateway:

@@ -150,3 +150,24 @@ impl KernelLauncher for LocalLauncher {
         })
     }
 }
+
+/// The next of `events`, until an [`KernelEvent::Exited`] has been handed out; then pending
+/// for ever (a kernel's event stream ends with its exit). `exit_reported` is the caller's
+/// record of that.
+pub(crate) async fn next_until_exit(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<KernelEvent>,
+    exit_reported: &mut bool,
+) -> KernelEvent {
+    if *exit_reported {
+        return std::future::pending().await;
+    }
+    match events.recv().await {
+        Some(ev) => {
+            if matches!(ev, KernelEvent::Exited(_)) {
+                *exit_reported = true;
+            }
+            ev
+        }
+        None => std::future::pending().await,
+    }
+}

@@ -7,6 +7,16 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// The rule for names people choose (session ids, environment names): 1–64 characters from
+/// `[A-Za-z0-9._-]`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 /// A run's id, `run-` and 12 hex digits (e.g. `run-3f2a9c01b7de`). Serialized as a string.
 #[derive(
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,

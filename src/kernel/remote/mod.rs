@@ -249,20 +249,10 @@ impl KernelIo for RemoteKernel {
     }
 
     fn next_event(&mut self) -> BoxFuture<'_, KernelEvent> {
-        Box::pin(async move {
-            if self.exit_reported {
-                return std::future::pending().await;
-            }
-            match self.events.recv().await {
-                Some(ev) => {
-                    if matches!(ev, KernelEvent::Exited(_)) {
-                        self.exit_reported = true;
-                    }
-                    ev
-                }
-                None => std::future::pending().await,
-            }
-        })
+        Box::pin(crate::kernel::seam::next_until_exit(
+            &mut self.events,
+            &mut self.exit_reported,
+        ))
     }
 
     fn try_next_event(&mut self) -> Option<KernelEvent> {

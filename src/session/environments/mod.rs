@@ -273,12 +273,7 @@ fn find<'a>(envs: &'a [Environment], name: &str) -> Result<&'a Environment, Sess
 
 /// 1-64 characters from `[A-Za-z0-9._-]`.
 pub fn validate_name(name: &str) -> Result<(), SessionError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
+    if super::ids::is_valid_name(name) {
         Ok(())
     } else {
         Err(SessionError::InvalidArgument(format!(

@@ -469,12 +469,7 @@ pub fn is_internal_key(key: &str) -> bool {
 
 /// 1–64 characters from `[A-Za-z0-9._-]`.
 fn validate_session_id(id: &str) -> Result<(), SessionError> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
+    if super::ids::is_valid_name(id) {
         Ok(())
     } else {
         Err(SessionError::InvalidArgument(format!(
