@@ -10,7 +10,7 @@
 #   make conformance  the official MCP conformance suite (from npm, with Node 22) against the HTTP
 #                   transport; part of `make test`
 #   make gateways   install Jupyter Kernel Gateway + Jupyter Server into ./.venv-gw and Jupyter
-#                   Enterprise Gateway into ./.venv-eg (PyPI; idempotent) for tests/gateways.rs
+#                   Enterprise Gateway into ./.venv-eg (PyPI; idempotent) for tests/it/gateways.rs
 #   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
 #   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
@@ -111,7 +111,7 @@ $(KSTAMP): $(KREQS) $(STAMP)
 	@touch $@
 	@echo "kernels ready: $$(ls $(VENV)/share/jupyter/kernels /usr/share/jupyter/kernels | grep -v : | tr '\n' ' ')"
 
-# Remote-kernel test servers (tests/gateways.rs), each venv re-made only when its
+# Remote-kernel test servers (tests/it/gateways.rs), each venv re-made only when its
 # requirements change. Enterprise Gateway pins jupyter_server<2, so it gets a venv of its own.
 GW_VENV  := $(CURDIR)/.venv-gw
 EG_VENV  := $(CURDIR)/.venv-eg
@@ -141,8 +141,8 @@ SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity reg
 
 test: $(STAMP) kernels gateways
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
-	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel \
-	  $(addprefix --test ,$(SHARED_SUITES)) -- --test-threads=$(TEST_THREADS)
+	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel --test it \
+	  -- --test-threads=$(TEST_THREADS) $(addsuffix ::,$(SHARED_SUITES))
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory wheel-test WHEEL_PROFILE=dev
 
@@ -175,7 +175,7 @@ soak: $(STAMP)
 FUZZ_CASES ?= 1000000
 fuzz:
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --features test-kernel --lib fuzz_
-	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --features test-kernel --test fuzz
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --features test-kernel --test it -- fuzz::
 
 $(MATURIN): $(STAMP)
 	"$(VPY)" -m pip install --disable-pip-version-check --no-input -q "$(MATURIN_REQ)"
@@ -192,7 +192,7 @@ wheel: $(MATURIN)
 # reuses the debug dependencies: it checks what gets installed, not how fast it runs.
 wheel-test: wheel
 	$(RUN_ENV) KERNEL_MCP_WHEEL="$$(ls -t $(WHEEL_DIR)/kernel_mcp-*.whl | head -1)" KERNEL_MCP_WHEEL_PYTHON=$(PYTHON) \
-	  $(CARGO) test --features test-kernel --test wheel_install -- --nocapture
+	  $(CARGO) test --features test-kernel --test it -- --nocapture wheel_install::
 	@root=$$(mktemp -d); \
 	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) install --quiet --debug --path . --root "$$root"; \
 	bins=$$(ls "$$root/bin"); rm -rf "$$root"; \

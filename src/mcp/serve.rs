@@ -27,7 +27,7 @@ pub(crate) const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
 ///   poll (the one that parses it and sends its command to the session actor, with no await
 ///   before that for a named session) happens in the order the requests arrived. That is what
 ///   makes pipelined calls on one session run in the order the client wrote them
-///   (`tests/ordering.rs`). Nothing on it blocks: file reads and writes go to
+///   (`tests/it/ordering.rs`). Nothing on it blocks: file reads and writes go to
 ///   `spawn_blocking`, kernels live on the other runtime.
 /// - **Sessions** (multi-thread): session actors, kernel sockets and decoding, so a flooding
 ///   kernel never delays the MCP side.

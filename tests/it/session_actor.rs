@@ -1,0 +1,439 @@
+//! The session actor against a scripted kernel, in-process, under `tokio::time::pause()`.
+//!
+//! The fake implements the kernel seam (`KernelIo`): every message the actor sends arrives in
+//! the test's [`Script::sent`], and the test decides what the kernel answers and when. With
+//! time paused, the actor's deadlines (timeouts, interrupt grace and repeats, the iopub grace)
+//! pass in virtual time as soon as every task is idle, so each case takes milliseconds and
+//! asserts exact virtual instants.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::common::scripted::*;
+use kernel_mcp::config::Limits;
+use kernel_mcp::kernel::{Channel, ExitInfo, KernelEvent, ShutdownRung};
+use kernel_mcp::session::{ExecuteRequest, RunStatus};
+use serde_json::json;
+use tokio::time::Instant;
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_interrupts_repeats_the_interrupt_then_restarts_the_kernel_after_the_grace() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let req = ExecuteRequest {
+        timeout: Some(Duration::from_secs(2)),
+        ..ExecuteRequest::new("while True: pass")
+    };
+    let t0 = Instant::now();
+    let (run, mut rx) = submit(&handle, req).await;
+    k1.next_execute().await;
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(60)).await,
+        RunStatus::Timeout
+    );
+    let took = t0.elapsed();
+    assert_eq!(took, Duration::from_secs(7), "2 s timeout + 5 s grace");
+    assert_eq!(
+        k1.interrupted(),
+        5,
+        "sent at 2 s, then again each second until 6 s"
+    );
+    assert_eq!(
+        k1.shutdowns.load(Ordering::SeqCst),
+        1,
+        "the old kernel is shut down"
+    );
+    let result = handle.get_run(&run).await.expect("the run");
+    assert!(
+        result.notices.iter().any(|n| n.contains("restarted")),
+        "{:?}",
+        result.notices
+    );
+    let mut k2 = kernels.recv().await.expect("a new kernel");
+    let (_, mut next) = submit(&handle, ExecuteRequest::new("1")).await;
+    let req = k2.next_execute().await;
+    k2.reply(&req, "ok");
+    k2.idle(&req);
+    assert_eq!(
+        settle(&mut next, Duration::from_secs(10)).await,
+        RunStatus::Ok
+    );
+    let info = handle.info().await.expect("info");
+    assert_eq!(info.generation, 2);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_is_resent_until_the_run_stops_and_keeps_the_kernel() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("sleep")).await;
+    let req = k1.next_execute().await;
+    let (_, interrupted) = handle.interrupt().await.expect("interrupt");
+    assert!(interrupted.is_some());
+    assert_eq!(k1.interrupted(), 1);
+    // The first two are lost (sent before the code started); the third stops it.
+    while k1.interrupted() < 3 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    k1.emit(
+        Channel::Iopub,
+        &req,
+        "error",
+        json!({"ename": "KeyboardInterrupt", "evalue": "", "traceback": []}),
+    );
+    k1.reply(&req, "error");
+    k1.idle(&req);
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(10)).await,
+        RunStatus::Interrupted
+    );
+    assert_eq!(handle.info().await.expect("info").generation, 1);
+    assert!(kernels.try_recv().is_err(), "no new kernel was started");
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_that_never_takes_leaves_the_run_running_and_never_restarts() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("ignore SIGINT")).await;
+    let req = k1.next_execute().await;
+    handle.interrupt().await.expect("interrupt");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(*rx.borrow_and_update(), RunStatus::Running);
+    assert_eq!(
+        k1.interrupted(),
+        5,
+        "repeated until the 5 s grace ended, then no more"
+    );
+    assert!(kernels.try_recv().is_err(), "no restart");
+    let r = handle.get_run(&run).await.expect("the run");
+    assert!(
+        r.notices.iter().any(|n| n.contains("still going")),
+        "the result says the run goes on: {:?}",
+        r.notices
+    );
+    // It can still finish normally.
+    k1.stdout(&req, "done\n");
+    k1.reply(&req, "ok");
+    k1.idle(&req);
+    settle(&mut rx, Duration::from_secs(10)).await;
+    assert_eq!(handle.info().await.expect("info").generation, 1);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn death_ends_the_running_run_cancels_the_queued_ones_and_starts_a_new_kernel() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let (_, mut first) = submit(&handle, ExecuteRequest::new("a")).await;
+    let (q1, mut second) = submit(&handle, ExecuteRequest::new("b")).await;
+    let (_, mut third) = submit(&handle, ExecuteRequest::new("c")).await;
+    let req = k1.next_execute().await;
+    k1.stdout(&req, "partial\n");
+    let _ = k1.events.send(KernelEvent::Exited(ExitInfo {
+        code: None,
+        signal: Some(9),
+    }));
+    assert_eq!(
+        settle(&mut first, Duration::from_secs(5)).await,
+        RunStatus::KernelDied
+    );
+    assert_eq!(
+        settle(&mut second, Duration::from_secs(5)).await,
+        RunStatus::Cancelled
+    );
+    assert_eq!(
+        settle(&mut third, Duration::from_secs(5)).await,
+        RunStatus::Cancelled
+    );
+    let q = handle.get_run(&q1).await.expect("the queued run");
+    assert!(
+        q.notices
+            .iter()
+            .any(|n| n.contains("not run in the new kernel")),
+        "{:?}",
+        q.notices
+    );
+    let mut k2 = kernels.recv().await.expect("a new kernel");
+    let (_, mut next) = submit(&handle, ExecuteRequest::new("d")).await;
+    let req = k2.next_execute().await;
+    k2.reply(&req, "ok");
+    k2.idle(&req);
+    assert_eq!(
+        settle(&mut next, Duration::from_secs(5)).await,
+        RunStatus::Ok
+    );
+    assert_eq!(handle.info().await.expect("info").generation, 2);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_without_idle_finishes_after_the_iopub_grace_with_a_notice() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let t0 = Instant::now();
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
+    let req = k1.next_execute().await;
+    k1.stdout(&req, "out\n");
+    k1.reply(&req, "ok");
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(60)).await,
+        RunStatus::Ok
+    );
+    assert_eq!(t0.elapsed(), Limits::default().iopub_grace());
+    let r = handle.get_run(&run).await.expect("the run");
+    assert_eq!(r.stdout, "out\n");
+    assert!(
+        r.notices.iter().any(|n| n.contains("never reported idle")),
+        "{:?}",
+        r.notices
+    );
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_without_a_reply_keeps_the_run_going_until_the_reply() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
+    let req = k1.next_execute().await;
+    k1.idle(&req);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        *rx.borrow_and_update(),
+        RunStatus::Running,
+        "idle alone does not finish a run"
+    );
+    k1.reply(&req, "ok");
+    assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
+    handle.destroy().await.expect("destroyed");
+}
+
+/// Seen in CI and the soak: a SIGINT that lands in ipykernel's request handler outside the
+/// user's code makes it log "KeyboardInterrupt caught in kernel", publish `idle` and send no
+/// `execute_reply`. The run used to stay `running` for ever, with every later run queued
+/// behind it.
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_that_made_the_kernel_drop_its_reply_ends_the_run_once_a_later_request_is_answered()
+ {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("while True: pass")).await;
+    let (_, mut queued) = submit(&handle, ExecuteRequest::new("keep")).await;
+    let req = k1.next_execute().await;
+    handle.interrupt().await.expect("interrupt");
+    let t0 = Instant::now();
+    k1.idle(&req);
+    let (ch, probe) = k1.next_sent().await;
+    assert_eq!(
+        (ch, probe.msg_type()),
+        (Channel::Shell, "kernel_info_request")
+    );
+    assert_eq!(t0.elapsed(), Duration::from_secs(1), "the reply gets 1 s");
+    assert_eq!(k1.interrupted(), 1, "no SIGINT after idle");
+    assert_eq!(*rx.borrow_and_update(), RunStatus::Running);
+    k1.emit(
+        Channel::Shell,
+        &probe,
+        "kernel_info_reply",
+        json!({"status": "ok"}),
+    );
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(1)).await,
+        RunStatus::Interrupted
+    );
+    let result = handle.get_run(&run).await.expect("the run");
+    assert!(
+        result.notices.iter().any(|n| n.contains("without a reply")),
+        "{:?}",
+        result.notices
+    );
+    let next = k1.next_execute().await;
+    k1.reply(&next, "ok");
+    k1.idle(&next);
+    assert_eq!(
+        settle(&mut queued, Duration::from_secs(5)).await,
+        RunStatus::Ok,
+        "the queue goes on in the same kernel"
+    );
+    assert_eq!(k1.shutdowns.load(Ordering::SeqCst), 0, "no restart");
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_that_comes_after_the_probe_was_sent_still_decides_the_run() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
+    let req = k1.next_execute().await;
+    k1.idle(&req);
+    let (_, probe) = k1.next_sent().await;
+    assert_eq!(probe.msg_type(), "kernel_info_request");
+    k1.reply(&req, "ok");
+    k1.emit(
+        Channel::Shell,
+        &probe,
+        "kernel_info_reply",
+        json!({"status": "ok"}),
+    );
+    assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_is_not_repeated_once_the_kernel_reported_the_error() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("sleep")).await;
+    let req = k1.next_execute().await;
+    handle.interrupt().await.expect("interrupt");
+    assert_eq!(k1.interrupted(), 1);
+    k1.emit(
+        Channel::Iopub,
+        &req,
+        "error",
+        json!({"ename": "KeyboardInterrupt", "evalue": "", "traceback": []}),
+    );
+    // The reply is slow (a loaded machine): no second SIGINT may land in the kernel's reply path.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(k1.interrupted(), 1, "not repeated after the error");
+    k1.reply(&req, "error");
+    k1.idle(&req);
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(10)).await,
+        RunStatus::Interrupted
+    );
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kernel_that_takes_no_messages_never_blocks_the_actor_and_destroy_returns() {
+    let (handle, _kernels, mut k1) = session(true).await;
+    let (_, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
+    k1.next_execute().await;
+    // The send hangs; the actor gives up on it and keeps answering.
+    let info = tokio::time::timeout(Duration::from_secs(30), handle.info())
+        .await
+        .expect("info answers")
+        .expect("info");
+    assert_eq!(info.session_id, "s");
+    let rung = tokio::time::timeout(Duration::from_secs(30), handle.destroy())
+        .await
+        .expect("destroy returns")
+        .expect("destroyed");
+    assert_eq!(rung, ShutdownRung::Graceful);
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(1)).await,
+        RunStatus::Cancelled
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_shell_request_is_forgotten_at_its_deadline() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let t0 = Instant::now();
+    let err = handle
+        .request(
+            "complete_request",
+            json!({"code": "x", "cursor_pos": 1}),
+            true,
+            Duration::from_secs(10),
+        )
+        .await
+        .expect_err("no reply came");
+    assert_eq!(t0.elapsed(), Duration::from_secs(10));
+    assert_eq!(err.code().as_str(), "SESSION_BUSY");
+    let (ch, msg) = k1.next_sent().await;
+    assert_eq!((ch, msg.msg_type()), (Channel::Shell, "complete_request"));
+    // A late reply to the forgotten request goes nowhere and breaks nothing.
+    k1.emit(
+        Channel::Shell,
+        &msg,
+        "complete_reply",
+        json!({"matches": []}),
+    );
+    assert_eq!(handle.info().await.expect("info").session_id, "s");
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn input_requests_are_answered_from_the_stdin_list_then_awaited() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let req = ExecuteRequest {
+        stdin: vec!["Ada".into()],
+        ..ExecuteRequest::new("input(); input()")
+    };
+    let (run, mut rx) = submit(&handle, req).await;
+    let exec = k1.next_execute().await;
+    k1.emit(
+        Channel::Stdin,
+        &exec,
+        "input_request",
+        json!({"prompt": "name? ", "password": false}),
+    );
+    let (ch, answer) = k1.next_sent().await;
+    assert_eq!((ch, answer.msg_type()), (Channel::Stdin, "input_reply"));
+    assert_eq!(answer.content["value"], "Ada");
+    k1.emit(
+        Channel::Stdin,
+        &exec,
+        "input_request",
+        json!({"prompt": "age? ", "password": false}),
+    );
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(5)).await,
+        RunStatus::AwaitingInput
+    );
+    let r = handle.get_run(&run).await.expect("the run");
+    assert_eq!(r.prompt.map(|p| p.text).as_deref(), Some("age? "));
+    let mut rx = handle
+        .send_input(&run, "36".into())
+        .await
+        .expect("answered");
+    let (_, answer) = k1.next_sent().await;
+    assert_eq!(answer.content["value"], "36");
+    k1.reply(&exec, "ok");
+    k1.idle(&exec);
+    assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
+    handle.destroy().await.expect("destroyed");
+}
+
+/// `execute` waits on this receiver: the record must arrive by itself when the run settles,
+/// complete (the output in it), with no `get_run` after.
+#[tokio::test(start_paused = true)]
+async fn a_settled_receiver_gets_the_record_when_the_run_asks_for_input_and_when_it_ends() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    let ((run, _rx), settled) = handle
+        .submit_settled(ExecuteRequest::new("input()"))
+        .await
+        .expect("queued");
+    let exec = k1.next_execute().await;
+    k1.stdout(&exec, "asking\n");
+    k1.emit(
+        Channel::Stdin,
+        &exec,
+        "input_request",
+        json!({"prompt": "name? ", "password": false}),
+    );
+    let asked = tokio::time::timeout(Duration::from_secs(5), settled)
+        .await
+        .expect("delivered")
+        .expect("a record");
+    assert_eq!(asked.run_id, run.as_str());
+    assert_eq!(asked.status, RunStatus::AwaitingInput);
+    assert_eq!(asked.stdout, "asking\n");
+    handle
+        .send_input(&run, "Ada".into())
+        .await
+        .expect("answered");
+    k1.reply(&exec, "ok");
+    k1.idle(&exec);
+    let ((_, _), settled) = handle
+        .submit_settled(ExecuteRequest::new("2"))
+        .await
+        .expect("queued");
+    let next = k1.next_execute().await;
+    k1.stdout(&next, "two\n");
+    k1.reply(&next, "ok");
+    k1.idle(&next);
+    let done = tokio::time::timeout(Duration::from_secs(5), settled)
+        .await
+        .expect("delivered")
+        .expect("a record");
+    assert_eq!(done.status, RunStatus::Ok);
+    assert_eq!(done.stdout, "two\n");
+    handle.destroy().await.expect("destroyed");
+}
