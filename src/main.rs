@@ -12,7 +12,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use kernel_mcp::config::Limits;
 use kernel_mcp::kernel::discovery::KernelSearch;
-use kernel_mcp::session::Registry;
+use kernel_mcp::registry::Registry;
 
 /// MCP server giving AI agents named, persistent sessions on real Jupyter kernels.
 #[derive(Parser)]
@@ -79,7 +79,7 @@ enum Command {
         #[arg(long, env = "KERNEL_MCP_MAX_MEMORY_MIB", default_value_t = 4096)]
         max_memory_mib: u64,
         /// Keep N started kernels of KERNEL for new sessions (KERNEL=N, repeatable).
-        #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::session::pool::parse_pool_arg)]
+        #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::registry::sources::pool::parse_pool_arg)]
         pool: Vec<(String, usize)>,
     },
     /// Run the per-user service: the sessions behind a Unix socket, shared by every client.
@@ -98,7 +98,7 @@ enum Command {
         max_memory_mib: u64,
         /// Keep N started kernels of KERNEL for new sessions (KERNEL=N, repeatable; default
         /// python3=1, `--pool python3=0` for none).
-        #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::session::pool::parse_pool_arg)]
+        #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::registry::sources::pool::parse_pool_arg)]
         pool: Vec<(String, usize)>,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.

@@ -38,7 +38,7 @@ pub struct Report {
     pub default_kernel: Option<String>,
     pub service: Service,
     /// Each `--gateway`, with `error` when it does not answer (or refuses the token).
-    pub gateways: Vec<kernel_mcp::session::remote::GatewayState>,
+    pub gateways: Vec<kernel_mcp::registry::sources::remote::GatewayState>,
     /// What to do, when `ok` is false (or a warning when it is true).
     pub advice: Vec<String>,
 }
@@ -98,7 +98,7 @@ pub fn run(
     };
     let mut report = runtime.block_on(gather(search, flag));
     report.gateways = runtime
-        .block_on(kernel_mcp::session::remote::list_all(gateways))
+        .block_on(kernel_mcp::registry::sources::remote::list_all(gateways))
         .1;
     if json {
         match serde_json::to_string_pretty(&report) {

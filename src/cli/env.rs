@@ -8,8 +8,8 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use kernel_mcp::registry::sources::environments::{Environment, EnvironmentStore};
 use kernel_mcp::session::SessionError;
-use kernel_mcp::session::environments::{Environment, EnvironmentStore};
 use serde_json::{Value, json};
 
 #[derive(Subcommand)]

@@ -10,7 +10,6 @@ pub(crate) mod render;
 pub mod resources;
 pub mod results;
 pub mod schema;
-pub mod scope;
 pub mod serve;
 pub mod server;
 pub mod sse;

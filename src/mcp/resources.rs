@@ -11,7 +11,8 @@
 use rmcp::ErrorData as McpError;
 use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 
-use crate::session::{Part, Registry, RunId};
+use crate::registry::Registry;
+use crate::session::{Part, RunId};
 
 /// The URI scheme and authority of every run resource.
 pub const PREFIX: &str = "kernel-mcp://runs/";

@@ -30,7 +30,7 @@ pub struct KernelList {
     pub kernels: Vec<KernelEntry>,
     pub default_kernel: Option<String>,
     /// Each gateway; `error` when unreachable.
-    pub gateways: Vec<crate::session::remote::GatewayState>,
+    pub gateways: Vec<crate::registry::sources::remote::GatewayState>,
 }
 
 /// `list_sessions`.
@@ -79,7 +79,7 @@ pub struct ServerInfo {
     pub python_environment: Option<PathBuf>,
     pub session_count: usize,
     /// Warm pool per kernelspec (`--pool`); these kernels count toward max_sessions.
-    pub pool: std::collections::BTreeMap<String, crate::session::pool::PoolCount>,
+    pub pool: std::collections::BTreeMap<String, crate::registry::sources::pool::PoolCount>,
     /// A fresh id per server process: a different one means a new server lifetime.
     pub server_instance: String,
     /// When this server process started (RFC 3339).

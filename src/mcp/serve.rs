@@ -15,7 +15,7 @@ use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 use super::http::{Guard, HttpAccess, guard};
 use super::{KernelMcp, Toolset};
-use crate::session::Registry;
+use crate::registry::Registry;
 
 /// Longest the server takes to exit once the client has gone or a signal arrived.
 pub(crate) const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);

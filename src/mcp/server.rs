@@ -17,8 +17,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use super::error::ToolError;
-use super::scope::RegistryView;
-use crate::session::{ErrorCode, Registry};
+use crate::registry::Registry;
+use crate::registry::scope::RegistryView;
+use crate::session::ErrorCode;
 
 /// The MCP server: a cheap clone over the process-wide [`Registry`], seen through the
 /// connection's [`RegistryView`] (who owns `default`).

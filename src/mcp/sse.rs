@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::http::HttpAccess;
 use super::{KernelMcp, Toolset};
-use crate::session::Registry;
+use crate::registry::Registry;
 
 /// Messages buffered per direction and connection.
 const BUFFER: usize = 64;

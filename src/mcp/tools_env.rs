@@ -11,7 +11,7 @@ use super::error::ToolResult;
 use super::params::{EnvironmentNameParams, RegisterEnvironmentParams};
 use super::render;
 use super::server::KernelMcp;
-use crate::session::environments::Environment;
+use crate::registry::sources::environments::Environment;
 
 /// One line per environment, for models that read text.
 pub(crate) fn environment_line(e: &Environment) -> String {

@@ -11,8 +11,9 @@ use rmcp::service::RequestContext;
 use super::error::{ToolError, ToolResult};
 use super::render;
 use super::server::{KernelMcp, seconds};
-use crate::session::fresh::FreshRun;
-use crate::session::{ErrorCode, ExecuteRequest, ExecutionResult, Registry, SessionHandle};
+use crate::registry::Registry;
+use crate::registry::fresh::FreshRun;
+use crate::session::{ErrorCode, ExecuteRequest, ExecutionResult, SessionHandle};
 
 impl KernelMcp {
     /// Run `req` in a fresh kernel like `handle`'s and wait for it like `execute` does.

@@ -15,8 +15,9 @@ use super::results::{
 };
 use super::schema::output;
 use super::server::{KernelMcp, seconds};
+use crate::registry::CreateRequest;
+use crate::session::SessionInfo;
 use crate::session::ops::variables_note;
-use crate::session::{CreateRequest, SessionInfo};
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl KernelMcp {
@@ -26,7 +27,8 @@ impl KernelMcp {
         output_schema = output::<KernelList>()
     )]
     async fn list_kernels(&self) -> ToolResult {
-        let (remote, gateways) = crate::session::remote::list_all(&self.registry.gateways).await;
+        let (remote, gateways) =
+            crate::registry::sources::remote::list_all(&self.registry.gateways).await;
         let mut kernels: Vec<_> = self
             .registry
             .search

@@ -25,7 +25,7 @@ use tokio::net::{UnixListener, UnixStream};
 use super::paths::ServicePaths;
 use crate::mcp::KernelMcp;
 use crate::mcp::serve::{SHUTDOWN_DEADLINE, in_order_runtime, serve_http_until, termination};
-use crate::session::Registry;
+use crate::registry::Registry;
 
 /// Most connections served at once; one more is refused with a JSON-RPC error line.
 const MAX_CONNECTIONS: usize = 256;

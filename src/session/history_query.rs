@@ -2,8 +2,9 @@
 //! `n`, or the one entry of a run id. The three are exclusive; mixing them is
 //! `INVALID_ARGUMENT`. Works on live sessions and on journals of past ones alike.
 
+use super::SessionError;
 use super::ops::HistorySource;
-use super::{Registry, SessionError};
+use crate::registry::Registry;
 
 /// A choice of history entries.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,12 +13,9 @@
 pub(crate) mod actor;
 pub(crate) mod checkpoint;
 pub(crate) mod display;
-pub mod environments;
 pub mod error;
-pub mod expiry;
 pub(crate) mod export;
 pub(crate) mod files;
-pub(crate) mod fresh;
 pub mod history;
 pub(crate) mod history_query;
 pub(crate) mod ids;
@@ -26,11 +23,8 @@ pub(crate) mod language;
 pub(crate) mod ops;
 pub(crate) mod output;
 pub(crate) mod packages;
-pub mod pool;
 pub(crate) mod python;
 pub(crate) mod quirks;
-pub mod registry;
-pub mod remote;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub mod types;
@@ -45,7 +39,6 @@ pub use actor::{ExecuteRequest, SessionDesc, Settled, Submitted};
 pub use error::{ErrorCode, SessionError};
 pub use ids::RunId;
 pub use output::{StreamPage, clean_text};
-pub use registry::{CreateRequest, Registry};
 pub use run::Part;
 pub use types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
 
@@ -60,7 +53,7 @@ const COMMAND_BUFFER: usize = 64;
 pub struct SessionHandle {
     id: String,
     /// The name the registry files it under: the id, except for a connection's own
-    /// `default` session (see [`registry::Registry::create_keyed`]).
+    /// `default` session (see `crate::registry::Registry::create_keyed`).
     key: String,
     tx: mpsc::Sender<Command>,
     /// What the session is (kernelspec, cwd, launcher): a fresh-kernel run starts its helper
@@ -103,6 +96,12 @@ impl SessionHandle {
     /// The registry's name for this session (its id unless filed under an internal key).
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// This handle, filed in the registry under `key` instead of its id.
+    pub(crate) fn filed_under(mut self, key: String) -> SessionHandle {
+        self.key = key;
+        self
     }
 
     /// True if both handles talk to the same actor (not merely the same session name).

@@ -14,9 +14,10 @@ use super::history::{self, HistoryEntry, Journal};
 use super::language::Language;
 use super::packages::{self, InstallOutcome};
 use super::{
-    ExecuteRequest, Registry, RunId, RunStatus, SessionError, SessionHandle, SessionInfo, python,
+    ExecuteRequest, RunId, RunStatus, SessionError, SessionHandle, SessionInfo, python,
     wait_settled,
 };
+use crate::registry::Registry;
 
 /// Variables listed by `variables` at most (the rest are counted, not listed).
 pub const MAX_VARIABLES: usize = 200;

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use kernel_mcp::config::Limits;
 use kernel_mcp::kernel::discovery::KernelSearch;
 use kernel_mcp::mcp::KernelMcp;
-use kernel_mcp::session::Registry;
+use kernel_mcp::registry::Registry;
 use kernel_mcp::wire::{DELIMITER, Message, Signer, decode, encode, websocket};
 use proptest::prelude::*;
 use rmcp::ServiceExt;

@@ -9,7 +9,7 @@ use crate::common::{is_error, require_venv, structured, venv};
 use kernel_mcp::config::Limits;
 use kernel_mcp::kernel::discovery::KernelSearch;
 use kernel_mcp::mcp::KernelMcp;
-use kernel_mcp::session::Registry;
+use kernel_mcp::registry::Registry;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};

@@ -15,10 +15,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::registry::{CreateRequest, DEFAULT_SESSION, Registry, is_internal_key};
 use crate::session::export::ExportFormat;
 use crate::session::ops::{Exported, HistorySource};
-use crate::session::registry::{DEFAULT_SESSION, is_internal_key};
-use crate::session::{CreateRequest, Registry, SessionError, SessionHandle, SessionInfo};
+use crate::session::{SessionError, SessionHandle, SessionInfo};
 
 /// Numbers the connections of this process (the `<n>` of `default#<n>`).
 static CONNECTIONS: AtomicU64 = AtomicU64::new(0);

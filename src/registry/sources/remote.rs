@@ -10,10 +10,10 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::error::SessionError;
-use super::registry::CreateRequest;
 use crate::kernel::remote::{GatewayError, RemoteLauncher, Rest};
 use crate::kernel::{InterruptMode, KernelLauncher, KernelSpec};
+use crate::registry::CreateRequest;
+use crate::session::SessionError;
 
 /// One gateway's kernelspec, as `list_kernels` shows it.
 #[derive(Debug, Clone)]

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::registry::{Registry, lock};
-use super::{SessionError, SessionHandle};
+use super::{Registry, lock};
+use crate::session::{SessionError, SessionHandle};
 
 /// How long an expired session's name answers `SESSION_EXPIRED`.
 pub const TOMBSTONE_TTL: Duration = Duration::from_secs(86_400);
@@ -120,7 +120,7 @@ mod tests {
         assert!(t.check("a").is_none());
         t.insert("a".into(), "a".into());
         let e = t.check("a").expect("expired");
-        assert_eq!(e.code(), super::super::ErrorCode::SessionExpired);
+        assert_eq!(e.code(), crate::session::ErrorCode::SessionExpired);
         t.remove("a");
         assert!(t.check("a").is_none());
     }

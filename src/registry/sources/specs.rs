@@ -10,16 +10,16 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{CreateRequest, Registry, lock};
 use crate::kernel::KernelSpec;
 use crate::kernel::advice;
+use crate::registry::{CreateRequest, Registry, lock};
 use crate::session::error::SessionError;
 
 impl Registry {
     /// The kernelspec to launch: from `python` (an interpreter or venv, which must have
     /// ipykernel), else the named kernel, else a `.venv` in the session's cwd that has ipykernel,
     /// else the default kernel.
-    pub(super) async fn resolve_spec(
+    pub(in crate::registry) async fn resolve_spec(
         &self,
         req: &CreateRequest,
         cwd: &std::path::Path,
@@ -75,7 +75,7 @@ impl Registry {
     /// `req` with a named environment turned into its interpreter, and that name.
     /// Errors: `INVALID_ARGUMENT` (combined with `kernel` or `python`), `KERNEL_NOT_FOUND`
     /// (not registered; the message lists the registered names), `IO_ERROR`.
-    pub(super) async fn apply_environment(
+    pub(in crate::registry) async fn apply_environment(
         &self,
         mut req: CreateRequest,
     ) -> Result<(CreateRequest, Option<String>), SessionError> {
@@ -93,7 +93,7 @@ impl Registry {
     }
 
     /// [`check_ipykernel`], remembering interpreters that passed.
-    pub(super) async fn check_ipykernel(
+    pub(in crate::registry) async fn check_ipykernel(
         &self,
         interpreter: &std::path::Path,
     ) -> Result<(), SessionError> {
@@ -128,7 +128,7 @@ async fn check_ipykernel(interpreter: &std::path::Path) -> Result<(), SessionErr
 
 /// The spec and launcher of a session adopting the kernel of `file` (relative to `cwd`).
 /// Errors: `INVALID_ARGUMENT` with `kernel`/`python`/`env`, `KERNEL_NOT_FOUND` for a missing file.
-pub(super) fn adopted_spec(
+pub(in crate::registry) fn adopted_spec(
     req: &CreateRequest,
     file: &std::path::Path,
     cwd: &std::path::Path,

@@ -6,19 +6,21 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::SessionHandle;
-use super::actor::{ExecuteRequest, SessionDesc, Settled, Submitted};
-use super::environments::EnvironmentStore;
-use super::error::SessionError;
-use super::history::Journal;
-use super::ids::RunId;
-use super::types::SessionInfo;
 use crate::config::Limits;
 use crate::kernel::discovery::KernelSearch;
 use crate::kernel::{KernelSpec, LaunchOptions, LocalLauncher, ShutdownRung};
+use crate::session::history::Journal;
+use crate::session::{
+    ExecuteRequest, RunId, SessionDesc, SessionError, SessionHandle, SessionInfo, Settled,
+    Submitted,
+};
+use sources::environments::EnvironmentStore;
+use sources::specs::adopted_spec;
 
-mod specs;
-use specs::adopted_spec;
+pub mod expiry;
+pub(crate) mod fresh;
+pub mod scope;
+pub mod sources;
 
 /// Name of the session `execute` uses when no `session_id` is given.
 pub const DEFAULT_SESSION: &str = "default";
@@ -32,7 +34,7 @@ pub struct CreateRequest {
     pub session_id: Option<String>,
     pub kernel: Option<String>,
     pub python: Option<String>,
-    /// A registered environment's name (see [`super::environments`]).
+    /// A registered environment's name (see [`sources::environments`]).
     pub environment: Option<String>,
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
@@ -43,7 +45,7 @@ pub struct CreateRequest {
     pub expires_after: Option<Duration>,
     /// Adopt the running kernel of this connection file instead of starting one.
     pub connection_file: Option<PathBuf>,
-    /// Run the kernel on this configured gateway (see [`super::remote`]).
+    /// Run the kernel on this configured gateway (see [`sources::remote`]).
     pub gateway: Option<String>,
     /// With `gateway`: adopt this running kernel instead of starting one.
     pub kernel_id: Option<String>,
@@ -69,13 +71,13 @@ pub struct Registry {
     /// Named Python environments (`create_session(environment=…)`).
     pub environments: EnvironmentStore,
     /// Helper kernels of `execute_file(mode="fresh")` runs, and their finished results.
-    pub(crate) fresh: Arc<super::fresh::FreshRuns>,
+    pub(crate) fresh: Arc<fresh::FreshRuns>,
     /// The `kernel-mcp` binary that supervises each kernel (see `kernel::supervise`).
     pub(super) supervisor: Option<PathBuf>,
-    /// Sessions that expired recently, by key (see [`super::expiry`]).
-    pub(super) expired: Mutex<super::expiry::Tombstones>,
-    /// Started kernels waiting for a session (`--pool`, see [`super::pool`]).
-    pub pool: super::pool::Pool,
+    /// Sessions that expired recently, by key (see [`expiry`]).
+    pub(super) expired: Mutex<expiry::Tombstones>,
+    /// Started kernels waiting for a session (`--pool`, see [`sources::pool`]).
+    pub pool: sources::pool::Pool,
     /// The configured Jupyter servers and gateways (`--gateway`).
     pub gateways: crate::kernel::remote::Gateways,
 }
@@ -233,8 +235,8 @@ impl Registry {
         let (spec, launcher): (KernelSpec, Arc<dyn crate::kernel::KernelLauncher>) =
             match (&req.gateway, &req.connection_file) {
                 (Some(name), _) => {
-                    let rest = super::remote::find(&self.gateways, name)?;
-                    super::remote::remote_spec(rest, &req, startup_timeout).await?
+                    let rest = sources::remote::find(&self.gateways, name)?;
+                    sources::remote::remote_spec(rest, &req, startup_timeout).await?
                 }
                 (None, Some(file)) => adopted_spec(&req, file, &cwd, startup_timeout)?,
                 (None, None) if req.kernel_id.is_some() => {
@@ -278,7 +280,7 @@ impl Registry {
             }
             (handle, created_rx) =
                 SessionHandle::spawn(&self.sessions_runtime, desc, self.limits.clone());
-            handle.key = key.clone();
+            handle = handle.filed_under(key.clone());
             sessions.insert(key.clone(), handle.clone());
         }
         let mut result = created_rx
@@ -382,7 +384,7 @@ impl Registry {
         rung
     }
 
-    /// The table of live sessions by key (for [`super::expiry`]).
+    /// The table of live sessions by key (for [`expiry`]).
     pub(super) fn sessions_table(&self) -> &Mutex<HashMap<String, SessionHandle>> {
         &self.sessions
     }
@@ -469,7 +471,7 @@ pub fn is_internal_key(key: &str) -> bool {
 
 /// 1–64 characters from `[A-Za-z0-9._-]`.
 fn validate_session_id(id: &str) -> Result<(), SessionError> {
-    if super::ids::is_valid_name(id) {
+    if crate::session::ids::is_valid_name(id) {
         Ok(())
     } else {
         Err(SessionError::InvalidArgument(format!(

@@ -19,9 +19,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::actor::SessionDesc;
-use super::{
-    ExecuteRequest, ExecutionResult, Registry, RunId, RunStatus, SessionError, SessionHandle,
+use super::Registry;
+use crate::session::{
+    ExecuteRequest, ExecutionResult, RunId, RunStatus, SessionDesc, SessionError, SessionHandle,
 };
 
 /// Finished fresh runs whose results stay readable with `get_execution`.

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::SessionError;
+use crate::session::SessionError;
 
 mod probe;
 pub use probe::{PROBE_TIMEOUT, Probe, install_hint, probe, resolve_interpreter};
@@ -273,7 +273,7 @@ fn find<'a>(envs: &'a [Environment], name: &str) -> Result<&'a Environment, Sess
 
 /// 1-64 characters from `[A-Za-z0-9._-]`.
 pub fn validate_name(name: &str) -> Result<(), SessionError> {
-    if super::ids::is_valid_name(name) {
+    if crate::session::ids::is_valid_name(name) {
         Ok(())
     } else {
         Err(SessionError::InvalidArgument(format!(
@@ -427,7 +427,7 @@ mod tests {
             .collect();
         assert_eq!(names, ["a", "b"]);
         let err = update_store(&path, |envs| find(envs, "zz").map(|_| ())).unwrap_err();
-        assert_eq!(err.code(), super::super::ErrorCode::KernelNotFound);
+        assert_eq!(err.code(), crate::session::ErrorCode::KernelNotFound);
         assert!(err.to_string().contains("a, b"), "{err}");
     }
 
@@ -441,7 +441,7 @@ mod tests {
             Ok(())
         })
         .unwrap_err();
-        assert_eq!(err.code(), super::super::ErrorCode::IoError);
+        assert_eq!(err.code(), crate::session::ErrorCode::IoError);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{not json");
     }
 
@@ -456,7 +456,7 @@ mod tests {
     #[tokio::test]
     async fn a_program_that_is_not_python_is_reported_unusable() {
         let err = probe(Path::new("/bin/false")).await.unwrap_err();
-        assert_eq!(err.code(), super::super::ErrorCode::InvalidArgument);
+        assert_eq!(err.code(), crate::session::ErrorCode::InvalidArgument);
         assert!(err.to_string().contains("/bin/false"), "{err}");
     }
 }

@@ -274,10 +274,10 @@ impl Pool {
     }
 }
 
-impl crate::session::Registry {
+impl crate::registry::Registry {
     /// Keep `wanted` started kernels for each (kernelspec name, N) in `pool`, launched as a
     /// session with no cwd, env or memory limit of its own (see the module docs). Filling
-    /// starts with [`crate::session::Registry::fill_pool`]. Errors: a kernelspec not found.
+    /// starts with [`crate::registry::Registry::fill_pool`]. Errors: a kernelspec not found.
     pub fn with_pool(self, pool: &[(String, usize)]) -> Result<Self, String> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
         for (name, wanted) in pool {
