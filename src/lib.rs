@@ -15,6 +15,7 @@ pub mod instance;
 pub mod kernel;
 pub mod mcp;
 pub mod memory;
+pub mod ops;
 pub mod registry;
 pub mod service;
 pub mod session;

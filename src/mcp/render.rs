@@ -236,7 +236,7 @@ pub fn variables_text(vars: &[Value]) -> String {
 }
 
 /// What a history replay did.
-pub fn replay_text(replay: &crate::session::ops::Replay) -> String {
+pub fn replay_text(replay: &crate::ops::Replay) -> String {
     match (replay.stopped_at, replay.runs.last()) {
         (Some(i), Some(last)) => format!(
             "re-ran {} blocks; stopped at index {i} ({}): see runs[-1] and get_execution for details",
@@ -248,10 +248,7 @@ pub fn replay_text(replay: &crate::session::ops::Replay) -> String {
 }
 
 /// What an install did, and its output's tail.
-pub fn install_text(
-    outcome: &crate::session::packages::InstallOutcome,
-    packages: &[String],
-) -> String {
+pub fn install_text(outcome: &crate::ops::packages::InstallOutcome, packages: &[String]) -> String {
     format!(
         "{} {}{}\n{}",
         if outcome.ok {

@@ -14,8 +14,8 @@ use super::render;
 use super::results::{Completeness, Completion, Inspection};
 use super::schema::output;
 use super::server::KernelMcp;
+use crate::ops::packages::InstallOutcome;
 use crate::session::output::clean_text;
-use crate::session::packages::InstallOutcome;
 
 /// How long complete/inspect wait for the kernel.
 const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(10);

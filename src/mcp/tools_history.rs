@@ -12,10 +12,10 @@ use super::render;
 use super::results::{Deleted, History, HistoryRow};
 use super::schema::output;
 use super::server::{KernelMcp, seconds};
-use crate::session::export::ExportFormat;
+use crate::ops::export::ExportFormat;
+use crate::ops::history_query::HistorySelect;
+use crate::ops::{Exported, Replay};
 use crate::session::history::{self, HistoryEntry};
-use crate::session::history_query::HistorySelect;
-use crate::session::ops::{Exported, Replay};
 
 #[tool_router(router = history_router, vis = "pub(crate)")]
 impl KernelMcp {

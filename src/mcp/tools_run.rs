@@ -94,7 +94,7 @@ impl KernelMcp {
         let req = ExecuteRequest {
             timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
             notices: remote
-                .then(|| crate::session::ops::REMOTE_FILE_NOTICE.to_string())
+                .then(|| crate::ops::REMOTE_FILE_NOTICE.to_string())
                 .into_iter()
                 .collect(),
             ..ExecuteRequest::new(code)

@@ -15,9 +15,9 @@ use super::results::{
 };
 use super::schema::output;
 use super::server::{KernelMcp, seconds};
+use crate::ops::variables_note;
 use crate::registry::CreateRequest;
 use crate::session::SessionInfo;
-use crate::session::ops::variables_note;
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl KernelMcp {

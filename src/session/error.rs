@@ -224,14 +224,3 @@ impl SessionError {
         }
     }
 }
-
-impl From<super::files::FileError> for SessionError {
-    fn from(e: super::files::FileError) -> SessionError {
-        match e.kind() {
-            super::files::FileErrorKind::LimitExceeded => {
-                SessionError::LimitExceeded(e.to_string())
-            }
-            super::files::FileErrorKind::Io => SessionError::io(e.path(), e.to_string()),
-        }
-    }
-}

@@ -11,19 +11,12 @@
 //! `error.rs`, `types.rs`.
 
 pub(crate) mod actor;
-pub(crate) mod checkpoint;
 pub(crate) mod display;
 pub mod error;
-pub(crate) mod export;
-pub(crate) mod files;
 pub mod history;
-pub(crate) mod history_query;
 pub(crate) mod ids;
 pub(crate) mod language;
-pub(crate) mod ops;
 pub(crate) mod output;
-pub(crate) mod packages;
-pub(crate) mod python;
 pub(crate) mod quirks;
 pub(crate) mod run;
 pub(crate) mod runs;

@@ -15,9 +15,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::ops::export::ExportFormat;
+use crate::ops::{Exported, HistorySource};
 use crate::registry::{CreateRequest, DEFAULT_SESSION, Registry, is_internal_key};
-use crate::session::export::ExportFormat;
-use crate::session::ops::{Exported, HistorySource};
 use crate::session::{SessionError, SessionHandle, SessionInfo};
 
 /// Numbers the connections of this process (the `<n>` of `default#<n>`).

@@ -329,5 +329,15 @@ fn write_file_now(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     write().map_err(io_error(path, Access::Write))
 }
 
+impl From<FileError> for crate::session::SessionError {
+    fn from(e: FileError) -> crate::session::SessionError {
+        use crate::session::SessionError;
+        match e.kind() {
+            FileErrorKind::LimitExceeded => SessionError::LimitExceeded(e.to_string()),
+            FileErrorKind::Io => SessionError::io(e.path(), e.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

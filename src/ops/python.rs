@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{SessionError, SessionHandle};
+use crate::session::{SessionError, SessionHandle};
 
 /// How long a silent expression may take.
 const EXPRESSION_TIMEOUT: Duration = Duration::from_secs(10);

@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 use tokio::process::{ChildStderr, ChildStdout};
 use tokio_util::io::ReaderStream;
 
-use super::error::SessionError;
+use crate::session::SessionError;
 
 /// Longest an install may take.
 pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);

@@ -7,8 +7,10 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::history::{EntrySlot, HistoryEntry, HistoryOutput, describe_output, error_line, indent};
-use super::types::{ErrorInfo, RunStatus};
+use crate::session::history::{
+    EntrySlot, HistoryEntry, HistoryOutput, describe_output, error_line, indent,
+};
+use crate::session::types::{ErrorInfo, RunStatus};
 
 /// Export formats of `export_history`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,8 +23,9 @@ use base64::Engine;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::language::Language;
-use super::{SessionError, SessionHandle, python};
+use super::python;
+use crate::session::language::Language;
+use crate::session::{SessionError, SessionHandle};
 
 /// Largest checkpoint written or read (bytes of JSON).
 pub const MAX_CHECKPOINT_BYTES: usize = 8 * 1024 * 1024;

@@ -2,9 +2,9 @@
 //! `n`, or the one entry of a run id. The three are exclusive; mixing them is
 //! `INVALID_ARGUMENT`. Works on live sessions and on journals of past ones alike.
 
-use super::SessionError;
-use super::ops::HistorySource;
+use super::HistorySource;
 use crate::registry::Registry;
+use crate::session::SessionError;
 
 /// A choice of history entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,7 @@ mod tests {
         ];
         for (start, end, run, n) in bad {
             let e = HistorySelect::from_params(start, end, run, n).unwrap_err();
-            assert_eq!(e.code(), super::super::ErrorCode::InvalidArgument);
+            assert_eq!(e.code(), crate::session::ErrorCode::InvalidArgument);
         }
         assert_eq!(
             HistorySelect::from_params(None, None, None, Some(2)).unwrap(),

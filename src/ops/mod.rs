@@ -2,6 +2,12 @@
 //! installing packages (Python kernels), history from a live session or its journal, replaying
 //! history and exporting it. They hold the policy; `mcp/` only turns parameters into these
 //! calls and their results into tool results.
+//!
+//! Layout: this file (files to run, variables, packages, history sources, replay, export),
+//! `history_query.rs` (which entries `get_history` returns), `checkpoint.rs` (a Python
+//! namespace to a file and back), `export/` (transcript, script, notebook), `files/` (files
+//! users name, read and written safely), `packages.rs` (pip / uv in a session's interpreter),
+//! `python.rs` (silent Python expressions and the code that runs a file).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,15 +15,21 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::export::{self, ExportContext, ExportFormat};
-use super::history::{self, HistoryEntry, Journal};
-use super::language::Language;
-use super::packages::{self, InstallOutcome};
-use super::{
-    ExecuteRequest, RunId, RunStatus, SessionError, SessionHandle, SessionInfo, python,
-    wait_settled,
-};
 use crate::registry::Registry;
+use crate::session::history::{self, HistoryEntry, Journal};
+use crate::session::language::Language;
+use crate::session::{
+    ExecuteRequest, RunId, RunStatus, SessionError, SessionHandle, SessionInfo, wait_settled,
+};
+use export::{ExportContext, ExportFormat};
+use packages::InstallOutcome;
+
+pub(crate) mod checkpoint;
+pub(crate) mod export;
+pub(crate) mod files;
+pub(crate) mod history_query;
+pub(crate) mod packages;
+pub(crate) mod python;
 
 /// Variables listed by `variables` at most (the rest are counted, not listed).
 pub const MAX_VARIABLES: usize = 200;
@@ -74,7 +86,7 @@ impl SessionHandle {
     ) -> Result<String, SessionError> {
         let info = self.info().await?;
         let path = PathBuf::from(&info.cwd).join(path);
-        let contents = super::files::read_capped(&path, max_bytes).await?;
+        let contents = files::read_capped(&path, max_bytes).await?;
         let language = Language::from_name(&info.language);
         if language.is_python() && info.location != "local" {
             return Ok(python::run_source_code(
@@ -369,7 +381,7 @@ impl Registry {
         let entries: Vec<HistoryEntry> = src.entries.into_iter().map(|(_, e)| e).collect();
         let content = export::render(format, &src.ctx, &entries);
         let bytes = content.len();
-        super::files::write_file(&path, content.into_bytes()).await?;
+        files::write_file(&path, content.into_bytes()).await?;
         Ok(Exported {
             path,
             entries: entries.len(),
