@@ -182,9 +182,23 @@ async fn read_loop<S: SocketRecv + Send>(
             }
         };
         match wire::decode(frames, &signer) {
-            Ok(msg) => {
+            Ok(mut msg) => {
+                // One large frame in memory per socket: the next is taken in once this one's
+                // text is stored (its frame freed). Meanwhile the kernel's bytes wait in the
+                // socket buffers and its own queue, which counts messages, not bytes, so a
+                // few large ones there drop nothing.
+                let released = msg.raw_text.as_mut().map(|raw| {
+                    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                    raw.on_release(move || {
+                        let _ = tx.send(());
+                    });
+                    rx
+                });
                 if events.send(KernelEvent::Message(channel, msg)).is_err() {
                     return;
+                }
+                if let Some(rx) = released {
+                    let _ = rx.await;
                 }
             }
             Err(e) => {

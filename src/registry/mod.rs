@@ -92,6 +92,8 @@ impl Registry {
     ) -> Registry {
         // The process's identity dates from the registry's birth, not from the first call.
         let _ = crate::instance::current();
+        // Spool files of servers that died are removed now, not at the first flood.
+        let _ = crate::session::run::spool::dir();
         Registry {
             sessions_runtime: sessions,
             sessions: Mutex::new(HashMap::new()),
@@ -460,6 +462,7 @@ impl Registry {
         let pool = self.pool.shutdown(self.limits.shutdown_grace());
         let both = futures::future::join(futures::future::join_all(all), pool);
         let _ = tokio::time::timeout(Duration::from_secs(15), both).await;
+        crate::session::run::spool::remove_own();
     }
 }
 

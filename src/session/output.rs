@@ -22,20 +22,42 @@ const TAB_STAND_IN: char = '\u{E009}';
 /// sequences are applied; all other escape sequences (CSI, OSC, DCS…) are removed. Every
 /// other character, tab included, is kept. Plain text is returned as is, without copying.
 pub fn clean_text(raw: &str) -> Cow<'_, str> {
-    if !raw.contains(['\x1b', '\r', '\u{8}', '\u{9b}']) {
+    clean(raw, true)
+}
+
+/// [`clean_text`] one line at a time: cursor movement between lines is not applied (its
+/// sequences are removed), so the text can be cleaned in pieces that end at a newline and
+/// the pieces joined give the same text. Text of more than [`EMULATED_MAX_LINES`] lines is
+/// cleaned this way by [`clean_text`] too; a run's spooled output always is.
+pub fn clean_lines(raw: &str) -> Cow<'_, str> {
+    clean(raw, false)
+}
+
+fn clean(raw: &str, emulate: bool) -> Cow<'_, str> {
+    if !needs_cleaning(raw) {
         return Cow::Borrowed(raw);
     }
     if raw.contains('\t') {
         let guarded = raw.replace('\t', &TAB_STAND_IN.to_string());
-        let cleaned = apply_control(&guarded).replace(TAB_STAND_IN, "\t");
+        let cleaned = apply_control(&guarded, emulate).replace(TAB_STAND_IN, "\t");
         return Cow::Owned(cleaned);
     }
-    Cow::Owned(apply_control(raw))
+    Cow::Owned(apply_control(raw, emulate))
 }
 
-/// [`clean_text`] for text that has control characters or escapes.
-fn apply_control(raw: &str) -> String {
-    if has_cursor_motion(raw)
+/// True if `raw` has ESC, CR, BS or a C1 CSI (U+009B, `C2 9B` in UTF-8): a byte search, since
+/// this runs on every stream's whole text (tens of MB in a flood).
+fn needs_cleaning(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    memchr::memchr3(0x1b, b'\r', 0x08, b).is_some()
+        || memchr::memmem::find(b, "\u{9b}".as_bytes()).is_some()
+}
+
+/// [`clean_text`] for text that has control characters or escapes; with `emulate`, text
+/// with cursor motion goes through the terminal emulator.
+fn apply_control(raw: &str, emulate_motion: bool) -> String {
+    if emulate_motion
+        && has_cursor_motion(raw)
         && let Some(text) = emulate(raw)
     {
         return text;
@@ -182,9 +204,12 @@ pub fn page(text: &str, offset: usize, limit: usize) -> StreamPage {
 /// `text` if it fits in `limit` bytes; else its head and tail (split on char boundaries) around a
 /// marker, plus the number of bytes left out.
 pub fn head_tail(text: &str, limit: usize) -> (String, Option<usize>) {
-    head_tail_with(text, limit, |omitted| {
-        format!("\n[… {omitted} bytes omitted …]\n")
-    })
+    head_tail_with(text, limit, omitted_marker)
+}
+
+/// What stands between the head and the tail of a bounded text.
+pub fn omitted_marker(omitted: usize) -> String {
+    format!("\n[… {omitted} bytes omitted …]\n")
 }
 
 /// Like [`head_tail`], with the marker between head and tail made by `marker` from the

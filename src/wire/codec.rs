@@ -25,7 +25,7 @@ pub fn encode(msg: &Message, signer: &Signer) -> Vec<Bytes> {
         None => Bytes::from_static(b"{}"),
     };
     let metadata = to_json(&msg.metadata);
-    let content = to_json(&msg.content);
+    let content = to_json(&*msg.full_content());
     let signature = signer.sign([&header, &parent, &metadata, &content]);
 
     let mut frames = Vec::with_capacity(msg.identities.len() + 6 + msg.buffers.len());
@@ -77,13 +77,14 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireEr
         },
     };
     let metadata = or_empty(parse_json("metadata", &metadata)?);
-    // Floods arrive as `stream` frames of tens of MB: unescape their text once (see `stream`).
+    // Floods arrive as `stream` frames of tens of MB: unescape their text once, or leave a
+    // large one in the frame (see `stream`).
     let fast = (header.msg_type == "stream")
-        .then(|| super::stream::parse_flat_string_object(&content))
+        .then(|| super::stream::parse_stream_content(&content))
         .flatten();
-    let content = match fast {
+    let (content, raw_text) = match fast {
         Some(v) => v,
-        None => or_empty(parse_json("content", &content)?),
+        None => (or_empty(parse_json("content", &content)?), None),
     };
     Ok(Message {
         identities,
@@ -92,6 +93,7 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireEr
         metadata,
         content,
         buffers,
+        raw_text,
     })
 }
 

@@ -6,6 +6,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use super::stream::RawText;
+
 /// Protocol version written into the headers we send.
 pub const PROTOCOL_VERSION: &str = "5.4";
 
@@ -44,6 +46,9 @@ pub struct Message {
     pub content: Value,
     /// Raw binary frames after the 4 JSON dicts; not covered by the signature.
     pub buffers: Vec<Bytes>,
+    /// The `text` of a large `stream` message, left in its frame (see [`RawText`]); its
+    /// `content` then has no `text`. Read a stream's text with [`Message::stream_text`].
+    pub raw_text: Option<RawText>,
 }
 
 impl Header {
@@ -75,6 +80,7 @@ impl Message {
             metadata: Value::Object(Default::default()),
             content,
             buffers: Vec::new(),
+            raw_text: None,
         }
     }
     /// The same, with `parent_header` set (e.g. an `input_reply` to an `input_request`).
@@ -91,6 +97,26 @@ impl Message {
     /// `header.msg_id`.
     pub fn msg_id(&self) -> &str {
         &self.header.msg_id
+    }
+    /// A `stream` message's text in order, in pieces of whole characters: `content.text`,
+    /// or the [`RawText`] left in the frame. Nothing for a message without text.
+    pub fn stream_text(&self, mut f: impl FnMut(&str)) {
+        match &self.raw_text {
+            Some(raw) => raw.for_each_piece(f),
+            None => f(self.content["text"].as_str().unwrap_or_default()),
+        }
+    }
+    /// `content`, with the [`RawText`] put back as its `text` when there is one (for
+    /// re-encoding a received message).
+    pub fn full_content(&self) -> std::borrow::Cow<'_, Value> {
+        match (&self.raw_text, &self.content) {
+            (Some(raw), Value::Object(map)) => {
+                let mut map = map.clone();
+                map.insert("text".into(), Value::String(raw.to_text()));
+                std::borrow::Cow::Owned(Value::Object(map))
+            }
+            _ => std::borrow::Cow::Borrowed(&self.content),
+        }
     }
     /// `parent_header.msg_id`, the only correlation key we trust.
     pub fn parent_msg_id(&self) -> Option<&str> {

@@ -5,17 +5,138 @@
 //! serde_json decodes an escaped string into a scratch buffer and then copies it into the
 //! `Value` (two transient copies of a 25 MB text besides the frame itself). Here the object is
 //! scanned without building anything and each string is unescaped once, straight into a
-//! `String` of the right capacity. Anything that is not a flat object of string values
-//! (nested values, numbers, invalid escapes or UTF-8) returns `None` and the caller falls back
-//! to the general parser, so the result is always what serde_json would give.
+//! `String` of the right capacity — or, for a `text` over [`RAW_TEXT_BYTES`], not at all: it
+//! stays in the frame as a [`RawText`] (checked here, so it is known to be valid) and is
+//! unescaped in pieces where it is stored, so the message is in memory once. Anything that is
+//! not a flat object of string values (nested values, numbers, invalid escapes or UTF-8)
+//! returns `None` and the caller falls back to the general parser, so the result is always
+//! what serde_json would give.
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
+
+/// A `text` longer than this (escaped bytes) is left in its frame as a [`RawText`].
+pub const RAW_TEXT_BYTES: usize = 1024 * 1024;
+
+/// [`RawText::for_each_piece`] hands out pieces of about this many bytes.
+const PIECE_BYTES: usize = 256 * 1024;
+
+/// The `text` of a large `stream` message, still JSON-escaped in its frame. It was checked
+/// when the frame was parsed (escapes, surrogates, UTF-8), so unescaping it cannot fail.
+#[derive(Clone)]
+pub struct RawText {
+    frame: Bytes,
+    start: usize,
+    end: usize,
+    escaped: bool,
+    release: Option<std::sync::Arc<Release>>,
+}
+
+/// Runs its function once the last clone of the [`RawText`] that holds it is dropped.
+struct Release(Option<Box<dyn FnOnce() + Send + Sync>>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+impl std::fmt::Debug for RawText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawText")
+            .field("bytes", &(self.end - self.start))
+            .field("escaped", &self.escaped)
+            .finish()
+    }
+}
+
+impl PartialEq for RawText {
+    fn eq(&self, other: &RawText) -> bool {
+        self.escaped == other.escaped
+            && self.frame[self.start..self.end] == other.frame[other.start..other.end]
+    }
+}
+
+impl RawText {
+    /// Call `f` once this text (and every clone) is dropped, i.e. once its frame is free:
+    /// a socket reader waits for that before taking the next large frame in.
+    pub fn on_release(&mut self, f: impl FnOnce() + Send + Sync + 'static) {
+        self.release = Some(std::sync::Arc::new(Release(Some(Box::new(f)))));
+    }
+
+    /// An upper bound of the text's length in bytes (its escaped length).
+    pub fn max_len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Call `f` with the unescaped text in order, in pieces of about 256 KiB of whole
+    /// characters.
+    pub fn for_each_piece(&self, mut f: impl FnMut(&str)) {
+        let raw = &self.frame[self.start..self.end];
+        let Ok(text) = std::str::from_utf8(raw) else {
+            return; // checked at parse time
+        };
+        if !self.escaped {
+            for_each_chunk(text, &mut f);
+            return;
+        }
+        let mut out = String::with_capacity(PIECE_BYTES.min(raw.len()) + 4);
+        let _ = unescape(text, &mut |piece: &str| {
+            if out.len() + piece.len() > PIECE_BYTES && !out.is_empty() {
+                f(&out);
+                out.clear();
+            }
+            if piece.len() > PIECE_BYTES {
+                for_each_chunk(piece, &mut f);
+            } else {
+                out.push_str(piece);
+            }
+        });
+        if !out.is_empty() {
+            f(&out);
+        }
+    }
+
+    /// The whole text (one more copy: for small texts and tests).
+    pub fn to_text(&self) -> String {
+        let mut s = String::with_capacity(self.max_len());
+        self.for_each_piece(|p| s.push_str(p));
+        s
+    }
+}
+
+/// `text` in chunks of at most [`PIECE_BYTES`] (at least one character each).
+fn for_each_chunk(mut text: &str, f: &mut impl FnMut(&str)) {
+    while !text.is_empty() {
+        let mut cut = text.floor_char_boundary(PIECE_BYTES.min(text.len()));
+        if cut == 0 {
+            cut = text.ceil_char_boundary(1);
+        }
+        let (a, b) = text.split_at(cut);
+        f(a);
+        text = b;
+    }
+}
 
 /// Parse a flat JSON object whose values are all strings (a `stream` content). `None` when
 /// the frame is anything else; the caller then parses it the general way.
+#[cfg(test)]
 pub fn parse_flat_string_object(bytes: &[u8]) -> Option<Value> {
+    parse(bytes, None).map(|(v, _)| v)
+}
+
+/// [`parse_flat_string_object`] for a whole content frame, leaving a `text` over
+/// [`RAW_TEXT_BYTES`] in the frame: the object without it, and the text.
+pub fn parse_stream_content(frame: &Bytes) -> Option<(Value, Option<RawText>)> {
+    parse(frame, Some(frame))
+}
+
+fn parse(bytes: &[u8], frame: Option<&Bytes>) -> Option<(Value, Option<RawText>)> {
     let mut p = Scanner { b: bytes, i: 0 };
     let mut map = Map::new();
+    let mut raw_text = None;
     p.ws();
     p.eat(b'{')?;
     p.ws();
@@ -28,8 +149,30 @@ pub fn parse_flat_string_object(bytes: &[u8]) -> Option<Value> {
             p.ws();
             p.eat(b':')?;
             p.ws();
-            let value = p.string()?;
-            map.insert(key, Value::String(value));
+            let (start, end, escaped) = p.literal()?;
+            match frame {
+                Some(frame) if key == "text" && end - start > RAW_TEXT_BYTES => {
+                    // Checked now, unescaped where it is stored.
+                    let text = std::str::from_utf8(&bytes[start..end]).ok()?;
+                    if escaped {
+                        unescape(text, &mut |_| {})?;
+                    }
+                    map.remove("text");
+                    raw_text = Some(RawText {
+                        frame: frame.clone(),
+                        start,
+                        end,
+                        escaped,
+                        release: None,
+                    });
+                }
+                _ => {
+                    if key == "text" {
+                        raw_text = None;
+                    }
+                    map.insert(key, Value::String(p.decode(start, end, escaped)?));
+                }
+            }
             p.ws();
             match p.next()? {
                 b',' => continue,
@@ -39,7 +182,7 @@ pub fn parse_flat_string_object(bytes: &[u8]) -> Option<Value> {
         }
     }
     p.ws();
-    (p.i == bytes.len()).then_some(Value::Object(map))
+    (p.i == bytes.len()).then_some((Value::Object(map), raw_text))
 }
 
 struct Scanner<'a> {
@@ -70,6 +213,13 @@ impl Scanner<'_> {
 
     /// A JSON string at the cursor, unescaped into one allocation.
     fn string(&mut self) -> Option<String> {
+        let (start, end, escaped) = self.literal()?;
+        self.decode(start, end, escaped)
+    }
+
+    /// The string literal at the cursor: the byte range between its quotes, and whether it
+    /// has escapes. Control characters must be escaped (serde_json rejects them).
+    fn literal(&mut self) -> Option<(usize, usize, bool)> {
         self.eat(b'"')?;
         let start = self.i;
         // The literal's end: the first unescaped quote (escapes never contain a bare quote).
@@ -87,61 +237,78 @@ impl Scanner<'_> {
                 return None;
             }
         }
-        let raw = &self.b[start..end];
         self.i = end + 1;
-        if raw.iter().any(|&c| c < 0x20) {
-            return None; // control characters must be escaped (serde_json rejects them)
+        if self.b[start..end].iter().any(|&c| c < 0x20) {
+            return None;
         }
-        if !escapes {
-            return std::str::from_utf8(raw).ok().map(str::to_owned);
-        }
-        let mut out: Vec<u8> = Vec::with_capacity(raw.len());
-        let mut k = 0;
-        while k < raw.len() {
-            let Some(off) = memchr::memchr(b'\\', &raw[k..]) else {
-                out.extend_from_slice(&raw[k..]);
-                break;
-            };
-            out.extend_from_slice(&raw[k..k + off]);
-            k += off + 1;
-            let c = *raw.get(k)?;
-            k += 1;
-            let simple = match c {
-                b'"' => b'"',
-                b'\\' => b'\\',
-                b'/' => b'/',
-                b'b' => 8,
-                b'f' => 12,
-                b'n' => b'\n',
-                b'r' => b'\r',
-                b't' => b'\t',
-                b'u' => {
-                    let hi = hex4(raw.get(k..k + 4)?)?;
-                    k += 4;
-                    let ch = if (0xD800..0xDC00).contains(&hi) {
-                        // A high surrogate must be followed by `\u` + a low one.
-                        if raw.get(k..k + 2)? != b"\\u" {
-                            return None;
-                        }
-                        let lo = hex4(raw.get(k + 2..k + 6)?)?;
-                        if !(0xDC00..0xE000).contains(&lo) {
-                            return None;
-                        }
-                        k += 6;
-                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
-                    } else {
-                        char::from_u32(hi)? // a lone low surrogate is `None`
-                    };
-                    let mut buf = [0u8; 4];
-                    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-                    continue;
-                }
-                _ => return None,
-            };
-            out.push(simple);
-        }
-        String::from_utf8(out).ok()
+        Some((start, end, escapes))
     }
+
+    /// The literal `[start, end)` unescaped.
+    fn decode(&self, start: usize, end: usize, escaped: bool) -> Option<String> {
+        let raw = std::str::from_utf8(&self.b[start..end]).ok()?;
+        if !escaped {
+            return Some(raw.to_owned());
+        }
+        let mut out = String::with_capacity(raw.len());
+        unescape(raw, &mut |piece| out.push_str(piece))?;
+        Some(out)
+    }
+}
+
+/// Unescape the body of a JSON string literal, handing `sink` the text in order (stretches
+/// between escapes, and each escaped character). `None` at an invalid escape or an unpaired
+/// surrogate (what serde_json rejects); `sink` may have had part of the text by then.
+fn unescape(raw: &str, sink: &mut dyn FnMut(&str)) -> Option<()> {
+    let bytes = raw.as_bytes();
+    let mut k = 0;
+    while k < raw.len() {
+        let Some(off) = memchr::memchr(b'\\', &bytes[k..]) else {
+            sink(&raw[k..]);
+            break;
+        };
+        if off > 0 {
+            // A backslash is ASCII, so the stretch before it ends on a character boundary.
+            sink(&raw[k..k + off]);
+        }
+        k += off + 1;
+        let c = *bytes.get(k)?;
+        k += 1;
+        let simple = match c {
+            b'"' => "\"",
+            b'\\' => "\\",
+            b'/' => "/",
+            b'b' => "\u{8}",
+            b'f' => "\u{c}",
+            b'n' => "\n",
+            b'r' => "\r",
+            b't' => "\t",
+            b'u' => {
+                let hi = hex4(bytes.get(k..k + 4)?)?;
+                k += 4;
+                let ch = if (0xD800..0xDC00).contains(&hi) {
+                    // A high surrogate must be followed by `\u` + a low one.
+                    if bytes.get(k..k + 2)? != b"\\u" {
+                        return None;
+                    }
+                    let lo = hex4(bytes.get(k + 2..k + 6)?)?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return None;
+                    }
+                    k += 6;
+                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
+                } else {
+                    char::from_u32(hi)? // a lone low surrogate is `None`
+                };
+                let mut buf = [0u8; 4];
+                sink(ch.encode_utf8(&mut buf));
+                continue;
+            }
+            _ => return None,
+        };
+        sink(simple);
+    }
+    Some(())
 }
 
 fn hex4(h: &[u8]) -> Option<u32> {
@@ -202,6 +369,47 @@ mod tests {
         assert_eq!(parse_flat_string_object(b" {} "), Some(json!({})));
         let v = parse_flat_string_object(br#"{"text":"t","name":"stderr"}"#).unwrap();
         assert_eq!(v, json!({"name": "stderr", "text": "t"}));
+    }
+
+    #[test]
+    fn a_large_text_stays_in_its_frame_and_unescapes_in_pieces_like_serde() {
+        let text = "é漢 \"q\"\t😀\n".repeat(200_000) + "end";
+        let frame =
+            Bytes::from(serde_json::to_vec(&json!({"name": "stdout", "text": text})).unwrap());
+        let (v, raw) = parse_stream_content(&frame).expect("fast path");
+        assert_eq!(v, json!({"name": "stdout"}));
+        let raw = raw.expect("left in the frame");
+        let mut pieces = 0;
+        let mut joined = String::new();
+        raw.for_each_piece(|p| {
+            assert!(p.len() <= PIECE_BYTES + 4);
+            pieces += 1;
+            joined.push_str(p);
+        });
+        assert!(pieces > 1);
+        assert_eq!(joined, text);
+        // Without escapes it is the frame's own bytes.
+        let plain = "x".repeat(RAW_TEXT_BYTES + 1);
+        let frame =
+            Bytes::from(serde_json::to_vec(&json!({"text": plain, "name": "stderr"})).unwrap());
+        let (v, raw) = parse_stream_content(&frame).expect("fast path");
+        assert_eq!(v, json!({"name": "stderr"}));
+        assert_eq!(raw.expect("raw").to_text(), plain);
+        // A small text is parsed as before.
+        let frame = Bytes::from_static(br#"{"name": "stdout", "text": "hi\n"}"#);
+        assert_eq!(
+            parse_stream_content(&frame),
+            Some((json!({"name": "stdout", "text": "hi\n"}), None))
+        );
+    }
+
+    #[test]
+    fn a_large_text_with_a_bad_escape_falls_back_like_any_other() {
+        for bad in [r"\x", r"\udc00", "\u{1}"] {
+            let body = "a".repeat(RAW_TEXT_BYTES) + bad;
+            let frame = Bytes::from(format!(r#"{{"name": "stdout", "text": "{body}"}}"#));
+            assert_eq!(parse_stream_content(&frame), None, "{bad}");
+        }
     }
 
     proptest! {

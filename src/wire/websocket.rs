@@ -32,7 +32,7 @@ pub fn encode_v1(channel: &str, msg: &Message) -> Vec<u8> {
         json_bytes(&serde_json::to_value(&msg.header).unwrap_or(Value::Null)),
         json_bytes(&parent_value(msg)),
         json_bytes(&msg.metadata),
-        json_bytes(&msg.content),
+        json_bytes(&msg.full_content()),
     ];
     let mut parts: Vec<&[u8]> = Vec::with_capacity(V1_PARTS + msg.buffers.len());
     parts.push(channel.as_bytes());
@@ -108,7 +108,7 @@ pub fn encode_json(channel: &str, msg: &Message) -> String {
         "header": msg.header,
         "parent_header": parent_value(msg),
         "metadata": msg.metadata,
-        "content": msg.content,
+        "content": msg.full_content(),
         "buffers": [],
     })
     .to_string()
@@ -214,6 +214,7 @@ fn from_json_object(mut v: Value, buffers: Vec<Bytes>) -> Result<(String, Messag
             metadata: or_empty(obj.remove("metadata").unwrap_or(Value::Null)),
             content: or_empty(obj.remove("content").unwrap_or(Value::Null)),
             buffers,
+            raw_text: None,
         },
     ))
 }
@@ -239,6 +240,7 @@ fn from_parts(
         metadata: or_empty(parse("metadata", metadata)?),
         content: or_empty(parse("content", content)?),
         buffers,
+        raw_text: None,
     })
 }
 

@@ -42,6 +42,7 @@ mod resources;
 mod service;
 mod session_actor;
 mod session_tools;
+mod spill;
 mod sse_transport;
 mod stdout_purity;
 mod tasks;

@@ -58,7 +58,7 @@ impl Actor {
                 let _ = reply.send(page);
             }
             Command::RunTail(id, reply) => {
-                let _ = reply.send(self.runs.get(id.as_str()).map(|r| r.last_line()));
+                let _ = reply.send(self.runs.get_mut(id.as_str()).map(|r| r.last_line()));
             }
             Command::Info(reply) => {
                 let _ = reply.send(self.info());

@@ -150,10 +150,14 @@ impl Actor {
         for (_, p) in self.pending.drain() {
             let _ = p.reply.send(Err(err.clone()));
         }
-        match self.kernel.take() {
+        let rung = match self.kernel.take() {
             Some(k) => k.shutdown(self.limits.shutdown_grace()).await,
             None => ShutdownRung::Graceful,
-        }
+        };
+        // The runs go before the caller hears the session is gone: their spool files are
+        // removed with them.
+        self.runs = RunTable::new(0);
+        rung
     }
 
     pub(super) fn restart(&mut self, reply: Reply<Result<SessionInfo, SessionError>>) {

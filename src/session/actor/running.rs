@@ -195,7 +195,13 @@ impl Actor {
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
             if channel == Channel::Iopub && msg.msg_type() == "stream" {
-                tracing::debug!(session = %self.desc.id, "output with no run: {}", msg.content["text"]);
+                let mut text = String::new();
+                msg.stream_text(|t| {
+                    if text.len() < 200 {
+                        text.extend(t.chars().take(200));
+                    }
+                });
+                tracing::debug!(session = %self.desc.id, "output with no run: {text:?}");
             }
             return;
         };

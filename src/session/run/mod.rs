@@ -7,6 +7,8 @@
 pub mod output;
 pub mod phase;
 mod response;
+pub mod spool;
+pub mod stream;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -64,6 +66,7 @@ impl Run {
         stdin_answers: Vec<String>,
     ) -> Run {
         let (status_tx, _) = watch::channel(RunStatus::Queued);
+        let output = RunOutput::new(id.as_str());
         Run {
             id,
             session_id,
@@ -77,7 +80,7 @@ impl Run {
             phase: Phase::Queued,
             status: RunStatus::Queued,
             status_tx,
-            output: RunOutput::default(),
+            output,
             input: None,
             notices: Vec::new(),
             queued_at: Instant::now(),
@@ -97,6 +100,7 @@ impl Run {
             self.phase = Phase::Done;
             self.input = None;
             self.finished_at.get_or_insert_with(Instant::now);
+            self.output.seal();
         }
         self.status_tx.send_replace(status);
     }
@@ -114,6 +118,7 @@ impl Run {
             self.notices.push(n);
         }
         if let Some(e) = self.phase.executing_mut() {
+            e.last_output = Some(Instant::now());
             if idle {
                 e.idle = true;
                 // The request is over: a repeated SIGINT now could only hit a later request.
@@ -196,7 +201,7 @@ impl Run {
     }
 
     /// The last non-empty line of output (for progress messages), or the status.
-    pub fn last_line(&self) -> String {
+    pub fn last_line(&mut self) -> String {
         self.output
             .last_line()
             .unwrap_or_else(|| self.status.as_str().to_string())
@@ -205,8 +210,8 @@ impl Run {
     /// The run as a history entry (streams bounded to [`ENTRY_STREAM_BYTES`] each).
     pub fn history_entry(&mut self) -> HistoryEntry {
         let bounded = |t: &str| head_tail(t, ENTRY_STREAM_BYTES).0;
-        let stdout = bounded(self.output.stream_text(false));
-        let stderr = bounded(self.output.stream_text(true));
+        let stdout = self.output.stream(false).head_tail(ENTRY_STREAM_BYTES).0;
+        let stderr = self.output.stream(true).head_tail(ENTRY_STREAM_BYTES).0;
         let o = &self.output;
         let order = entry_order(o, [&stdout, &stderr]);
         let outputs = o
@@ -239,7 +244,8 @@ impl Run {
 
 /// Stream slots an entry keeps in order; a run with more keeps each stream whole, as one
 /// slot where it first wrote, bounded like the entry's `stdout` / `stderr` (so a flood of
-/// alternating writes stays one bounded entry).
+/// alternating writes stays one bounded entry). A stream that went to a spool file is kept
+/// that way too.
 const MAX_ENTRY_STREAM_SLOTS: usize = 1000;
 
 /// The run's outputs in order as a history entry keeps them: each stream slot's text
@@ -262,7 +268,9 @@ fn entry_order(o: &RunOutput, whole: [&str; 2]) -> Vec<EntrySlot> {
     let mut seen = [false; 2];
     for s in o.slots() {
         match s {
-            Slot::Stream { stderr, .. } if streams > MAX_ENTRY_STREAM_SLOTS => {
+            Slot::Stream { stderr, .. }
+                if streams > MAX_ENTRY_STREAM_SLOTS || o.is_spilled(*stderr) =>
+            {
                 let i = usize::from(*stderr);
                 if !std::mem::replace(&mut seen[i], true) {
                     order.push(EntrySlot::Stream {
@@ -272,7 +280,7 @@ fn entry_order(o: &RunOutput, whole: [&str; 2]) -> Vec<EntrySlot> {
                 }
             }
             Slot::Stream { stderr, start, end } => {
-                let raw = o.stream_slice(*stderr, *start, *end);
+                let raw = o.stream_slice(*stderr, *start, *end).unwrap_or_default();
                 let text = clean_text(raw);
                 let total = totals[usize::from(*stderr)].max(1);
                 let share = if total <= ENTRY_STREAM_BYTES {

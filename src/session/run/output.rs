@@ -12,8 +12,9 @@
 
 use serde_json::Value;
 
+use super::spool::{self, SPILL_ALL_BYTES, SPILL_BYTES, SPILL_SHARE_BYTES, SpoolFile};
+use super::stream::{self, StreamStore};
 use crate::session::display::{error_info, output_item, plain_text, stored_bytes};
-use crate::session::output::clean_text;
 use crate::session::quirks::Quirks;
 use crate::session::types::{ErrorInfo, OutputItem};
 use crate::wire::Message;
@@ -52,12 +53,12 @@ pub struct Display {
 /// Everything a run's messages carried, in order.
 #[derive(Debug, Default)]
 pub struct RunOutput {
-    stdout: String,
-    stderr: String,
-    /// Cleaned text of each stream, keyed by the raw length it was computed from
-    /// (`None` text: the raw text needed no cleaning).
-    stdout_clean: Option<(usize, Option<String>)>,
-    stderr_clean: Option<(usize, Option<String>)>,
+    /// Names the run's spool files (its run id).
+    label: String,
+    /// Where its streams spill; `None`: they stay in memory.
+    spool: Option<&'static spool::SpoolDir>,
+    stdout: StreamStore,
+    stderr: StreamStore,
     /// The outputs in the kernel's order.
     slots: Vec<Slot>,
     /// Every display output, in order (the slots point here).
@@ -77,6 +78,20 @@ pub struct RunOutput {
 }
 
 impl RunOutput {
+    /// An empty output whose spool files (if it spills) are named after `label`.
+    pub fn new(label: &str) -> RunOutput {
+        Self::with_spool(label, spool::dir())
+    }
+
+    /// [`Self::new`] spilling to `spool` (`None`: never).
+    pub fn with_spool(label: &str, spool: Option<&'static spool::SpoolDir>) -> RunOutput {
+        RunOutput {
+            label: label.to_string(),
+            spool,
+            ..RunOutput::default()
+        }
+    }
+
     /// Count up to `n` bytes against the per-run cap; returns how many may be kept.
     fn admit(&mut self, n: usize, finished: bool) -> usize {
         if finished {
@@ -101,8 +116,20 @@ impl RunOutput {
         let c = &msg.content;
         match msg.msg_type() {
             "stream" => {
-                let text = c["text"].as_str().unwrap_or_default();
-                self.append_stream(c["name"] == "stderr", text, finished);
+                let stderr = c["name"] == "stderr";
+                match &msg.raw_text {
+                    // A flood's text, unescaped a piece at a time where it is stored: the
+                    // message is the only whole copy (see `wire::stream`).
+                    Some(raw) => {
+                        self.take_pending_clear();
+                        self.spill_if_due(stderr, raw.max_len());
+                        raw.for_each_piece(|piece| self.append_stream(stderr, piece, finished));
+                    }
+                    None => {
+                        let text = c["text"].as_str().unwrap_or_default();
+                        self.append_stream(stderr, text, finished);
+                    }
+                }
             }
             "execute_result" | "display_data" => self.apply_display(msg, quirks, finished),
             "clear_output" => {
@@ -141,14 +168,17 @@ impl RunOutput {
             return;
         }
         self.take_pending_clear();
+        self.spill_if_due(stderr, text.len());
         let buf = if stderr {
             &mut self.stderr
         } else {
             &mut self.stdout
         };
-        let start = buf.len();
-        buf.push_str(text);
-        let end = buf.len();
+        let start = buf.raw_len();
+        if let Err(e) = buf.append(text) {
+            self.write_failed(e);
+        }
+        let end = start + text.len();
         match self.slots.last_mut() {
             Some(Slot::Stream {
                 stderr: s, end: e, ..
@@ -158,6 +188,56 @@ impl RunOutput {
                 self.slots.push(Slot::Stream { stderr, start, end });
             }
         }
+    }
+
+    /// Before `n` more bytes of one stream: if the run would then hold more than
+    /// [`SPILL_BYTES`] of stream text in memory, or all runs together more than
+    /// [`SPILL_ALL_BYTES`] and this stream more than [`SPILL_SHARE_BYTES`], move that stream to a spool file (see [`spool`]). Without a
+    /// spool directory the text stays in memory.
+    fn spill_if_due(&mut self, stderr: bool, n: usize) {
+        let (this, other) = if stderr {
+            (&mut self.stderr, &self.stdout)
+        } else {
+            (&mut self.stdout, &self.stderr)
+        };
+        let mine = this.mem_bytes() + n;
+        let crowded = mine > SPILL_SHARE_BYTES && stream::in_memory() + n > SPILL_ALL_BYTES;
+        if this.is_spilled() || (mine + other.mem_bytes() <= SPILL_BYTES && !crowded) {
+            return;
+        }
+        let Some(dir) = self.spool else {
+            return;
+        };
+        let name = format!(
+            "{}.{}",
+            if self.label.is_empty() {
+                uuid::Uuid::new_v4().simple().to_string()
+            } else {
+                self.label.clone()
+            },
+            if stderr { "stderr" } else { "stdout" }
+        );
+        let spilled = SpoolFile::create(dir, &name).and_then(|f| this.spill(f));
+        if let Err(e) = spilled {
+            tracing::warn!(file = %name, "output stays in memory, the spool file failed: {e}");
+        }
+    }
+
+    /// A spool write failed: what could not be written is gone; say so once.
+    fn write_failed(&mut self, e: std::io::Error) {
+        tracing::warn!(run = %self.label, "spooled output lost: {e}");
+        if !self.dropped {
+            self.dropped = true;
+            self.dropped_notice = Some(format!(
+                "Output could not be written to its spool file ({e}); the text shown and pageable ends where the write failed."
+            ));
+        }
+    }
+
+    /// The run finished: spool files close their descriptors (late output reopens them).
+    pub fn seal(&mut self) {
+        self.stdout.seal();
+        self.stderr.seal();
     }
 
     fn set_error(&mut self, e: ErrorInfo) {
@@ -233,8 +313,6 @@ impl RunOutput {
     fn clear(&mut self) {
         self.stdout.clear();
         self.stderr.clear();
-        self.stdout_clean = None;
-        self.stderr_clean = None;
         self.displays.clear();
         self.slots.retain(|s| *s == Slot::Error);
     }
@@ -258,8 +336,7 @@ impl RunOutput {
         let Some(prefix) = quirks.error_line_prefix else {
             return;
         };
-        let text = cached_clean(&self.stdout, &mut self.stdout_clean);
-        if let Some(line) = text.lines().find(|l| l.starts_with(prefix)) {
+        if let Some(line) = self.stdout.find_line(prefix) {
             self.error = Some(ErrorInfo {
                 ename: prefix.trim_end_matches([':', ' ']).to_string(),
                 evalue: line[prefix.len()..].trim().to_string(),
@@ -268,19 +345,29 @@ impl RunOutput {
         }
     }
 
-    /// The full cleaned text of one stream (`stdout` / `stderr`), cached until it grows.
-    pub fn stream_text(&mut self, stderr: bool) -> &str {
+    /// One stream (`stdout` / `stderr`): its cleaned text, bounded or paged.
+    pub fn stream(&mut self, stderr: bool) -> &mut StreamStore {
         if stderr {
-            cached_clean(&self.stderr, &mut self.stderr_clean)
+            &mut self.stderr
         } else {
-            cached_clean(&self.stdout, &mut self.stdout_clean)
+            &mut self.stdout
         }
     }
 
-    /// The raw text of a [`Slot::Stream`]'s bytes.
-    pub fn stream_slice(&self, stderr: bool, start: usize, end: usize) -> &str {
+    /// The raw text of a [`Slot::Stream`]'s bytes, while its stream is in memory (`None`
+    /// once it spilled).
+    pub fn stream_slice(&self, stderr: bool, start: usize, end: usize) -> Option<&str> {
         let buf = if stderr { &self.stderr } else { &self.stdout };
-        buf.get(start..end).unwrap_or_default()
+        buf.raw_slice(start, end)
+    }
+
+    /// True when the stream went to a spool file.
+    pub fn is_spilled(&self, stderr: bool) -> bool {
+        if stderr {
+            self.stderr.is_spilled()
+        } else {
+            self.stdout.is_spilled()
+        }
     }
 
     /// The outputs in the kernel's order.
@@ -308,34 +395,8 @@ impl RunOutput {
     }
 
     /// The last non-empty line of output (for progress messages).
-    pub fn last_line(&self) -> Option<String> {
-        let tail = |s: &str| {
-            let mut start = s.len().saturating_sub(4096);
-            while !s.is_char_boundary(start) {
-                start += 1;
-            }
-            clean_text(&s[start..])
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(|l| l.chars().take(200).collect::<String>())
-        };
-        tail(&self.stdout).or_else(|| tail(&self.stderr))
-    }
-}
-
-/// `raw` cleaned, recomputed only when `raw` has grown since the cached copy.
-fn cached_clean<'a>(raw: &'a str, cache: &'a mut Option<(usize, Option<String>)>) -> &'a str {
-    if cache.as_ref().map(|c| c.0) != Some(raw.len()) {
-        let cleaned = match clean_text(raw) {
-            std::borrow::Cow::Borrowed(_) => None,
-            std::borrow::Cow::Owned(s) => Some(s),
-        };
-        *cache = Some((raw.len(), cleaned));
-    }
-    match cache {
-        Some((_, Some(text))) => text,
-        _ => raw,
+    pub fn last_line(&mut self) -> Option<String> {
+        self.stdout.last_line().or_else(|| self.stderr.last_line())
     }
 }
 

@@ -53,6 +53,10 @@ pub struct Executing {
     pub started_at: Instant,
     /// The `execute_reply` content and when it came (the iopub grace counts from then).
     pub reply: Option<(Value, Instant)>,
+    /// When the last iopub message for this request came. Output still arriving after the
+    /// reply means `idle` is behind it (a flood's frames take a while to read and store), so
+    /// the iopub grace counts from this too.
+    pub last_output: Option<Instant>,
     /// iopub `status: idle` for this request has arrived.
     pub idle: bool,
     /// When `idle` came while the `execute_reply` had not: the reply probe counts from here.
@@ -139,7 +143,8 @@ impl Phase {
             Phase::Executing(e) => {
                 let mut candidates: [Option<(Instant, Deadline)>; 6] = [None; 6];
                 if let (Some((_, at)), false) = (&e.reply, e.idle) {
-                    candidates[0] = Some((*at + t.iopub_grace, Deadline::IdleMissing));
+                    let from = e.last_output.map_or(*at, |o| o.max(*at));
+                    candidates[0] = Some((from + t.iopub_grace, Deadline::IdleMissing));
                 }
                 if let (Some(limit), false) = (t.timeout, e.timed_out) {
                     candidates[1] = Some((e.started_at + limit, Deadline::RunTimeout));
@@ -199,6 +204,7 @@ impl Executing {
         Executing {
             started_at: now,
             reply: None,
+            last_output: None,
             idle: false,
             idle_before_reply: None,
             reply_probe: None,
@@ -216,6 +222,7 @@ impl Executing {
         Executing {
             started_at: self.started_at,
             reply: self.reply.clone(),
+            last_output: self.last_output,
             idle: self.idle,
             idle_before_reply: self.idle_before_reply,
             reply_probe: self.reply_probe.clone(),
@@ -349,5 +356,21 @@ mod tests {
             Some((t0 + TERMINAL_PROBE_INTERVAL, Deadline::TerminalProbe))
         );
         assert_eq!(p.next_deadline(&t, true), None, "not while awaiting input");
+    }
+
+    #[test]
+    fn output_still_arriving_after_the_reply_pushes_the_iopub_grace_back() {
+        let t0 = Instant::now();
+        let mut e = Executing::new(t0);
+        e.reply = Some((serde_json::json!({"status": "ok"}), t0));
+        e.last_output = Some(t0 + Duration::from_secs(3));
+        let t = Timing {
+            timeout: None,
+            ..timing()
+        };
+        assert_eq!(
+            Phase::Executing(e).next_deadline(&t, false),
+            Some((t0 + Duration::from_secs(7), Deadline::IdleMissing))
+        );
     }
 }

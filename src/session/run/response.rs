@@ -55,12 +55,11 @@ impl Part {
 }
 
 impl Run {
-    /// The full text of one part: a stream's cleaned text, the result's, or the traceback's
-    /// lines joined with newlines.
-    fn part_text(&mut self, part: Part) -> std::borrow::Cow<'_, str> {
+    /// The full text of a part that is not a stream: the result's cleaned text, or the
+    /// traceback's lines joined with newlines. (Streams may be spooled: see [`page_part`].)
+    fn part_text(&self, part: Part) -> std::borrow::Cow<'_, str> {
         match part {
-            Part::Stdout => self.output.stream_text(false).into(),
-            Part::Stderr => self.output.stream_text(true).into(),
+            Part::Stdout | Part::Stderr => "".into(),
             Part::Result => match &self.output.result {
                 Some(r) => clean_text(r),
                 None => "".into(),
@@ -75,21 +74,30 @@ impl Run {
     /// The record as the contract's [`ExecutionResult`], every part bounded by `b`.
     pub fn snapshot(&mut self, b: &Bounds) -> ExecutionResult {
         let mut truncated = BTreeMap::new();
-        let mut bounded = |name: &str, text: &str| {
-            let (shown, omitted) = head_tail(text, b.part_bytes);
+        let mut note = |name: &str, total_bytes: usize, omitted: Option<usize>| {
             if let Some(omitted_bytes) = omitted {
                 truncated.insert(
                     name.to_string(),
                     StreamTruncation {
-                        total_bytes: text.len(),
+                        total_bytes,
                         omitted_bytes,
                     },
                 );
             }
+        };
+        let mut stream = |stderr: bool, note: &mut dyn FnMut(&str, usize, Option<usize>)| {
+            let s = self.output.stream(stderr);
+            let (shown, omitted) = s.head_tail(b.part_bytes);
+            note(if stderr { "stderr" } else { "stdout" }, s.len(), omitted);
             shown
         };
-        let stdout = bounded("stdout", &self.part_text(Part::Stdout));
-        let stderr = bounded("stderr", &self.part_text(Part::Stderr));
+        let stdout = stream(false, &mut note);
+        let stderr = stream(true, &mut note);
+        let mut bounded = |name: &str, text: &str| {
+            let (shown, omitted) = head_tail(text, b.part_bytes);
+            note(name, text.len(), omitted);
+            shown
+        };
         let result = self
             .output
             .result
@@ -180,7 +188,12 @@ impl Run {
     }
 }
 
-/// A page of one part of `run`: bytes `[offset, offset + limit)` of its full text.
+/// A page of one part of `run`: bytes `[offset, offset + limit)` of its full text (a
+/// stream's read from its spool file when it spilled).
 pub fn page_part(run: &mut Run, part: Part, offset: usize, limit: usize) -> StreamPage {
-    page(&run.part_text(part), offset, limit)
+    match part {
+        Part::Stdout => run.output.stream(false).page(offset, limit),
+        Part::Stderr => run.output.stream(true).page(offset, limit),
+        _ => page(&run.part_text(part), offset, limit),
+    }
 }
