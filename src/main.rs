@@ -114,6 +114,9 @@ enum Command {
         /// Stop the kernel when its process tree's memory exceeds this (MiB); 0 = none.
         #[arg(long, default_value_t = 0)]
         max_memory_mib: u64,
+        /// A file whose number (MiB) replaces the limit when it changes (SIGUSR1: read it now).
+        #[arg(long)]
+        limit_file: Option<std::path::PathBuf>,
         /// The kernel's argv.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
@@ -147,12 +150,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Supervise {
         max_memory_mib,
+        limit_file,
         argv,
     }) = cli.command
     {
         return kernel_mcp::kernel::supervise::run(kernel_mcp::kernel::supervise::SuperviseArgs {
             argv,
             max_memory_mib,
+            limit_file,
         });
     }
     // A file-size limit (RLIMIT_FSIZE) must fail a write, not kill the server and every session.

@@ -119,6 +119,9 @@ pub struct Kernel {
     exit_reported: bool,
     exit: tokio::sync::watch::Receiver<Option<ExitInfo>>,
     connection_file: PathBuf,
+    /// Where the supervisor reads a new memory limit (see [`Kernel::set_memory_limit`]);
+    /// `None` when the kernel runs unsupervised.
+    limit_file: Option<PathBuf>,
     /// Set by the heartbeat task while the kernel misses beats (liveness is the child's exit).
     unresponsive: std::sync::Arc<std::sync::atomic::AtomicBool>,
     heartbeat: Option<tokio::task::JoinHandle<()>>,
@@ -182,12 +185,18 @@ impl Kernel {
             // Under a supervisor the exec happens in it; find out here, to say the fix.
             return Err(program_missing(format!("{kernel_program}: {e}")));
         }
-        if let Some(sup) = &opts.supervisor {
+        let limit_file = opts
+            .supervisor
+            .as_ref()
+            .map(|_| connection_file.with_extension("limit"));
+        if let (Some(sup), Some(limit_file)) = (&opts.supervisor, &limit_file) {
             let mut wrapped = vec![
                 sup.display().to_string(),
                 "supervise".into(),
                 "--max-memory-mib".into(),
                 opts.max_memory_mib.to_string(),
+                "--limit-file".into(),
+                limit_file.display().to_string(),
                 "--".into(),
             ];
             wrapped.append(&mut argv);
@@ -256,6 +265,7 @@ impl Kernel {
             events_open: true,
             exit_reported: false,
             connection_file: guard.keep(),
+            limit_file,
             unresponsive: Default::default(),
             heartbeat: None,
         };
@@ -286,6 +296,22 @@ impl Kernel {
     /// The kernel's process id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
+    }
+
+    /// Change the memory limit (MiB, 0 = none) the kernel's supervisor enforces, now: the
+    /// limit file is replaced and the supervisor told to read it (SIGUSR1). Errors: the
+    /// kernel runs unsupervised, or the file could not be written.
+    pub fn set_memory_limit(&self, mib: u64) -> std::io::Result<()> {
+        let Some(file) = &self.limit_file else {
+            return Err(std::io::Error::other(
+                "the kernel runs without a supervisor",
+            ));
+        };
+        let tmp = file.with_extension("limit.new");
+        std::fs::write(&tmp, format!("{mib}\n"))?;
+        std::fs::rename(&tmp, file)?;
+        self.process.signal_leader(Signal::SIGUSR1);
+        Ok(())
     }
 
     /// The kernel's exit, once it has exited.
@@ -351,6 +377,9 @@ impl Drop for Kernel {
     fn drop(&mut self) {
         // The process kills its group on drop; the connection file goes here.
         let _ = std::fs::remove_file(&self.connection_file);
+        if let Some(f) = &self.limit_file {
+            let _ = std::fs::remove_file(f);
+        }
         if let Some(h) = &self.heartbeat {
             h.abort();
         }

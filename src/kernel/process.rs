@@ -211,6 +211,14 @@ impl KernelProcess {
         }
     }
 
+    /// Send `signal` to the process itself only (not its group), while it runs: the
+    /// supervisor's SIGUSR1, which the kernel must not get.
+    pub fn signal_leader(&self, signal: Signal) {
+        if self.pid > 0 && self.exit_info().is_none() {
+            let _ = kill(Pid::from_raw(self.pid), signal);
+        }
+    }
+
     /// A callback that stops this process although it has not exited: `note` goes to the end
     /// of [`Self::output_tail`] (so the death notice says why), then SIGTERM goes to the
     /// group, and SIGKILL 3 s later if it is still there. For a kernel that closed its sockets

@@ -44,6 +44,10 @@ pub struct SuperviseArgs {
     pub argv: Vec<String>,
     /// Stop the kernel when its whole tree's resident memory goes above this (MiB); 0 = none.
     pub max_memory_mib: u64,
+    /// Where the server can change that limit while the kernel runs (a kernel from the warm
+    /// pool gets its session's limit so): the file holds the limit in MiB and is read when
+    /// SIGUSR1 arrives and on each tick; a missing or unreadable file keeps the limit.
+    pub limit_file: Option<std::path::PathBuf>,
 }
 
 /// Run the supervisor to the kernel's end; the exit mirrors the kernel's.
@@ -63,6 +67,7 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
         Signal::SIGINT,
         Signal::SIGHUP,
         Signal::SIGQUIT,
+        Signal::SIGUSR1,
     ] {
         watched.add(s);
     }
@@ -78,7 +83,7 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
             return ExitCode::from(127);
         }
     };
-    let limit = args.max_memory_mib.saturating_mul(1024 * 1024);
+    let mut limit_mib = args.max_memory_mib;
     let mut peak = 0u64;
     let mut last_sample = Instant::now() - TICK;
     loop {
@@ -96,6 +101,17 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
             end_tree();
             return ExitCode::from(1);
         }
+        // A new limit applies at once (it may already be exceeded).
+        let changed = args
+            .limit_file
+            .as_deref()
+            .and_then(read_limit)
+            .filter(|&mib| mib != limit_mib);
+        if let Some(mib) = changed {
+            limit_mib = mib;
+            last_sample = Instant::now() - TICK;
+        }
+        let limit = limit_mib.saturating_mul(1024 * 1024);
         if limit > 0 && last_sample.elapsed() >= TICK {
             last_sample = Instant::now();
             let rss = tree_rss_bytes(std::process::id() as i32);
@@ -104,7 +120,7 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
                 eprintln!(
                     "{MEMORY_LIMIT_MARK}: the kernel's processes used {} MiB, over the session's limit of {} MiB; they were stopped",
                     peak / (1024 * 1024),
-                    args.max_memory_mib
+                    limit_mib
                 );
                 end_tree();
                 let _ = reap(kernel);
@@ -112,6 +128,11 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
             }
         }
     }
+}
+
+/// The limit (MiB) in `file`, if it holds a number.
+fn read_limit(file: &std::path::Path) -> Option<u64> {
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
 }
 
 /// Start the kernel in our process group, with the default signal mask and its own

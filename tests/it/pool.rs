@@ -1,7 +1,9 @@
 //! The warm pool (`serve --pool KERNEL=N`), against the real binary and real ipykernels: a
 //! session that takes a pool kernel cannot tell it from a cold one (execution_count 1, its
-//! cwd, its env, an empty namespace), a session asking for what the pool cannot honour starts
-//! cold, `server_info` lists the pool, and a server with a full pool leaves no kernel behind.
+//! cwd, its env, an empty namespace), also when it asked for its own cwd, env and memory
+//! limit (the kernel is adapted as it is taken); a session asking for what the pool cannot
+//! honour starts cold, `server_info` lists the pool, and a server with a full pool leaves no
+//! kernel behind.
 //! Always standalone (`serve` is given), also under `KERNEL_MCP_TEST_SHARED`.
 
 use std::time::Duration;
@@ -73,21 +75,19 @@ async fn a_pooled_session_is_indistinguishable_from_a_cold_one() {
     assert_eq!(count, 1);
     assert_eq!(seen.trim(), format!("('{}', 'x', [])", cwd.display()));
 
-    // A requested cwd (not the pool's) starts cold and gets that cwd.
-    let sub = server.workdir().join("sub");
-    std::fs::create_dir_all(&sub).unwrap();
+    // A variable read as the interpreter starts cannot be adapted: a cold start, which
+    // leaves the pool alone.
     wait_pool_ready(&server, "python3", 1).await;
     let r = server
         .call(
             "create_session",
-            json!({"session_id": "elsewhere", "kernel": "python3", "cwd": sub}),
+            json!({"session_id": "elsewhere", "kernel": "python3", "env": {"PYTHONHASHSEED": "7", "POOL_TEST_VAR": "z"}}),
         )
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     let (count, seen) = probe(&server, "elsewhere").await;
     assert_eq!(count, 1);
-    let sub = std::fs::canonicalize(&sub).unwrap();
-    assert_eq!(seen.trim(), format!("('{}', None, [])", sub.display()));
+    assert_eq!(seen.trim(), format!("('{}', 'z', [])", cwd.display()));
     assert_eq!(
         pool_of(&server, "python3").await["ready"],
         1,
@@ -104,6 +104,72 @@ async fn a_pooled_session_is_indistinguishable_from_a_cold_one() {
     for s in ["pooled", "cold", "elsewhere"] {
         server.destroy(s).await;
     }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_kernel_taken_for_another_cwd_env_and_limit_has_exactly_those() {
+    require_venv();
+    let server = Server::start_with_args(&["serve", "--pool", "python3=1"]).await;
+    let work = server.workdir().join("project");
+    let lib = server.workdir().join("lib");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(work.join("localmod.py"), "VALUE = 42\n").unwrap();
+    std::fs::write(lib.join("libmod.py"), "NAME = 'lib'\n").unwrap();
+    wait_pool_ready(&server, "python3", 1).await;
+
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "adapted", "kernel": "python3", "cwd": work,
+                   "env": {"POOL_TEST_VAR": "y", "PYTHONPATH": lib}, "max_memory_mib": 300}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(
+        pool_of(&server, "python3").await["ready"],
+        0,
+        "the session took the pool's kernel"
+    );
+    let (count, seen) = probe(&server, "adapted").await;
+    assert_eq!(count, 1, "adapting ran nothing the session can count");
+    let work = std::fs::canonicalize(&work).unwrap();
+    assert_eq!(seen.trim(), format!("('{}', 'y', [])", work.display()));
+    let code = "import localmod, libmod, subprocess, sys\n\
+                child = subprocess.run(['sh', '-c', 'echo $POOL_TEST_VAR $PYTHONPATH; pwd'], capture_output=True, text=True).stdout.split()\n\
+                print(localmod.VALUE, libmod.NAME, sys.path[0], child)";
+    let v = server.exec("adapted", code).await;
+    assert_eq!(status(&v), "ok", "{v}");
+    let lib = lib.display().to_string();
+    assert_eq!(
+        v["stdout"].as_str().unwrap().trim(),
+        format!("42 lib {lib} ['y', '{lib}', '{}']", work.display()),
+        "relative imports from the cwd, PYTHONPATH first in sys.path, subprocesses inherit both"
+    );
+    let v = server.exec("adapted", "print(len(In), _dh)").await;
+    assert_eq!(
+        v["stdout"].as_str().unwrap().trim(),
+        format!("4 ['{}']", work.display()),
+        "history holds the session's cells only; IPython's directory history starts at its cwd"
+    );
+
+    // The session's memory limit, not the pool's, is enforced by the kernel's supervisor.
+    let grow = "import time\nheap = []\nfor _ in range(20):\n    heap.append(bytearray(50 * 1024 * 1024))\n    time.sleep(0.2)\nprint('survived')";
+    let r = server
+        .call(
+            "execute",
+            json!({"session_id": "adapted", "code": grow, "wait_s": 60}),
+        )
+        .await;
+    let v = structured(&r);
+    assert_eq!(status(&v), "kernel_died", "{}", dump(&r));
+    let notices = v["notices"].to_string();
+    assert!(
+        notices.contains("memory limit") && notices.contains("300 MiB"),
+        "the notice names the session's limit: {notices}"
+    );
+    server.destroy("adapted").await;
     server.shutdown().await;
 }
 

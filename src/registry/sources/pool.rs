@@ -1,13 +1,15 @@
 //! The warm pool (`--pool KERNEL=N`): N started, ready kernels per kernelspec, so a
 //! `create_session` that matches takes one instead of waiting for the kernel's start-up.
 //!
-//! A pooled kernel is launched exactly as a session with no `cwd`, `env` or memory limit of
-//! its own would launch it: the server's working directory, no extra environment, the
-//! server's default memory limit and supervisor, the same kernelspec. It has only answered
+//! A pooled kernel is launched as a session with no `cwd`, `env` or memory limit of its own
+//! would launch it: the server's working directory, no extra environment, the server's
+//! default memory limit and supervisor, the same kernelspec. It has only answered
 //! `kernel_info_request`, so its namespace is empty and its first execute has
-//! execution_count 1. A session that asks for anything else (another cwd, env variables, a
-//! memory limit, another interpreter) starts cold: nothing is changed in a running kernel to
-//! make it fit, since that would leave traces (history, execution count, imported modules).
+//! execution_count 1. A session that asks for its own working directory, environment
+//! variables or memory limit still gets a pooled kernel, adapted as it is taken (see
+//! [`super::adapt`]: one silent request that leaves no history, names or execution count);
+//! a session that differs in what is fixed at launch (another interpreter, variables read at
+//! start-up, a language without an adapter) starts cold.
 //!
 //! Pool kernels count toward `max_sessions` (the pool does not refill past it, and gives a
 //! kernel up when a cold session needs its room); each is supervised like a session's
@@ -21,6 +23,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+use super::adapt::{self, Adaptation};
 use crate::kernel::{Kernel, KernelIo, KernelLauncher, LaunchOptions, LocalLauncher, StartError};
 
 /// How long a failed pool start waits before the pool tries that kernelspec again.
@@ -73,15 +76,6 @@ pub struct PoolCount {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// True when a session launching `opts` would get exactly the pool's launch.
-fn same_launch(pool: &LaunchOptions, session: &LaunchOptions) -> bool {
-    pool.cwd == session.cwd
-        && pool.env == session.env
-        && pool.env_prefix == session.env_prefix
-        && pool.supervisor == session.supervisor
-        && pool.max_memory_mib == session.max_memory_mib
 }
 
 impl Pool {
@@ -189,24 +183,25 @@ impl Pool {
         }
     }
 
-    /// A ready kernel for a session launching `launcher`, when the pool has one that is
-    /// launched the same way and still alive. Events it already queued (its start-up's
-    /// `kernel_info` replies and status messages) are discarded.
-    pub fn take(&self, launcher: &LocalLauncher) -> Option<Kernel> {
+    /// A ready kernel for a session launching `launcher`, when the pool has a live one of
+    /// that kernelspec that can be made what the session asked for, and what must change in
+    /// it (see [`adapt::plan`]; [`PooledLauncher`] applies it). Events it already queued (its
+    /// start-up's `kernel_info` replies and status messages) are discarded.
+    pub fn take(&self, launcher: &LocalLauncher) -> Option<(Kernel, Adaptation)> {
         let mut slots = lock(&self.inner.slots);
         let slot = slots.get_mut(&launcher.spec.name)?;
-        if slot.launcher.spec != launcher.spec || !same_launch(&slot.launcher.opts, &launcher.opts)
-        {
+        if slot.launcher.spec != launcher.spec {
             return None;
         }
+        let adaptation = adapt::plan(&launcher.spec, &slot.launcher.opts, &launcher.opts)?;
         while let Some(mut kernel) = slot.ready.pop() {
             if kernel.exit_info().is_some() || !kernel.responsive() {
                 tracing::info!(kernel = %launcher.spec.name, "pool kernel died while waiting");
                 continue;
             }
             while kernel.try_next_event().is_some() {}
-            tracing::info!(kernel = %launcher.spec.name, pid = kernel.pid(), "session takes a pool kernel");
-            return Some(kernel);
+            tracing::info!(kernel = %launcher.spec.name, pid = kernel.pid(), ?adaptation, "session takes a pool kernel");
+            return Some((kernel, adaptation));
         }
         None
     }
@@ -263,9 +258,9 @@ impl Pool {
         live: usize,
         limits: &crate::config::Limits,
     ) -> Arc<dyn KernelLauncher> {
-        if let Some(kernel) = self.take(&local) {
+        if let Some((kernel, adaptation)) = self.take(&local) {
             self.refill(limits.max_sessions.saturating_sub(live + 1));
-            return Arc::new(PooledLauncher::new(kernel, local));
+            return Arc::new(PooledLauncher::new(kernel, adaptation, local));
         }
         if live + self.held() >= limits.max_sessions {
             self.evict_one(limits.shutdown_grace());
@@ -311,23 +306,38 @@ impl crate::registry::Registry {
 /// A session's launcher whose first kernel came from the pool; every later one (restart,
 /// recovery) starts cold, the way the session was asked for.
 pub struct PooledLauncher {
-    first: Mutex<Option<Kernel>>,
+    first: Mutex<Option<(Kernel, Adaptation)>>,
     cold: LocalLauncher,
 }
 
 impl PooledLauncher {
-    pub fn new(kernel: Kernel, cold: LocalLauncher) -> PooledLauncher {
+    pub fn new(kernel: Kernel, adaptation: Adaptation, cold: LocalLauncher) -> PooledLauncher {
         PooledLauncher {
-            first: Mutex::new(Some(kernel)),
+            first: Mutex::new(Some((kernel, adaptation))),
             cold,
         }
     }
 }
 
 impl KernelLauncher for PooledLauncher {
+    /// The pooled kernel, adapted to the session (the one step between taking a kernel and
+    /// the session's first code, see [`adapt`]); a cold start when adapting fails.
     fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
         match lock(&self.first).take() {
-            Some(k) => Box::pin(async move { Ok(Box::new(k) as Box<dyn KernelIo>) }),
+            Some((mut k, adaptation)) => {
+                let cold = self.cold.start();
+                Box::pin(async move {
+                    match adapt::apply(&mut k, &adaptation).await {
+                        Ok(()) => Ok(Box::new(k) as Box<dyn KernelIo>),
+                        Err(e) => {
+                            tracing::warn!(kernel = %k.spec.name, pid = k.pid(), "a pool kernel could not be adapted ({e}); starting one cold");
+                            // Dropping it kills its process group.
+                            drop(k);
+                            cold.await
+                        }
+                    }
+                })
+            }
             None => self.cold.start(),
         }
     }
