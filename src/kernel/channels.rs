@@ -18,6 +18,7 @@ use zeromq::{
 };
 
 use super::connection::ConnectionInfo;
+use super::iopub::{Iopub, IopubError};
 use crate::wire::{self, Message, Signer};
 
 /// A Jupyter channel we read from or write to.
@@ -53,6 +54,21 @@ pub enum KernelEvent {
     Exited(super::ExitInfo),
 }
 
+/// Why the kernel's sockets could not be connected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("{0}")]
+    Zmq(#[from] zeromq::ZmqError),
+    #[error("{0}")]
+    Iopub(#[from] IopubError),
+}
+
+/// The iopub socket: ours over TCP, `zeromq`'s for other transports.
+enum Either {
+    Own(Iopub),
+    Zmq(SubSocket),
+}
+
 /// The send halves of the kernel's sockets; reader tasks are aborted on drop.
 pub struct Channels {
     shell: DealerSendHalf,
@@ -73,14 +89,22 @@ impl Channels {
     pub async fn connect(
         info: &ConnectionInfo,
         events: mpsc::UnboundedSender<KernelEvent>,
-    ) -> Result<Channels, zeromq::ZmqError> {
+    ) -> Result<Channels, ConnectError> {
         let signer = Signer::new(info.key.as_bytes());
         let session = uuid::Uuid::new_v4().to_string();
         let identity = zeromq::util::PeerIdentity::try_from(session.as_bytes().to_vec())?;
 
-        let mut iopub = SubSocket::new();
-        iopub.subscribe("").await?;
-        iopub.connect(&info.endpoint(info.iopub_port)).await?;
+        // Our own reader for iopub over TCP (floods, see `iopub`); `zeromq` otherwise.
+        let iopub = if info.transport == "tcp" {
+            Iopub::connect(&format!("{}:{}", info.ip, info.iopub_port))
+                .await
+                .map(Either::Own)?
+        } else {
+            let mut s = SubSocket::new();
+            s.subscribe("").await?;
+            s.connect(&info.endpoint(info.iopub_port)).await?;
+            Either::Zmq(s)
+        };
 
         let mut opts = SocketOptions::default();
         opts.peer_identity(identity.clone());
@@ -97,30 +121,40 @@ impl Channels {
         let (stdin_tx, stdin_rx) = stdin.split();
         let (control_tx, control_rx) = control.split();
         let dropped = Arc::new(AtomicU64::new(0));
-        let readers = vec![
-            tokio::spawn(read_loop(
-                iopub,
+        let iopub_reader = match iopub {
+            Either::Own(s) => tokio::spawn(read_loop(
+                s,
                 Channel::Iopub,
                 signer.clone(),
                 events.clone(),
                 dropped.clone(),
             )),
+            Either::Zmq(s) => tokio::spawn(read_loop(
+                Zmq(s),
+                Channel::Iopub,
+                signer.clone(),
+                events.clone(),
+                dropped.clone(),
+            )),
+        };
+        let readers = vec![
+            iopub_reader,
             tokio::spawn(read_loop(
-                shell_rx,
+                Zmq(shell_rx),
                 Channel::Shell,
                 signer.clone(),
                 events.clone(),
                 dropped.clone(),
             )),
             tokio::spawn(read_loop(
-                stdin_rx,
+                Zmq(stdin_rx),
                 Channel::Stdin,
                 signer.clone(),
                 events.clone(),
                 dropped.clone(),
             )),
             tokio::spawn(read_loop(
-                control_rx,
+                Zmq(control_rx),
                 Channel::Control,
                 signer.clone(),
                 events,
@@ -165,40 +199,66 @@ impl Drop for Channels {
     }
 }
 
+/// Where a reader takes its multiparts from: a `zeromq` socket, or for iopub our own SUB
+/// reader (see [`super::iopub`]).
+trait Source: Send {
+    /// The next multipart, the large-frame budget it holds (released with its frames), and
+    /// whether a frame of it had to be skipped. Errors: the socket failed or closed.
+    fn next(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<super::iopub::Received, String>> + Send;
+}
+
+/// A `zeromq` socket's receive side.
+struct Zmq<S>(S);
+
+impl<S: SocketRecv + Send> Source for Zmq<S> {
+    async fn next(&mut self) -> Result<super::iopub::Received, String> {
+        let m = self.0.recv().await.map_err(|e| e.to_string())?;
+        Ok(super::iopub::Received {
+            frames: m.into_vec(),
+            budget: None,
+            skipped: false,
+        })
+    }
+}
+
+impl Source for Iopub {
+    async fn next(&mut self) -> Result<super::iopub::Received, String> {
+        self.recv().await.map_err(|e| e.to_string())
+    }
+}
+
 /// Receive, decode and forward until the socket closes or nobody listens any more.
-async fn read_loop<S: SocketRecv + Send>(
-    mut socket: S,
+async fn read_loop(
+    mut socket: impl Source,
     channel: Channel,
     signer: Signer,
     events: mpsc::UnboundedSender<KernelEvent>,
     dropped: Arc<AtomicU64>,
 ) {
     loop {
-        let frames = match socket.recv().await {
-            Ok(m) => m.into_vec(),
+        let received = match socket.next().await {
+            Ok(r) => r,
             Err(e) => {
-                let _ = events.send(KernelEvent::ChannelClosed(channel, e.to_string()));
+                let _ = events.send(KernelEvent::ChannelClosed(channel, e));
                 return;
             }
         };
-        match wire::decode(frames, &signer) {
+        if received.skipped {
+            dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%channel, "dropped a message with a frame over {} bytes", super::iopub::MAX_FRAME);
+            continue;
+        }
+        match wire::decode(received.frames, &signer) {
             Ok(mut msg) => {
-                // One large frame in memory per socket: the next is taken in once this one's
-                // text is stored (its frame freed). Meanwhile the kernel's bytes wait in the
-                // socket buffers and its own queue, which counts messages, not bytes, so a
-                // few large ones there drop nothing.
-                let released = msg.raw_text.as_mut().map(|raw| {
-                    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-                    raw.on_release(move || {
-                        let _ = tx.send(());
-                    });
-                    rx
-                });
+                // A large frame's budget is held while its text waits in the message (until
+                // the session stores it); anything else was copied out by decoding.
+                if let (Some(raw), Some(budget)) = (msg.raw_text.as_mut(), received.budget) {
+                    raw.on_release(move || drop(budget));
+                }
                 if events.send(KernelEvent::Message(channel, msg)).is_err() {
                     return;
-                }
-                if let Some(rx) = released {
-                    let _ = rx.await;
                 }
             }
             Err(e) => {

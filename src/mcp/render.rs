@@ -81,7 +81,10 @@ pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult 
     }
     let mut structured = to_value(r);
     structured["notices"] = json!(notices);
-    let mut out = success(execution_text(r, &notices), &structured, blocks);
+    let mut content = vec![ContentBlock::text(execution_text(r, &notices))];
+    content.extend(blocks);
+    let mut out = CallToolResult::success(content);
+    out.structured_content = Some(structured);
     let failed = matches!(
         r.status,
         RunStatus::Error | RunStatus::KernelDied | RunStatus::Timeout | RunStatus::Aborted

@@ -202,11 +202,23 @@ impl KernelMcp {
         let limits = &self.registry.limits;
         let wait =
             seconds(wait_s, "wait_s")?.unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
+        let t0 = std::time::Instant::now();
         let ((run_id, rx), settled) = self.registry.submit_settled(handle, req).await?;
+        let submitted = t0.elapsed();
         let r = self
             .follow_run(handle, &run_id, rx, Some(settled), wait, ctx, true)
             .await?;
-        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+        let settled = t0.elapsed();
+        let out = render::execution(&r, self.registry.limits.max_image_bytes);
+        tracing::trace!(
+            target: "kernel_mcp::timing",
+            run = %run_id,
+            submitted_us = submitted.as_micros() as u64,
+            settled_us = settled.as_micros() as u64,
+            rendered_us = t0.elapsed().as_micros() as u64,
+            "execute call"
+        );
+        Ok(out)
     }
 
     /// Wait for the run to settle (bounded by `wait`) and render it; see [`Self::follow_run`].

@@ -16,7 +16,10 @@ impl Actor {
                 && run.phase.executing().is_some_and(|e| e.is_complete())
             {
                 let status = run.final_status();
+                trace_timing(run);
                 run.set_status(status);
+                // The caller waiting for the run hears first; history and the journal after.
+                self.deliver_settled();
                 self.finish_current();
             }
             if self.runs.current().is_some() || self.kernel.is_none() {
@@ -397,4 +400,26 @@ impl Actor {
             self.record_finished(id);
         }
     }
+}
+
+/// Where a finished run's time went, as a `kernel_mcp::timing` trace event (enable it with
+/// `KERNEL_MCP_LOG=kernel_mcp::timing=trace`; docs/performance.md reads these): queued until
+/// sent, then from the send the reply, the last iopub message and the actor's completion.
+fn trace_timing(run: &crate::session::run::Run) {
+    if !tracing::enabled!(target: "kernel_mcp::timing", tracing::Level::TRACE) {
+        return;
+    }
+    let Some(e) = run.phase.executing() else {
+        return;
+    };
+    let us = |a: Instant, b: Instant| b.saturating_duration_since(a).as_micros() as u64;
+    tracing::trace!(
+        target: "kernel_mcp::timing",
+        run = %run.id,
+        queued_us = us(run.queued_at, e.started_at),
+        reply_us = e.reply.as_ref().map(|r| us(e.started_at, r.1)),
+        last_iopub_us = e.last_output.map(|t| us(e.started_at, t)),
+        done_us = us(e.started_at, Instant::now()),
+        "run done"
+    );
 }
