@@ -200,6 +200,7 @@ def main() -> int:
     ap.add_argument("--starts", type=int, default=3, help="cold kernel starts (default 3)")
     ap.add_argument("--sessions", type=int, default=0, help="concurrent row: kernels/threads (0 = skip)")
     ap.add_argument("--per", type=int, default=100, help="concurrent row: executes per thread")
+    ap.add_argument("--no-floods", action="store_true", help="(for the raw client; nothing to skip here)")
     ap.add_argument("--timeout", type=float, default=60.0, help="per-step timeout in seconds")
     args = ap.parse_args()
 

@@ -6,10 +6,13 @@
 //!   (a) `execute 1+1` round trips (median, p95 over N);
 //!   (b) kernel-mcp spawn → MCP initialized;
 //!   (c) cold `create_session` vs start → ready, and `destroy_session` vs `shutdown_kernel`;
+//!       `create_session` from the warm pool, as launched and with its own cwd and env;
 //!   (d) RSS of the client process (kernel-mcp, the raw client, the Python driver), the kernel's;
 //!   (e) 50 MB printed as 50 000 lines: time until done and the client's peak RSS;
 //!   (f) `--sessions` sessions × `--per` executes at once: p50, p99, executes/s and the
-//!       client's (kernel-mcp server's) CPU time per execute;
+//!       client's (kernel-mcp server's) CPU time per execute; then each of those sessions
+//!       prints 50 MB at once: the client's peak RSS (the raw client counts the text and
+//!       drops it; kernel-mcp keeps every byte, spooled) (`--no-floods` skips it);
 //!   (g) through the service relay (`serve --shared`) vs direct stdio;
 //!   (h) tools/list bytes (full, `--tools minimal`) and a trivial result's text bytes;
 //!   (i) on a Jupyter Kernel Gateway started for the run: cold start and `execute 1+1`,
@@ -60,6 +63,8 @@ pub struct Opts {
     pub no_relay: bool,
     /// Skip the Kernel Gateway rows.
     pub no_gateway: bool,
+    /// Skip the concurrent floods (every concurrent session printing 50 MB at once).
+    pub no_floods: bool,
 }
 
 #[tokio::main]
@@ -83,6 +88,7 @@ fn parse_opts() -> Res<Opts> {
         raw_reference: false,
         no_relay: false,
         no_gateway: false,
+        no_floods: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -99,10 +105,11 @@ fn parse_opts() -> Res<Opts> {
             "--raw-reference" => o.raw_reference = true,
             "--no-relay" => o.no_relay = true,
             "--no-gateway" => o.no_gateway = true,
+            "--no-floods" => o.no_floods = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
-                     --sessions --per --json --raw-reference --no-relay --no-gateway)"
+                     --sessions --per --json --raw-reference --no-relay --no-gateway --no-floods)"
                 )
                 .into());
             }
@@ -211,6 +218,9 @@ fn reference_args(o: &Opts, flag: &str) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
     if !flag.is_empty() {
         v.push(flag.into());
+    }
+    if o.no_floods {
+        v.push("--no-floods".into());
     }
     for (k, val) in [
         ("--n", o.n.to_string()),

@@ -36,6 +36,12 @@ pub struct Ours {
     /// create_session served from the warm pool (`serve --pool KERNEL=1`), each after the
     /// pool refilled.
     pub pool_create_ms: Vec<f64>,
+    /// The same, for a session with its own cwd and env (the pooled kernel is adapted).
+    pub pool_adapted_ms: Vec<f64>,
+    /// `o.sessions` sessions each printing 50 MB at once: the server's peak RSS (KiB) and
+    /// the time until the last was done.
+    pub floods_peak_rss: Option<u64>,
+    pub floods_ms: Option<f64>,
     /// execute 1+1 through `serve --shared` (same n).
     pub relay_exec_ms: Vec<f64>,
     /// (label, tools, bytes, cap)
@@ -51,6 +57,8 @@ impl Ours {
             "execute_ms": crate::stats::summary(&self.exec_ms),
             "relay_execute_ms": crate::stats::summary(&self.relay_exec_ms),
             "pool_create_ms": crate::stats::summary(&self.pool_create_ms),
+            "pool_adapted_create_ms": crate::stats::summary(&self.pool_adapted_ms),
+            "floods": {"ms": self.floods_ms, "server_peak_rss_kib": self.floods_peak_rss},
             "rss_idle_kib": self.rss_idle,
             "rss_one_session_kib": self.rss_one_session,
             "kernel_rss_kib": self.kernel_rss,
@@ -82,14 +90,12 @@ pub async fn measure(bin: &Path, o: &Opts) -> Res<Ours> {
     m.rss_idle = vmrss_kib(pid);
     let r = sessions(&client, pid, o, &mut m).await;
     let r = match r {
-        Ok(()) if o.sessions > 0 => concurrent(&client, pid, o)
-            .await
-            .map(|c| m.concurrent = Some(c)),
+        Ok(()) if o.sessions > 0 => concurrent(&client, pid, o, &mut m).await,
         other => other,
     };
     close(client, Some(pid)).await;
     r?;
-    m.pool_create_ms = pooled_creates(bin, o).await?;
+    (m.pool_create_ms, m.pool_adapted_ms) = pooled_creates(bin, o).await?;
     if !o.no_relay {
         m.relay_exec_ms = relay(bin, o).await?;
     }
@@ -152,8 +158,9 @@ async fn sessions(client: &Client, server_pid: u32, o: &Opts, m: &mut Ours) -> R
     Ok(())
 }
 
-/// (f) `o.sessions` sessions, each doing `o.per` executes from its own task, all at once.
-async fn concurrent(client: &Client, server_pid: u32, o: &Opts) -> Res<Value> {
+/// (f) `o.sessions` sessions, each doing `o.per` executes from its own task, all at once;
+/// then (e') the same sessions each print 50 MB at once.
+async fn concurrent(client: &Client, server_pid: u32, o: &Opts, m: &mut Ours) -> Res<()> {
     let ids: Vec<String> = (0..o.sessions).map(|i| format!("conc-{i}")).collect();
     for id in &ids {
         create(client, id, &o.kernel).await?;
@@ -190,9 +197,6 @@ async fn concurrent(client: &Client, server_pid: u32, o: &Opts) -> Res<Value> {
     }
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_ms(server_pid) - cpu0;
-    for id in &ids {
-        destroy(client, id).await?;
-    }
     eprintln!(
         "bench: {}x{} concurrent: done (p50 {:?}, p99 {:?})",
         o.sessions,
@@ -200,26 +204,88 @@ async fn concurrent(client: &Client, server_pid: u32, o: &Opts) -> Res<Value> {
         median(&all),
         percentile(&all, 99)
     );
-    Ok(concurrent_summary(&all, wall, cpu, o.sessions * o.per))
+    m.concurrent = Some(concurrent_summary(&all, wall, cpu, o.sessions * o.per));
+    if !o.no_floods {
+        let t0 = Instant::now();
+        let (peak, ok) = floods(client, server_pid, &ids).await?;
+        m.floods_ms = Some(ms(t0));
+        m.floods_peak_rss = peak;
+        eprintln!(
+            "bench: {} floods at once: done ({ok} ok, peak {:?} KiB)",
+            ids.len(),
+            peak
+        );
+    }
+    for id in &ids {
+        destroy(client, id).await?;
+    }
+    Ok(())
 }
 
-/// create_session from a warm pool of one kernel, `o.starts` times: wait for the pool to be
-/// ready (server_info), time create_session, destroy.
-async fn pooled_creates(bin: &Path, o: &Opts) -> Res<Vec<f64>> {
+/// Each session of `ids` prints 50 MB, all at once; the server's peak RSS over that (the
+/// peak is reset first through /proc/PID/clear_refs) and how many ended ok.
+async fn floods(client: &Client, server_pid: u32, ids: &[String]) -> Res<(Option<u64>, usize)> {
+    crate::stats::reset_peak_rss(server_pid);
+    let tasks: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let peer = client.peer().clone();
+            let args = json!({"session_id": id, "code": FLOOD_CODE, "wait_s": 600});
+            tokio::spawn(async move {
+                let Value::Object(args) = args else {
+                    return false;
+                };
+                let r = peer
+                    .call_tool(CallToolRequestParams::new("execute").with_arguments(args))
+                    .await;
+                matches!(r, Ok(r) if structured(&r)["status"] == "ok")
+            })
+        })
+        .collect();
+    let mut ok = 0;
+    for t in tasks {
+        ok += usize::from(t.await?);
+    }
+    if ok < ids.len() {
+        return Err(format!("{} of {} floods did not end ok", ids.len() - ok, ids.len()).into());
+    }
+    Ok((proc_status_kib(server_pid, "VmHWM:"), ok))
+}
+
+/// create_session from a warm pool of one kernel, `o.starts` times each: the pool's own
+/// launch, and a session with its own cwd and env (the pooled kernel is adapted). Each waits
+/// for the pool to be ready (server_info), times create_session, destroys.
+async fn pooled_creates(bin: &Path, o: &Opts) -> Res<(Vec<f64>, Vec<f64>)> {
     let pool = format!("{}=1", o.kernel);
     let (client, pid) = spawn_with(bin, &["serve", "--pool", &pool], &[]).await?;
-    let mut out = Vec::new();
-    for i in 0..o.starts {
+    let cwd = tempfile::tempdir()?;
+    let (mut exact, mut adapted) = (Vec::new(), Vec::new());
+    for i in 0..o.starts * 2 {
         wait_for_pool(&client, &o.kernel).await?;
         let id = format!("pooled-{i}");
+        let mut args = json!({"session_id": id, "kernel": o.kernel});
+        if i % 2 == 1 {
+            args["cwd"] = json!(cwd.path());
+            args["env"] = json!({"BENCH_VAR": "1", "BENCH_PATH": "/tmp"});
+        }
         let t0 = Instant::now();
-        create(&client, &id, &o.kernel).await?;
-        out.push(ms(t0));
+        let r = call(&client, "create_session", args).await?;
+        check_tool(&r, "create_session")?;
+        wait_until_ready(&client, &id, &r).await?;
+        let took = ms(t0);
+        if i % 2 == 1 {
+            adapted.push(took);
+        } else {
+            exact.push(took);
+        }
         destroy(&client, &id).await?;
     }
     close(client, pid).await;
-    eprintln!("bench: create_session from the pool x{}: done", o.starts);
-    Ok(out)
+    eprintln!(
+        "bench: create_session from the pool x{} (and x{} with its own cwd and env): done",
+        o.starts, o.starts
+    );
+    Ok((exact, adapted))
 }
 
 /// (g) execute 1+1 through `serve --shared` against a private service; the service is stopped

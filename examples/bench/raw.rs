@@ -150,8 +150,17 @@ impl RawKernel {
         }
     }
 
-    /// Execute `code`; returns (execute_reply status, stream text bytes kept in `keep`).
+    /// Execute `code`; returns the execute_reply status, the stream texts kept in `keep`.
     pub async fn execute(&mut self, code: &str, keep: &mut Vec<String>) -> Res<String> {
+        self.execute_with(code, &mut |s| keep.push(s)).await
+    }
+
+    /// Execute `code`, handing each stream text to `on_text`; returns the reply's status.
+    async fn execute_with(
+        &mut self,
+        code: &str,
+        on_text: &mut (dyn FnMut(String) + Send),
+    ) -> Res<String> {
         let id = self
             .send_shell(
                 "execute_request",
@@ -165,7 +174,7 @@ impl RawKernel {
                 f = self.shell_rx.recv() => (f.ok_or("shell closed")?, true),
                 f = self.iopub_rx.recv() => (f.ok_or("iopub closed")?, false),
             };
-            let msg = wire::decode(frames, &self.signer)?;
+            let mut msg = wire::decode(frames, &self.signer)?;
             if msg.parent_msg_id() != Some(id.as_str()) {
                 continue;
             }
@@ -175,10 +184,14 @@ impl RawKernel {
                 match msg.msg_type() {
                     "status" if msg.content["execution_state"] == "idle" => idle = true,
                     "stream" => {
-                        if let Value::String(s) =
-                            msg.content.get("text").cloned().unwrap_or_default()
+                        // The message's own text, not a copy, where it was parsed (a large
+                        // one is left in its frame and comes in pieces).
+                        if msg.raw_text.is_some() {
+                            msg.stream_text(|t| on_text(t.to_string()));
+                        } else if let Some(Value::String(s)) =
+                            msg.content.get_mut("text").map(Value::take)
                         {
-                            keep.push(s);
+                            on_text(s);
                         }
                     }
                     _ => {}
@@ -293,13 +306,40 @@ async fn concurrent(o: &crate::Opts) -> Res<Value> {
     }
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_ms_self() - cpu0;
+    let mut summary = crate::stats::concurrent_summary(&all, wall, cpu, o.sessions * per);
+    if !o.no_floods {
+        summary["floods"] = floods(&mut ks).await?;
+    }
     for k in ks {
         k.stop().await;
     }
-    Ok(crate::stats::concurrent_summary(
-        &all,
-        wall,
-        cpu,
-        o.sessions * per,
-    ))
+    Ok(summary)
+}
+
+/// Every kernel of `ks` prints 50 MB at once; the text is counted and dropped as it comes.
+/// The peak RSS of this process over that (reset first), the time, the bytes received.
+async fn floods(ks: &mut Vec<RawKernel>) -> Res<Value> {
+    crate::stats::reset_peak_rss(std::process::id());
+    let t0 = Instant::now();
+    let tasks: Vec<_> = std::mem::take(ks)
+        .into_iter()
+        .map(|mut k| {
+            tokio::spawn(async move {
+                let mut bytes = 0usize;
+                let r = k.execute_with(FLOOD_CODE, &mut |s| bytes += s.len()).await;
+                (k, r.map(|_| bytes))
+            })
+        })
+        .collect();
+    let mut received = 0;
+    for t in tasks {
+        let (k, r) = t.await?;
+        received += r?;
+        ks.push(k);
+    }
+    Ok(json!({
+        "ms": crate::stats::ms(t0),
+        "bytes_received": received,
+        "client_peak_rss_kib": crate::stats::proc_status_kib(std::process::id(), "VmHWM:"),
+    }))
 }

@@ -62,6 +62,12 @@ pub fn concurrent_summary(lat: &[f64], wall_s: f64, cpu_ms: f64, attempted: usiz
     })
 }
 
+/// Reset `pid`'s peak RSS (VmHWM) to its current RSS (`5` into /proc/PID/clear_refs), so the
+/// next VmHWM reading is the peak of what follows.
+pub fn reset_peak_rss(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}
+
 pub fn vmrss_kib(pid: u32) -> Option<u64> {
     proc_status_kib(pid, "VmRSS:")
 }

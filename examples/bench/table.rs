@@ -134,6 +134,16 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
     ));
     rows.push(Row::new(
         format!(
+            "create_session from the pool with its own cwd and env, p50 (n={}) | raw start->ready",
+            m.pool_adapted_ms.len()
+        ),
+        Unit::Ms,
+        median(&m.pool_adapted_ms),
+        r,
+        None,
+    ));
+    rows.push(Row::new(
+        format!(
             "shutdown, p50 (n={}): destroy_session | - | shutdown_kernel",
             m.destroy_ms.len()
         ),
@@ -191,6 +201,25 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
         r,
         j,
     ));
+    if m.floods_peak_rss.is_some() {
+        rows.push(Row::new(
+            format!(
+                "{} x 50 MB floods at once: client peak RSS (raw drops the text)",
+                o.sessions
+            ),
+            Unit::Kib,
+            kib(m.floods_peak_rss),
+            at(raw, &["concurrent", "floods", "client_peak_rss_kib"]),
+            None,
+        ));
+        rows.push(Row::new(
+            format!("{} x 50 MB floods at once: until all done", o.sessions),
+            Unit::Ms,
+            m.floods_ms,
+            at(raw, &["concurrent", "floods", "ms"]),
+            None,
+        ));
+    }
     if let Some(c) = &m.concurrent {
         let label = format!("{}x{} concurrent", o.sessions, o.per);
         for (what, key, unit) in [
