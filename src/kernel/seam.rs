@@ -120,17 +120,32 @@ pub trait KernelLauncher: Send + Sync {
 
     /// Replace `old` by a fresh kernel (restart): by default shut it down within about
     /// `2 × grace` and [`start`](KernelLauncher::start) another; a remote kernel restarts in
-    /// place over REST.
+    /// place over REST. A launcher that [`adopts`](KernelLauncher::adopts) refuses: the
+    /// kernel is someone else's (the session decides this first; this is the backstop).
+    /// Errors: [`StartError`] from the start, or the refusal.
     fn replace(
         &self,
         old: Box<dyn KernelIo>,
         grace: Duration,
     ) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
+        if self.adopts() {
+            // Dropping an adopted kernel's connection only disconnects from it.
+            drop(old);
+            return Box::pin(std::future::ready(Err(refuse_replace())));
+        }
         let start = self.start();
         Box::pin(async move {
             old.shutdown(grace).await;
             start.await
         })
+    }
+}
+
+/// The error of a [`KernelLauncher::replace`] on a kernel someone else started.
+pub(crate) fn refuse_replace() -> StartError {
+    StartError::Launch {
+        kernel: "adopted kernel".into(),
+        detail: "kernel-mcp did not start this kernel, so it never restarts or replaces it".into(),
     }
 }
 

@@ -148,7 +148,7 @@ pub struct HistoryParams {
 pub struct DeleteHistoryParams {
     /// The session's id.
     pub session_id: String,
-    /// First index to delete, 0-based; negative counts from the end (Python slice).
+    /// First index to delete, 0-based, negative from the end; must name an entry.
     pub start: i64,
     /// End index, exclusive. Omitted: only the entry at `start` is deleted.
     #[serde(default)]
@@ -159,7 +159,7 @@ pub struct DeleteHistoryParams {
 pub struct RerunHistoryParams {
     /// The session's id.
     pub session_id: String,
-    /// First index, 0-based (Python slice). Omitted: from the start.
+    /// First index, 0-based; must name an entry. Omitted: the start.
     #[serde(default)]
     pub start: Option<i64>,
     /// End index, exclusive. Omitted: to the end.

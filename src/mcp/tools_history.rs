@@ -62,7 +62,7 @@ impl KernelMcp {
         ))
     }
 
-    /// Delete history entries [start, end) (Python slice indices). The kernel's state is not changed.
+    /// Delete history entries [start, end) (indices must name entries). The kernel's state is not changed.
     #[tool(
         annotations(destructive_hint = true, open_world_hint = false),
         output_schema = output::<Deleted>()

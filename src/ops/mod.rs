@@ -26,7 +26,7 @@ use packages::InstallOutcome;
 
 pub(crate) mod checkpoint;
 pub(crate) mod export;
-pub(crate) mod files;
+pub mod files;
 pub(crate) mod history_query;
 pub(crate) mod packages;
 pub(crate) mod python;
@@ -306,7 +306,8 @@ impl Registry {
 
     /// Re-run the entries `[start, end)` of a live session in order (after a restart when
     /// `restart`), each waited for up to the default wait, stopping at the first that does
-    /// not end `ok`.
+    /// not end `ok`. Errors: `INVALID_ARGUMENT` for an index that names no entry or an empty
+    /// selection, before anything is restarted or run.
     pub async fn rerun(
         &self,
         handle: &SessionHandle,
@@ -315,7 +316,13 @@ impl Registry {
         restart: bool,
         timeout: Option<Duration>,
     ) -> Result<Replay, SessionError> {
-        let (entries, _) = handle.history(start, end).await?;
+        let (entries, total) = handle.history(start, end).await?;
+        acting_range(
+            total,
+            start,
+            end,
+            "Nothing was re-run and the kernel was not restarted",
+        )?;
         if restart {
             handle.restart(false).await?;
         }
@@ -352,7 +359,9 @@ impl Registry {
     /// Write entries `[start, end)` of a session's history (live or journalled) to `path` in
     /// `format`. A relative path resolves against the session's cwd; the format's extension
     /// is added when the path has none; parent directories are created.
-    /// Errors: `SESSION_NOT_FOUND`, `IO_ERROR` (a directory, an unwritable path…).
+    /// Errors: `SESSION_NOT_FOUND`, `IO_ERROR` (a directory, an unwritable path…),
+    /// `INVALID_ARGUMENT` for an index that names no entry or an empty selection (nothing is
+    /// written).
     pub async fn export(
         &self,
         session_id: &str,
@@ -362,6 +371,7 @@ impl Registry {
         end: Option<i64>,
     ) -> Result<Exported, SessionError> {
         let src = self.history_source(session_id, start, end).await?;
+        acting_range(src.total, start, end, "Nothing was exported")?;
         let mut path = path.to_path_buf();
         if path.is_relative() {
             let base = src
@@ -388,6 +398,19 @@ impl Registry {
             bytes,
         })
     }
+}
+
+/// `start`/`end` by the rule for tools that act on entries ([`history::RangeUse::Act`]),
+/// against a history of `total` entries. Errors: `INVALID_ARGUMENT`, `outcome` first.
+fn acting_range(
+    total: usize,
+    start: Option<i64>,
+    end: Option<i64>,
+    outcome: &str,
+) -> Result<(), SessionError> {
+    history::select_range(total, start, end, history::RangeUse::Act)
+        .map(drop)
+        .map_err(|e| SessionError::InvalidArgument(format!("{outcome}: {e}.")))
 }
 
 /// `{"variables": [...]}` details for a listing cut short.

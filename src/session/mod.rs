@@ -201,14 +201,15 @@ impl SessionHandle {
     }
 
     /// Delete history entries `[start, end)` (only `start` when `end` is `None`); returns
-    /// how many.
+    /// how many. Errors: `INVALID_ARGUMENT` for an index that names no entry or an empty
+    /// selection (nothing is deleted; the message gives the valid range).
     pub async fn delete_history(
         &self,
         start: Option<i64>,
         end: Option<i64>,
     ) -> Result<usize, SessionError> {
         self.call(|reply| Command::DeleteHistory { start, end, reply })
-            .await
+            .await?
     }
 
     /// Send a shell request and wait up to `timeout` for its reply's content.

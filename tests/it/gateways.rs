@@ -438,7 +438,12 @@ async fn a_kernel_deleted_on_the_server_ends_the_run_kernel_died() {
     let done = finish(&seen, &server, &run).await;
     let took = t0.elapsed();
     assert_eq!(status(&done), "kernel_died", "{done}");
-    assert!(took < Duration::from_secs(15), "kernel_died took {took:?}");
+    // A server may answer 404 for a while for a kernel it is moving (Enterprise Gateway with
+    // kernel persistence): the kernel counts as gone once the grace has passed, not before.
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(40),
+        "kernel_died took {took:?}: expected the 10 s grace"
+    );
     eprintln!("kernel deleted → kernel_died after {took:?}");
     server.destroy("k").await;
     seen.assert_no_token(&server, &gw.token);

@@ -194,7 +194,31 @@ pub async fn read_capped(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> 
 /// [`FileError::Io`] for anything else (permissions, a full disk, a parent that is a file).
 pub async fn write_file(path: &Path, bytes: Vec<u8>) -> Result<(), FileError> {
     let owned = path.to_path_buf();
-    on_blocking_pool(path, Access::Write, move || write_file_now(&owned, &bytes)).await
+    on_blocking_pool(path, Access::Write, move || {
+        write_file_blocking(&owned, &bytes, WriteOptions::default())
+    })
+    .await
+}
+
+/// How [`write_file_blocking`] creates and finishes a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Permission bits of a file that did not exist (before the umask); an existing file
+    /// keeps its own.
+    pub new_mode: u32,
+    /// Flush the new contents to disk before the rename (a file a person keeps, such as a
+    /// client's config), so a crash leaves the old file or the new one.
+    pub sync: bool,
+}
+
+impl Default for WriteOptions {
+    /// `0o666` (minus the umask) for a new file, no flush: what the server's own writes use.
+    fn default() -> WriteOptions {
+        WriteOptions {
+            new_mode: 0o666,
+            sync: false,
+        }
+    }
 }
 
 /// Run `f` with `spawn_blocking`; a panic in it becomes [`FileError::Io`].
@@ -280,7 +304,11 @@ fn read_capped_now(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
     Ok(bytes)
 }
 
-fn write_file_now(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+/// [`write_file`] on the calling thread (for the command line, which has no runtime to keep
+/// free): the same atomic replace, through a symlink to its target, with `opts`.
+///
+/// Errors: as [`write_file`].
+pub fn write_file_blocking(path: &Path, bytes: &[u8], opts: WriteOptions) -> Result<(), FileError> {
     let names_a_dir = path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none();
     if names_a_dir {
         return Err(FileError::IsDirectory {
@@ -311,7 +339,7 @@ fn write_file_now(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     prefix.push(".");
     let mode = existing
         .clone()
-        .unwrap_or_else(|| Permissions::from_mode(0o666));
+        .unwrap_or_else(|| Permissions::from_mode(opts.new_mode));
     let write = || -> io::Result<()> {
         let mut tmp = tempfile::Builder::new()
             .prefix(&prefix)
@@ -319,6 +347,9 @@ fn write_file_now(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
             .permissions(mode)
             .tempfile_in(dir)?;
         tmp.write_all(bytes)?;
+        if opts.sync {
+            tmp.as_file().sync_all()?;
+        }
         if let Some(perms) = existing {
             // The umask narrowed the mode at creation; restore it exactly.
             tmp.as_file().set_permissions(perms)?;

@@ -35,7 +35,8 @@ pub struct GatewayState {
 pub fn session_error(e: GatewayError) -> SessionError {
     let message = e.to_string();
     match e {
-        GatewayError::Unavailable { gateway, .. } => {
+        // A server that floods its answers is as unusable as one that cannot be reached.
+        GatewayError::Unavailable { gateway, .. } | GatewayError::TooLarge { gateway, .. } => {
             SessionError::GatewayUnavailable { gateway, message }
         }
         GatewayError::Unauthorized { gateway, .. } => {

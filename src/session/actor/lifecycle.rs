@@ -1,12 +1,47 @@
 //! Kernel lifecycle for the session actor: starting a kernel in the background (after shutting
 //! the old one down), installing it when ready, handling its death (the running run ends
 //! `kernel_died`, queued runs are cancelled, a new kernel starts), restart and destroy.
+//!
+//! Whether the session may replace its kernel at all is decided in one place,
+//! [`Actor::not_ours`]: a kernel someone else started (adopted from a connection file or by
+//! kernel id on a gateway) is never restarted, shut down or replaced, whichever path asks
+//! (`restart_session`, a `timeout_s` escalation, recovery after a death), and
+//! [`Actor::start_kernel`] refuses a replacement it would have to make.
 
 use super::*;
 
 impl Actor {
-    /// Start a kernel in the background, after shutting `old` down if given.
+    /// `Some(why)` when this session must not replace its kernel: it adopted a kernel someone
+    /// else started, which kernel-mcp never restarts, shuts down or replaces (docs/semantics.md,
+    /// "Adopted kernels"). `why` is a sentence for results and errors. The one place this is
+    /// decided: every path that would replace the kernel asks here.
+    pub(super) fn not_ours(&self) -> Option<String> {
+        if !self.desc.launcher.adopts() {
+            return None;
+        }
+        let how = match self.desc.launcher.location() {
+            "local" => "adopted from its connection file".to_string(),
+            gateway => format!("adopted by its kernel id on gateway '{gateway}'"),
+        };
+        Some(format!(
+            "Session '{}' drives a kernel someone else started ({how}); kernel-mcp cannot restart a kernel it did not start.",
+            self.desc.id
+        ))
+    }
+
+    /// Start a kernel in the background, after shutting `old` down if given. A replacement
+    /// (anything but the first start) of a kernel that is [not ours](Self::not_ours) is
+    /// refused: `old` stays the session's kernel.
     pub(super) fn start_kernel(&mut self, reason: StartReason, old: Option<Box<dyn KernelIo>>) {
+        if reason != StartReason::Create
+            && let Some(why) = self.not_ours()
+        {
+            tracing::error!(session = %self.desc.id, ?reason, "refused to replace the kernel: {why}");
+            if old.is_some() {
+                self.kernel = old;
+            }
+            return;
+        }
         for (_, p) in self.pending.drain() {
             let _ = p.reply.send(Err(SessionError::Replaced {
                 msg_type: p.msg_type,
@@ -83,6 +118,7 @@ impl Actor {
         }
         let tail = kernel.output_tail();
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
+        let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {
             if run.phase.was_interrupted() {
                 run.notices.push(format!(
@@ -97,7 +133,7 @@ impl Actor {
                     "{line}. Use less memory, or create the session with a larger max_memory_mib."
                 ));
             }
-            run.notices.push(if self.desc.launcher.adopts() {
+            run.notices.push(if not_ours {
                 format!("The adopted kernel is gone ({info}); the session has no kernel now. destroy_session it.")
             } else {
                 format!("The kernel died ({info}); its state is lost. A new kernel is being started for the next run.")
@@ -119,7 +155,7 @@ impl Actor {
         ));
         // Dropping a local kernel kills whatever is left of its process group.
         drop(kernel);
-        if self.desc.launcher.adopts() {
+        if not_ours {
             // Not ours to start again: the session stays `dead`.
             return;
         }
@@ -157,10 +193,9 @@ impl Actor {
     }
 
     pub(super) fn restart(&mut self, reply: Reply<Result<SessionInfo, SessionError>>) {
-        if self.desc.launcher.adopts() {
+        if let Some(why) = self.not_ours() {
             let _ = reply.send(Err(SessionError::Unsupported(format!(
-                "Session '{}' drives a kernel someone else started (adopted from its connection file); kernel-mcp cannot restart it. Restart it where it was started, or destroy_session to detach.",
-                self.desc.id
+                "{why} Restart it where it was started, or destroy_session to detach."
             ))));
             return;
         }

@@ -150,11 +150,12 @@ pub enum Command {
     CheckExpired(Reply<bool>),
     /// Cancel every queued run (not the running one); replies with their ids.
     ClearQueue(Reply<Vec<RunId>>),
-    /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the count.
+    /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the
+    /// count, or `INVALID_ARGUMENT` for indices that name no entry (nothing deleted).
     DeleteHistory {
         start: Option<i64>,
         end: Option<i64>,
-        reply: Reply<usize>,
+        reply: Reply<Result<usize, SessionError>>,
     },
     /// A shell request (`complete_request`, `inspect_request`, a silent `execute_request`…)
     /// answered with the reply's content, or an error at `timeout`. With `idle_only`, fails at

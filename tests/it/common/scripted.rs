@@ -147,6 +147,8 @@ impl KernelIo for FakeKernel {
 pub struct FakeLauncher {
     scripts: mpsc::UnboundedSender<Script>,
     wedged: bool,
+    /// The kernels are someone else's (an adopted kernel): never to be replaced.
+    adopts: bool,
 }
 
 impl KernelLauncher for FakeLauncher {
@@ -171,10 +173,26 @@ impl KernelLauncher for FakeLauncher {
         };
         Box::pin(async move { Ok(Box::new(kernel) as Box<dyn KernelIo>) })
     }
+
+    fn adopts(&self) -> bool {
+        self.adopts
+    }
 }
 
 /// A session on fake kernels: its handle and the receiver of each new kernel's script.
 pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    session_of(wedged, false).await
+}
+
+/// A session on a fake kernel someone else started (adopted).
+pub async fn adopted_session() -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    session_of(false, true).await
+}
+
+async fn session_of(
+    wedged: bool,
+    adopts: bool,
+) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
     let (tx, mut scripts) = mpsc::unbounded_channel();
     let spec = KernelSpec {
         name: "scripted".into(),
@@ -193,6 +211,7 @@ pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Sc
         launcher: Arc::new(FakeLauncher {
             scripts: tx,
             wedged,
+            adopts,
         }),
         journal_dir: None,
     };
