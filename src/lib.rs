@@ -7,7 +7,9 @@
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
 //!
-//! [`instance`] is this process's identity (`server_instance`, `started_at`); [`memory`] hands the
+//! [`secrets`] keeps kernel-mcp's tokens out of every process it starts for code. [`trust`]
+//! says whether a directory or a socket's peer may be trusted with our code (the
+//! service's socket; both its ends check). [`instance`] is this process's identity (`server_instance`, `started_at`); [`memory`] hands the
 //! heap's freed pages back to the OS.
 
 pub mod config;
@@ -15,6 +17,8 @@ pub mod instance;
 pub mod kernel;
 pub mod mcp;
 pub mod memory;
+pub mod secrets;
 pub mod service;
 pub mod session;
+pub mod trust;
 pub mod wire;

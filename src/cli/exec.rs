@@ -66,8 +66,8 @@ const QUIET_POLL: Duration = Duration::from_secs(25);
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// Run `kernel-mcp exec`.
-pub fn run(args: ExecArgs, target: Target) -> ExitCode {
-    super::client::run_command(|| exec(args, target))
+pub fn run(args: ExecArgs, target: Target, rt: &tokio::runtime::Runtime) -> ExitCode {
+    super::client::run_command(rt, || exec(args, target))
 }
 
 async fn exec(args: ExecArgs, target: Target) -> Result<ExitCode, CliError> {
