@@ -115,6 +115,14 @@ impl HttpAccess {
         })
     }
 
+    /// The same rules, with the token accepted in `presentations` instead of
+    /// [`MCP_PRESENTATIONS`] (a Jupyter face also takes `Authorization: token …` and
+    /// `?token=`).
+    pub fn with_presentations(mut self, presentations: &'static [Presentation]) -> HttpAccess {
+        self.presentations = presentations;
+        self
+    }
+
     /// Whether the `Host` header names an allowed host (always, with no allow-list).
     pub fn host_allowed(&self, headers: &HeaderMap) -> bool {
         if self.allowed_hosts.is_empty() {
@@ -305,6 +313,14 @@ mod tests {
         assert!(!a.authorized(&HeaderMap::new(), &query), "not MCP's way");
         assert!(a.authorized(&with("Bearer s3cret"), &mcp));
         assert!(!format!("{a:?}").contains("s3cret"));
+        let jupyter = a.with_presentations(&[
+            Presentation::Bearer,
+            Presentation::JupyterHeader,
+            Presentation::Query,
+        ]);
+        assert!(jupyter.authorized(&with("token s3cret"), &mcp));
+        assert!(jupyter.authorized(&HeaderMap::new(), &query));
+        assert!(!jupyter.authorized(&with("token nope"), &mcp));
     }
 
     fn token(s: &str) -> Token {

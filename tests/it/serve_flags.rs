@@ -161,3 +161,36 @@ async fn a_serve_option_before_another_command_is_a_usage_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--tools is an option of `serve`"), "{err}");
 }
+
+#[tokio::test]
+async fn serve_over_http_takes_its_token_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "from-a-file-42\n").unwrap();
+    let (child, port) = start_http(
+        &[
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            "--token-file",
+            file.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let status = |head: String| {
+        head.split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(status(post_as(port, None, None, &init).await.0), "401");
+    assert_eq!(
+        status(post_as(port, Some("from-a-file-42"), None, &init).await.0),
+        "200"
+    );
+    stop(child).await;
+}
