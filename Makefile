@@ -22,11 +22,18 @@
 #   make lint       cargo fmt --check + cargo clippy --all-targets --all-features -D warnings
 #   make clean-venv remove ./.venv
 #
-# Works from scratch on a machine with only Rust and python3 (>= 3.10). `make .venv` installs
-# nothing outside this directory: the venv's ipykernel wheel provides the python3
-# kernelspec under .venv/share/jupyter/kernels/, which kernel-mcp finds via $VIRTUAL_ENV.
-# `make kernels` (and so `make test`) also installs Debian's r-cran-irkernel and octave
-# system-wide (skipped when already installed); IRkernel's spec is /usr/share/jupyter/kernels/ir.
+# Needs beforehand: Rust (stable), python3 (>= 3.10), and npm for `make conformance` (any
+# Node: the suite runs on the Node 22 it installs). What the targets install, and from where:
+#   apt   `make kernels` (and so `make test`), system-wide, as root or through sudo, skipped
+#         when present: r-cran-irkernel octave (IRkernel's spec: /usr/share/jupyter/kernels/ir)
+#   PyPI  ./.venv: requirements-dev.txt (ipykernel, jupyter_client, nbformat, matplotlib…;
+#         its ipykernel provides the python3 kernelspec that kernel-mcp finds via $VIRTUAL_ENV)
+#         and requirements-kernels.txt (bash_kernel, octave_kernel, xeus-python); maturin for
+#         `make wheel`; ./.venv-gw and ./.venv-eg for `make gateways` (Kernel Gateway +
+#         Jupyter Server, Enterprise Gateway); a throwaway venv for `make wheel-test`
+#   npm   `make conformance`: the MCP conformance suite and Node 22 into
+#         tests/conformance/node_modules (pinned by its package-lock.json)
+# Everything but the apt packages stays inside this directory (and the system temp dir).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c

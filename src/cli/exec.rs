@@ -72,7 +72,7 @@ const STOP_WAIT: Duration = Duration::from_secs(10);
 const USAGE: u8 = 2;
 
 /// Run `kernel-mcp exec`.
-pub fn run(args: ExecArgs, target: Target) -> ExitCode {
+pub fn run(args: ExecArgs, target: Target, rt: &tokio::runtime::Runtime) -> ExitCode {
     let code = match source(&args) {
         Ok(code) => code,
         Err(why) => {
@@ -80,7 +80,7 @@ pub fn run(args: ExecArgs, target: Target) -> ExitCode {
             return ExitCode::from(USAGE);
         }
     };
-    super::client::run_command(|| exec(args, target, code))
+    super::client::run_command(rt, || exec(args, target, code))
 }
 
 async fn exec(args: ExecArgs, target: Target, code: String) -> Result<ExitCode, CliError> {

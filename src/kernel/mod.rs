@@ -193,7 +193,8 @@ impl Kernel {
             wrapped.append(&mut argv);
             argv = wrapped;
         }
-        let lookup = |k: &str| std::env::var(k).ok();
+        // `${KERNEL_MCP_TOKEN}` in a kernelspec's env expands to nothing (DESIGN §12).
+        let lookup = crate::secrets::env_lookup;
         let mut env: BTreeMap<String, String> =
             argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());

@@ -60,7 +60,8 @@ pub struct KernelProcess {
 }
 
 impl KernelProcess {
-    /// Spawn `argv` with `env` added to our environment, in `cwd`, as the leader of a new session
+    /// Spawn `argv` with `env` added to our environment less its secrets
+    /// ([`crate::secrets::scrub`]), in `cwd`, as the leader of a new session
     /// and process group. Errors: the program cannot be executed.
     pub fn spawn(
         argv: &[String],
@@ -72,6 +73,8 @@ impl KernelProcess {
             .split_first()
             .ok_or_else(|| std::io::Error::other("kernelspec argv is empty"))?;
         let mut cmd = tokio::process::Command::new(program);
+        // Our secrets stay here; what the caller passes in `env` is the kernel's.
+        crate::secrets::scrub(cmd.as_std_mut());
         cmd.args(args)
             .envs(env)
             .env("JPY_PARENT_PID", std::process::id().to_string())

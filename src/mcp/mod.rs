@@ -1,6 +1,7 @@
 //! The MCP surface: tool parameters (`params`), the handler (`server`) and its tools
 //! (`tools_*.rs`), errors at the edge (`error`), rendering of records into
-//! `CallToolResult`s (`render`) and the transports (`serve`).
+//! `CallToolResult`s (`render`) and the transports (`serve`), with the HTTP edge (`http`) and
+//! its token (`token`).
 
 pub(crate) mod error;
 pub mod http;
@@ -14,6 +15,7 @@ pub mod serve;
 pub mod server;
 pub mod sse;
 mod tasks;
+pub mod token;
 mod tools_code;
 mod tools_env;
 mod tools_fresh;

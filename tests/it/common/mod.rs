@@ -384,7 +384,8 @@ pub fn spawn_server_limited(
     }
     cmd.args(args);
     if shared_mode() && !args.iter().any(|a| *a == "serve" || *a == "service") {
-        cmd.args(["serve", "--shared"])
+        // `serve`'s options work without the word, so `--shared` joins whatever was given.
+        cmd.arg("--shared")
             .env("KERNEL_MCP_SOCKET", shared_socket(workdir.path()))
             .env("XDG_RUNTIME_DIR", workdir.path().join("xdg-run"));
     }
