@@ -81,6 +81,13 @@ enum Command {
         /// Keep N started kernels of KERNEL for new sessions (KERNEL=N, repeatable).
         #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::session::pool::parse_pool_arg)]
         pool: Vec<(String, usize)>,
+        /// The OS sandbox of every session (none, workspace, read-only); a session may ask
+        /// for a stricter one, never a weaker (docs/sandbox.md).
+        #[arg(long, env = "KERNEL_MCP_SANDBOX", default_value = "none")]
+        sandbox: kernel_mcp::kernel::SandboxPolicy,
+        /// Let sandboxed sessions reach the network (and let a session ask for it).
+        #[arg(long, env = "KERNEL_MCP_SANDBOX_NETWORK")]
+        sandbox_network: bool,
     },
     /// Run the per-user service: the sessions behind a Unix socket, shared by every client.
     Service {
@@ -100,6 +107,13 @@ enum Command {
         /// python3=1, `--pool python3=0` for none).
         #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::session::pool::parse_pool_arg)]
         pool: Vec<(String, usize)>,
+        /// The OS sandbox of every session (none, workspace, read-only); a session may ask
+        /// for a stricter one, never a weaker (docs/sandbox.md).
+        #[arg(long, env = "KERNEL_MCP_SANDBOX", default_value = "none")]
+        sandbox: kernel_mcp::kernel::SandboxPolicy,
+        /// Let sandboxed sessions reach the network (and let a session ask for it).
+        #[arg(long, env = "KERNEL_MCP_SANDBOX_NETWORK")]
+        sandbox_network: bool,
     },
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,
@@ -114,6 +128,18 @@ enum Command {
         /// Stop the kernel when its process tree's memory exceeds this (MiB); 0 = none.
         #[arg(long, default_value_t = 0)]
         max_memory_mib: u64,
+        /// The sandbox policy: none, workspace, read-only.
+        #[arg(long, default_value = "none")]
+        sandbox: kernel_mcp::kernel::SandboxPolicy,
+        /// Let the sandboxed kernel open outbound connections.
+        #[arg(long)]
+        sandbox_network: bool,
+        /// The kernel's connection file (its directory is writable in a sandbox).
+        #[arg(long)]
+        connection_file: Option<PathBuf>,
+        /// Write the supervisor's report (JSON lines) to this file descriptor.
+        #[arg(long)]
+        report_fd: Option<i32>,
         /// The kernel's argv.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
@@ -147,12 +173,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Supervise {
         max_memory_mib,
+        sandbox,
+        sandbox_network,
+        connection_file,
+        report_fd,
         argv,
     }) = cli.command
     {
         return kernel_mcp::kernel::supervise::run(kernel_mcp::kernel::supervise::SuperviseArgs {
             argv,
             max_memory_mib,
+            sandbox: kernel_mcp::kernel::Sandbox {
+                policy: sandbox,
+                network: sandbox_network,
+            },
+            connection_file,
+            report_fd,
         });
     }
     // A file-size limit (RLIMIT_FSIZE) must fail a write, not kill the server and every session.
@@ -213,6 +249,12 @@ fn main() -> ExitCode {
             .and_then(|t| t.parse().ok())
             .unwrap_or_default(),
         pool: Vec::new(),
+        sandbox: std::env::var("KERNEL_MCP_SANDBOX")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_default(),
+        sandbox_network: std::env::var("KERNEL_MCP_SANDBOX_NETWORK")
+            .is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "no" | "off")),
     });
     match command {
         Command::Supervise { .. } => ExitCode::SUCCESS, // handled before logging starts
@@ -290,19 +332,27 @@ fn main() -> ExitCode {
         Command::Serve {
             shared: true,
             socket,
+            sandbox,
+            sandbox_network,
             ..
-        } => relay(
-            socket,
-            &cli.kernelspec_dir,
-            cli.python_env.as_deref(),
-            &gateway_args,
-        ),
+        } => {
+            // A service this relay starts sandboxes as asked here.
+            relay(
+                socket,
+                &cli.kernelspec_dir,
+                cli.python_env.as_deref(),
+                &gateway_args,
+                &sandbox_flags(sandbox, sandbox_network),
+            )
+        }
         Command::Service {
             socket,
             idle_exit_s,
             http,
             max_memory_mib,
             mut pool,
+            sandbox,
+            sandbox_network,
         } => {
             // The default pool only where python3 exists (an explicit --pool must).
             if pool.is_empty() && search.find("python3").is_ok() {
@@ -320,9 +370,18 @@ fn main() -> ExitCode {
                 max_memory_mib,
                 ..Limits::default()
             };
-            serve_registry(search, env_prefix, limits, &pool, gateways, |registry| {
-                kernel_mcp::service::listener::run(registry, opts)
-            })
+            let sandbox = kernel_mcp::kernel::Sandbox {
+                policy: sandbox,
+                network: sandbox_network,
+            };
+            serve_registry(
+                search,
+                env_prefix,
+                (limits, sandbox),
+                &pool,
+                gateways,
+                |registry| kernel_mcp::service::listener::run(registry, opts),
+            )
         }
         Command::Serve {
             transport,
@@ -333,6 +392,8 @@ fn main() -> ExitCode {
             allowed_hosts,
             tools,
             pool,
+            sandbox,
+            sandbox_network,
             ..
         } => {
             let (http, sse) = match transport.as_str() {
@@ -360,10 +421,14 @@ fn main() -> ExitCode {
                 max_memory_mib,
                 ..Limits::default()
             };
+            let sandbox = kernel_mcp::kernel::Sandbox {
+                policy: sandbox,
+                network: sandbox_network,
+            };
             serve_registry(
                 search,
                 env_prefix,
-                limits,
+                (limits, sandbox),
                 &pool,
                 gateways,
                 move |registry| async move {
@@ -399,7 +464,7 @@ fn gateways(
 fn serve_registry<F, Fut>(
     search: KernelSearch,
     env_prefix: Option<PathBuf>,
-    limits: Limits,
+    (limits, sandbox): (Limits, kernel_mcp::kernel::Sandbox),
     pool: &[(String, usize)],
     gateways: Vec<kernel_mcp::kernel::remote::Rest>,
     serve: F,
@@ -424,7 +489,8 @@ where
             tracing::info!("removed {pruned} history journals older than 30 days");
         }
     }
-    let mut registry = Registry::new(search, env_prefix, limits, runtimes.sessions());
+    let mut registry =
+        Registry::new(search, env_prefix, limits, runtimes.sessions()).with_sandbox(sandbox);
     match std::env::current_exe() {
         Ok(exe) => registry = registry.with_supervisor(exe),
         Err(e) => tracing::warn!("kernels run unsupervised: {e}"),
@@ -472,16 +538,30 @@ fn gateway_flags(cli: &Cli) -> Vec<std::ffi::OsString> {
     gateways.chain(files).map(Into::into).collect()
 }
 
+/// `--sandbox` and `--sandbox-network` for a service this process starts.
+fn sandbox_flags(
+    policy: kernel_mcp::kernel::SandboxPolicy,
+    network: bool,
+) -> Vec<std::ffi::OsString> {
+    let mut flags: Vec<std::ffi::OsString> = vec!["--sandbox".into(), policy.as_str().into()];
+    if network {
+        flags.push("--sandbox-network".into());
+    }
+    flags
+}
+
 /// `serve --shared`: relay stdio to the service, starting it when none runs.
 fn relay(
     socket: Option<PathBuf>,
     kernelspec_dirs: &[PathBuf],
     python_env: Option<&std::path::Path>,
     gateway_flags: &[std::ffi::OsString],
+    service_flags: &[std::ffi::OsString],
 ) -> ExitCode {
     use kernel_mcp::service::{paths, relay};
     let paths = paths::ServicePaths::new(socket.unwrap_or_else(paths::default_socket));
-    let args = relay::service_args(&paths, kernelspec_dirs, python_env, gateway_flags);
+    let mut args = relay::service_args(&paths, kernelspec_dirs, python_env, gateway_flags);
+    args.extend_from_slice(service_flags);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

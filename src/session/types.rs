@@ -116,6 +116,9 @@ pub struct SessionInfo {
     pub location: String,
     /// The kernel's id on its gateway.
     pub kernel_id: Option<String>,
+    /// The OS sandbox the kernel runs in (docs/sandbox.md): `policy` (`none`, `workspace`,
+    /// `read-only`) and `network` (outbound network allowed).
+    pub sandbox: crate::kernel::Sandbox,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.

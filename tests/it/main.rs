@@ -39,6 +39,7 @@ mod packaging;
 mod pool;
 mod regression;
 mod resources;
+mod sandbox;
 mod service;
 mod session_actor;
 mod session_tools;
