@@ -322,3 +322,75 @@ async fn serve_sandbox_is_every_sessions_floor_and_server_info_reports_the_host(
     server.destroy("d").await;
     server.shutdown().await;
 }
+
+/// Start `kernel` under `workspace` in a project dir; it reads and writes its cwd and cannot
+/// read the planted file. `read(path)` is code printing the file's contents.
+async fn other_kernel_under_workspace(kernel: &str, read: fn(&str) -> String, write: &str) {
+    let planted = Planted::new();
+    let dir = project();
+    let server = Server::start().await;
+    crate::common::kernels::require_kernel(&server, kernel).await;
+    let info = create(
+        &server,
+        json!({"session_id": "k", "kernel": kernel, "sandbox": "workspace", "cwd": dir.path()}),
+    )
+    .await;
+    assert_eq!(info["sandbox"]["policy"], "workspace");
+    let v = server.exec("k", &read("data.csv")).await;
+    let seen = crate::common::kernels::rendered(&v);
+    assert!(seen.contains("3,4"), "{kernel} reads its cwd: {v}");
+    let v = server.exec("k", write).await;
+    assert!(
+        dir.path().join("out.txt").exists(),
+        "{kernel} writes its cwd: {v}"
+    );
+    let v = server
+        .exec("k", &read(&planted.0.display().to_string()))
+        .await;
+    let seen = crate::common::kernels::rendered(&v);
+    assert!(
+        !seen.contains("top secret"),
+        "{kernel} read the planted file: {v}"
+    );
+    server.destroy("k").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bash_session_runs_under_workspace_and_cannot_read_the_planted_file() {
+    other_kernel_under_workspace("bash", |p| format!("cat '{p}'"), "echo hi > out.txt").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_r_session_runs_under_workspace_and_cannot_read_the_planted_file() {
+    other_kernel_under_workspace(
+        "ir",
+        |p| format!("tryCatch(cat(readLines('{p}'), sep='\\n'), error = function(e) cat('denied\\n'), warning = function(w) cat('denied\\n'))"),
+        "writeLines('hi', 'out.txt')",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_octave_session_runs_under_workspace_and_cannot_read_the_planted_file() {
+    other_kernel_under_workspace(
+        "octave",
+        |p| format!("fid = fopen('{p}'); if fid < 0, disp('denied'), else, disp(fread(fid, Inf, 'char=>char')'), fclose(fid); end"),
+        "fid = fopen('out.txt', 'w'); fprintf(fid, 'hi'); fclose(fid);",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_xeus_python_session_runs_under_workspace_and_cannot_read_the_planted_file() {
+    other_kernel_under_workspace(
+        "xpython",
+        |p| {
+            format!(
+                "try:\n    print(open('{p}').read())\nexcept PermissionError:\n    print('denied')"
+            )
+        },
+        "open('out.txt', 'w').write('hi')",
+    )
+    .await;
+}
