@@ -39,6 +39,8 @@ pub struct Report {
     pub service: Service,
     /// Each `--gateway`, with `error` when it does not answer (or refuses the token).
     pub gateways: Vec<kernel_mcp::session::remote::GatewayState>,
+    /// What this host can enforce for the OS sandbox and containment (docs/sandbox.md).
+    pub sandbox: kernel_mcp::kernel::sandbox::HostSupport,
     /// What to do, when `ok` is false (or a warning when it is true).
     pub advice: Vec<String>,
 }
@@ -214,6 +216,7 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
         default_kernel,
         service: Service { socket, running },
         gateways: Vec::new(),
+        sandbox: kernel_mcp::kernel::sandbox::HostSupport::current().clone(),
         advice,
     }
 }
@@ -403,6 +406,10 @@ fn render(r: &Report) -> String {
         None => {
             let _ = writeln!(o, "    no socket path");
         }
+    }
+    let _ = writeln!(o, "\nSandbox (docs/sandbox.md):");
+    for line in r.sandbox.describe() {
+        let _ = writeln!(o, "  {line}");
     }
     if !r.gateways.is_empty() {
         let _ = writeln!(o, "\nGateways:");
