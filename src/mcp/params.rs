@@ -44,10 +44,9 @@ pub struct CreateSessionParams {
     /// Adopt this kernel on gateway.
     #[serde(default)]
     pub kernel_id: Option<String>,
-    /// OS sandbox: none, workspace (write cwd+tmp only, no network), read-only. Default: server's.
+    /// OS sandbox (default: server's)
     #[serde(default)]
     pub sandbox: Option<crate::kernel::SandboxPolicy>,
-    /// Let a sandboxed kernel reach the network.
     #[serde(default)]
     pub sandbox_network: Option<bool>,
 }

@@ -84,19 +84,19 @@ pub struct ServerInfo {
     pub server_instance: String,
     /// When this server process started (RFC 3339).
     pub started_at: String,
-    /// The sessions' OS sandbox: the server's policy and what this host can enforce.
+    /// Default policy and host support (docs/sandbox.md).
     pub sandbox: SandboxInfo,
 }
 
 /// `server_info.sandbox` (docs/sandbox.md).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SandboxInfo {
-    /// The policy of a session that does not choose one, and the least any may ask for
-    /// (`--sandbox`).
+    // The policy of a session that does not choose one, and the least any may ask for
+    // (`--sandbox`).
     pub default_policy: crate::kernel::SandboxPolicy,
-    /// Whether sandboxed sessions may reach the network (`--sandbox-network`).
+    // Whether sandboxed sessions may reach the network (`--sandbox-network`).
     pub network: bool,
-    /// What this host's kernel offers.
+    // What this host's kernel offers.
     pub host: crate::kernel::sandbox::HostSupport,
 }
 

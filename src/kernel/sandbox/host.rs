@@ -26,18 +26,18 @@ pub const ABI_SCOPE: u8 = 6;
 /// What the running kernel offers for sandboxing and containment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct HostSupport {
-    /// The Landlock ABI version (0: no Landlock).
+    // The Landlock ABI version (0: no Landlock).
     pub landlock_abi: u8,
-    /// Landlock can restrict TCP bind and connect by port (ABI ≥ 4).
+    // Landlock can restrict TCP bind and connect by port (ABI ≥ 4).
     pub tcp_rules: bool,
-    /// Landlock can keep a kernel from signalling processes outside its tree (ABI ≥ 6).
+    // Landlock can keep a kernel from signalling processes outside its tree (ABI ≥ 6).
     pub signal_scoping: bool,
-    /// seccomp-bpf filters can be installed.
+    // seccomp-bpf filters can be installed.
     pub seccomp: bool,
-    /// Unprivileged user namespaces are enabled (reported; kernel-mcp does not need them).
+    // Unprivileged user namespaces are enabled (reported; kernel-mcp does not need them).
     pub user_namespaces: bool,
-    /// The cgroup memory controller kernel-mcp can create a group under (`v1`, `v2`), or
-    /// null: memory is then counted as PSS plus shared-memory files.
+    // The cgroup memory controller kernel-mcp can create a group under (`v1`, `v2`), or
+    // null: memory is then counted as PSS plus shared-memory files.
     pub memory_cgroup: Option<CgroupKind>,
 }
 

@@ -39,15 +39,17 @@ pub use host::HostSupport;
 /// What a sandboxed kernel may touch (docs/sandbox.md has the full table).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
+#[schemars(inline)]
 pub enum Policy {
-    /// No sandbox: the kernel has the rights of the user running kernel-mcp. Containment
-    /// (signal scoping, the whole tree killed with the session) still applies.
+    // (Plain comments: doc comments here would repeat in every tool's schema.)
+    // No sandbox: the kernel has the rights of the user running kernel-mcp. Containment
+    // (signal scoping, the whole tree killed with the session) still applies.
     #[default]
     None,
-    /// Read the system, the kernel's environment prefixes and the session's cwd; write only
-    /// the cwd and a private tmp; no network except the kernel's own channels.
+    // Read the system, the kernel's environment prefixes and the session's cwd; write only
+    // the cwd and a private tmp; no network except the kernel's own channels.
     Workspace,
-    /// As `workspace`, but the cwd is read-only too.
+    // As `workspace`, but the cwd is read-only too.
     ReadOnly,
 }
 
@@ -103,9 +105,10 @@ impl FromStr for Policy {
 /// A session's sandbox: the policy and whether outbound network is allowed
 /// (`sandbox_network`; meaningless under `none`, which restricts nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[schemars(inline)]
 pub struct Sandbox {
     pub policy: Policy,
-    /// True when the kernel may open outbound connections (TCP and UDP to any host).
+    // True when the kernel may open outbound connections (TCP and UDP to any host).
     pub network: bool,
 }
 
@@ -119,6 +122,11 @@ impl Sandbox {
     /// True when the kernel is restricted at all.
     pub fn restricts(&self) -> bool {
         self.policy.restricts()
+    }
+
+    /// True for [`Sandbox::NONE`].
+    pub fn is_none(&self) -> bool {
+        *self == Sandbox::NONE
     }
 
     /// True when `self` confines at least as much as `floor`: a policy as strict or
