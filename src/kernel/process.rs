@@ -27,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use super::cgroup::Cgroup;
-use super::supervise::report::{MAX_LINE, Report, ReportState};
+use super::supervise::report::{ReportState, cause_of, read_report};
 
 /// Bytes of the kernel's stdout+stderr kept for error reports.
 const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
@@ -436,67 +436,6 @@ fn kill_tree(root: i32, cgroup: Option<Cgroup>) {
 /// holds them.
 fn sweep_lost(pid: i32, cgroup: Option<Cgroup>) {
     kill_tree(pid, cgroup);
-}
-
-/// The exit of a supervised kernel: the supervisor's status, with the cause its report gives.
-fn cause_of(status: ExitInfo, report: &ReportState) -> ExitInfo {
-    let cause = if let Some((used_mib, limit_mib)) = report.memory_limit {
-        ExitCause::MemoryLimit {
-            used_mib,
-            limit_mib,
-        }
-    } else if report.refused.is_some() {
-        ExitCause::SandboxRefused
-    } else if report.failed.is_some() {
-        ExitCause::SupervisorFailed
-    } else if report.exit.is_none() {
-        ExitCause::SupervisorLost
-    } else {
-        ExitCause::Kernel
-    };
-    match (cause, report.exit) {
-        // The kernel's own status, where the supervisor reported it.
-        (ExitCause::Kernel | ExitCause::MemoryLimit { .. }, Some((code, signal))) => ExitInfo {
-            code,
-            signal,
-            cause,
-        },
-        _ => ExitInfo { cause, ..status },
-    }
-}
-
-/// Read the supervisor's report lines into `state` until it closes the pipe.
-async fn read_report(
-    mut pipe: tokio::net::unix::pipe::Receiver,
-    pid: i32,
-    state: Arc<Mutex<ReportState>>,
-) {
-    let mut buf = vec![0u8; 4096];
-    let mut line: Vec<u8> = Vec::new();
-    loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        line.extend_from_slice(&buf[..n]);
-        while let Some(end) = line.iter().position(|&b| b == b'\n') {
-            let text: Vec<u8> = line.drain(..=end).collect();
-            match Report::parse(&text) {
-                Some(r) => {
-                    tracing::debug!(
-                        pid,
-                        "supervisor report: {}",
-                        String::from_utf8_lossy(&text).trim_end()
-                    );
-                    lock(&state).apply(r);
-                }
-                None => tracing::debug!(pid, "unreadable supervisor report line"),
-            }
-        }
-        if line.len() > MAX_LINE {
-            line.clear();
-        }
-    }
 }
 
 /// Read a child pipe to its end into the shared tail buffer, logging whole lines.

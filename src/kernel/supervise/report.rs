@@ -6,7 +6,9 @@
 //!
 //! Lines arrive in this order: `started` (or `refused` / `failed`, then nothing), at most one
 //! `memory_limit`, then `exit`. A supervisor that ends without `exit` was killed: the server
-//! then ends what is left of the tree itself (see `KernelProcess`).
+//! then ends what is left of the tree itself (see `KernelProcess`). The server's side —
+//! reading the lines ([`read_report`]) and the typed cause of an exit ([`cause_of`]) — is
+//! here too.
 
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -14,7 +16,16 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use std::sync::{Arc, Mutex};
+
+use tokio::io::AsyncReadExt;
+
 use crate::kernel::cgroup::Cgroup;
+use crate::kernel::{ExitCause, ExitInfo};
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Longest report line the server reads; longer ones are dropped.
 pub const MAX_LINE: usize = 16 * 1024;
@@ -118,6 +129,67 @@ impl ReportState {
     /// The cgroup directory, for the server's clean-up after a lost supervisor.
     pub fn cgroup_path(&self) -> Option<PathBuf> {
         self.cgroup.as_ref().map(|c| c.path.clone())
+    }
+}
+
+/// The exit of a supervised kernel: the supervisor's status, with the cause its report gives.
+pub(crate) fn cause_of(status: ExitInfo, report: &ReportState) -> ExitInfo {
+    let cause = if let Some((used_mib, limit_mib)) = report.memory_limit {
+        ExitCause::MemoryLimit {
+            used_mib,
+            limit_mib,
+        }
+    } else if report.refused.is_some() {
+        ExitCause::SandboxRefused
+    } else if report.failed.is_some() {
+        ExitCause::SupervisorFailed
+    } else if report.exit.is_none() {
+        ExitCause::SupervisorLost
+    } else {
+        ExitCause::Kernel
+    };
+    match (cause, report.exit) {
+        // The kernel's own status, where the supervisor reported it.
+        (ExitCause::Kernel | ExitCause::MemoryLimit { .. }, Some((code, signal))) => ExitInfo {
+            code,
+            signal,
+            cause,
+        },
+        _ => ExitInfo { cause, ..status },
+    }
+}
+
+/// Read the supervisor's report lines into `state` until it closes the pipe.
+pub(crate) async fn read_report(
+    mut pipe: tokio::net::unix::pipe::Receiver,
+    pid: i32,
+    state: Arc<Mutex<ReportState>>,
+) {
+    let mut buf = vec![0u8; 4096];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        line.extend_from_slice(&buf[..n]);
+        while let Some(end) = line.iter().position(|&b| b == b'\n') {
+            let text: Vec<u8> = line.drain(..=end).collect();
+            match Report::parse(&text) {
+                Some(r) => {
+                    tracing::debug!(
+                        pid,
+                        "supervisor report: {}",
+                        String::from_utf8_lossy(&text).trim_end()
+                    );
+                    lock(&state).apply(r);
+                }
+                None => tracing::debug!(pid, "unreadable supervisor report line"),
+            }
+        }
+        if line.len() > MAX_LINE {
+            line.clear();
+        }
     }
 }
 
