@@ -18,6 +18,12 @@ fn main() -> ExitCode {
         return kernel_mcp::kernel::supervise::run(kernel_mcp::kernel::supervise::SuperviseArgs {
             argv: args.argv,
             max_memory_mib: args.max_memory_mib,
+            sandbox: kernel_mcp::kernel::Sandbox {
+                policy: args.sandbox,
+                network: args.sandbox_network,
+            },
+            connection_file: args.connection_file,
+            report_fd: args.report_fd,
         });
     }
     cli::dispatch::run(global, command)

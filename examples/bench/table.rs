@@ -114,6 +114,30 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
             None,
         ));
     }
+    if !m.sandbox.exec_boxed.is_empty() {
+        // Ratios are sandboxed / unsandboxed (in the raw column), same server, interleaved:
+        // the goal is ≤ 1.05×.
+        rows.push(Row::new(
+            format!(
+                "create_session sandbox=workspace, p50 (n={}) | sandbox=none p50",
+                m.sandbox.create_boxed.len()
+            ),
+            Unit::Ms,
+            median(&m.sandbox.create_boxed),
+            median(&m.sandbox.create_plain),
+            None,
+        ));
+        rows.push(Row::new(
+            format!(
+                "execute 1+1 sandbox=workspace, p50 (n={}) | sandbox=none p50",
+                m.sandbox.exec_boxed.len()
+            ),
+            Unit::Ms,
+            median(&m.sandbox.exec_boxed),
+            median(&m.sandbox.exec_plain),
+            None,
+        ));
+    }
     let (r, j) = both(&["start_ms", "median"]);
     rows.push(Row::new(
         format!("cold start, p50 (n={}): create_session | raw start->ready | start_kernel+wait_for_ready", o.starts),

@@ -126,6 +126,34 @@ pub struct SessionArgs {
     /// keeps python3=1 unless told (`--pool python3=0` for none).
     #[arg(long, value_name = "KERNEL=N", value_parser = kernel_mcp::registry::sources::pool::parse_pool_arg)]
     pub pool: Vec<(String, usize)>,
+    /// The OS sandbox of every session (none, workspace, read-only); a session may ask for a
+    /// stricter one, never a weaker (docs/sandbox.md).
+    #[arg(long, env = "KERNEL_MCP_SANDBOX", default_value = "none")]
+    pub sandbox: kernel_mcp::kernel::SandboxPolicy,
+    /// Let sandboxed sessions reach the network (and let a session ask for it).
+    #[arg(long, env = "KERNEL_MCP_SANDBOX_NETWORK")]
+    pub sandbox_network: bool,
+}
+
+impl SessionArgs {
+    /// The sandbox every session gets unless it asks for a stricter one.
+    pub fn sandbox(&self) -> kernel_mcp::kernel::Sandbox {
+        kernel_mcp::kernel::Sandbox {
+            policy: self.sandbox,
+            network: self.sandbox_network,
+        }
+    }
+
+    /// `--sandbox` and `--sandbox-network` for a service this process starts, so it
+    /// sandboxes as asked here.
+    pub fn service_flags(&self) -> Vec<std::ffi::OsString> {
+        let mut flags: Vec<std::ffi::OsString> =
+            vec!["--sandbox".into(), self.sandbox.as_str().into()];
+        if self.sandbox_network {
+            flags.push("--sandbox-network".into());
+        }
+        flags
+    }
 }
 
 /// `kernel-mcp service`.
@@ -154,6 +182,18 @@ pub struct SuperviseArgs {
     /// Stop the kernel when its process tree's memory exceeds this (MiB); 0 = none.
     #[arg(long, default_value_t = 0)]
     pub max_memory_mib: u64,
+    /// The sandbox policy: none, workspace, read-only.
+    #[arg(long, default_value = "none")]
+    pub sandbox: kernel_mcp::kernel::SandboxPolicy,
+    /// Let the sandboxed kernel open outbound connections.
+    #[arg(long)]
+    pub sandbox_network: bool,
+    /// The kernel's connection file (its directory is writable in a sandbox).
+    #[arg(long)]
+    pub connection_file: Option<PathBuf>,
+    /// Write the supervisor's report (JSON lines) to this file descriptor.
+    #[arg(long)]
+    pub report_fd: Option<i32>,
     /// The kernel's argv.
     #[arg(last = true, required = true)]
     pub argv: Vec<String>,

@@ -131,7 +131,7 @@ pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
     let outcome = match command {
         Command::Serve(args) if args.shared => {
             return with_runtime(Flavor::Light, |rt| {
-                super::serve::relay(&ctx, args.socket, rt)
+                super::serve::relay(&ctx, args.socket, &args.sessions, rt)
             });
         }
         Command::Serve(args) => super::serve::serve(ctx, args),

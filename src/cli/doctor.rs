@@ -40,6 +40,8 @@ pub struct Report {
     pub service: Service,
     /// Each `--gateway`, with `error` when it does not answer (or refuses the token).
     pub gateways: Vec<kernel_mcp::registry::sources::remote::GatewayState>,
+    /// What this host can enforce for the OS sandbox and containment (docs/sandbox.md).
+    pub sandbox: kernel_mcp::kernel::sandbox::HostSupport,
     /// What to do, when `ok` is false (or a warning when it is true).
     pub advice: Vec<String>,
 }
@@ -232,6 +234,7 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
         default_kernel,
         service: service_state(socket),
         gateways: Vec::new(),
+        sandbox: kernel_mcp::kernel::sandbox::HostSupport::current().clone(),
         advice,
     }
 }
@@ -446,6 +449,10 @@ fn render(r: &Report) -> String {
             );
         }
         (None, None) => {}
+    }
+    let _ = writeln!(o, "\nSandbox (docs/sandbox.md):");
+    for line in r.sandbox.describe() {
+        let _ = writeln!(o, "  {line}");
     }
     if !r.gateways.is_empty() {
         let _ = writeln!(o, "\nGateways:");

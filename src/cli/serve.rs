@@ -76,10 +76,17 @@ pub fn service(ctx: Context, args: ServiceArgs) -> Result<(), Failure> {
 }
 
 /// `kernel-mcp serve --shared`: relay stdio to the service, starting it when none runs.
-pub fn relay(ctx: &Context, socket: Option<PathBuf>, rt: &tokio::runtime::Runtime) -> ExitCode {
+/// A service it starts gets `sessions`' sandbox.
+pub fn relay(
+    ctx: &Context,
+    socket: Option<PathBuf>,
+    sessions: &SessionArgs,
+    rt: &tokio::runtime::Runtime,
+) -> ExitCode {
     use kernel_mcp::service::relay;
     let paths = ServicePaths::new(socket.unwrap_or_else(default_socket));
-    let args = ctx.service_args(&paths);
+    let mut args = ctx.service_args(&paths);
+    args.extend(sessions.service_flags());
     let outcome = rt.block_on(async {
         let stream = relay::connect_or_start(&paths, &args).await?;
         relay::relay(stream, &paths.socket).await
@@ -165,7 +172,8 @@ where
         gateways,
         ..
     } = ctx;
-    let mut registry = Registry::new(search, env_prefix, limits, runtimes.sessions());
+    let mut registry = Registry::new(search, env_prefix, limits, runtimes.sessions())
+        .with_sandbox(sessions.sandbox());
     match std::env::current_exe() {
         Ok(exe) => registry = registry.with_supervisor(exe),
         Err(e) => tracing::warn!("kernels run unsupervised: {e}"),

@@ -99,6 +99,11 @@ impl ConnectionInfo {
     }
 }
 
+/// Create `dir` (one level, mode 0700) for one kernel's connection file.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
 /// Directory for our connection files, created 0700: `$JUPYTER_RUNTIME_DIR`, else
 /// `$XDG_RUNTIME_DIR/kernel-mcp`, else `<tmp>/kernel-mcp-<uid>`. Errors: it cannot be created, or
 /// it is not ours alone (see [`crate::trust::check_dir`]).

@@ -44,6 +44,11 @@ pub struct CreateSessionParams {
     /// Adopt this kernel on gateway.
     #[serde(default)]
     pub kernel_id: Option<String>,
+    /// OS sandbox (default: server's)
+    #[serde(default)]
+    pub sandbox: Option<crate::kernel::SandboxPolicy>,
+    #[serde(default)]
+    pub sandbox_network: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

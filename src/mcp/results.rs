@@ -84,6 +84,20 @@ pub struct ServerInfo {
     pub server_instance: String,
     /// When this server process started (RFC 3339).
     pub started_at: String,
+    /// Default policy and host support (docs/sandbox.md).
+    pub sandbox: SandboxInfo,
+}
+
+/// `server_info.sandbox` (docs/sandbox.md).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SandboxInfo {
+    // The policy of a session that does not choose one, and the least any may ask for
+    // (`--sandbox`).
+    pub default_policy: crate::kernel::SandboxPolicy,
+    // Whether sandboxed sessions may reach the network (`--sandbox-network`).
+    pub network: bool,
+    // What this host's kernel offers.
+    pub host: crate::kernel::sandbox::HostSupport,
 }
 
 /// A page of one part of a run (`get_execution` with `stream`).

@@ -126,15 +126,21 @@ pub fn compact_input(schema: &mut JsonObject, descriptions: bool) {
         for (name, field) in props.iter_mut() {
             strip(field);
             if !descriptions && let Some(f) = field.as_object_mut() {
+                // The terse set names the parameters and their types only; the server
+                // still checks the values (an unknown one is `INVALID_ARGUMENT`).
                 f.remove("description");
+                f.remove("enum");
             }
-            if !required.contains(&json!(name))
-                && let Some(Value::Array(types)) = field.get_mut("type")
-            {
-                types.retain(|t| t != "null");
-                if types.len() == 1 {
-                    let only = types[0].clone();
-                    field["type"] = only;
+            if !required.contains(&json!(name)) {
+                if let Some(Value::Array(types)) = field.get_mut("type") {
+                    types.retain(|t| t != "null");
+                    if types.len() == 1 {
+                        let only = types[0].clone();
+                        field["type"] = only;
+                    }
+                }
+                if let Some(Value::Array(values)) = field.get_mut("enum") {
+                    values.retain(|v| !v.is_null());
                 }
             }
         }

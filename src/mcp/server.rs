@@ -104,6 +104,15 @@ impl KernelMcp {
             for name in left_out {
                 tool_router.remove_route(&name);
             }
+            // The terse set's sessions take the server's sandbox (`--sandbox`).
+            if let Some(route) = tool_router.map.get_mut("create_session") {
+                let mut schema = route.attr.input_schema.as_ref().clone();
+                if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+                    props.remove("sandbox");
+                    props.remove("sandbox_network");
+                }
+                route.attr.input_schema = Arc::new(schema);
+            }
         }
         for route in tool_router.map.values_mut() {
             let mut schema = route.attr.input_schema.as_ref().clone();

@@ -78,6 +78,8 @@ impl KernelMcp {
             connection_file: p.connection_file.map(PathBuf::from),
             gateway: p.gateway,
             kernel_id: p.kernel_id,
+            sandbox: p.sandbox,
+            sandbox_network: p.sandbox_network,
         };
         let info = self.registry.create(req).await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))
@@ -202,6 +204,11 @@ impl KernelMcp {
             pool: self.registry.pool.counts(),
             server_instance: crate::instance::current().id.clone(),
             started_at: crate::instance::current().started_at.clone(),
+            sandbox: super::results::SandboxInfo {
+                default_policy: self.registry.sandbox.policy,
+                network: self.registry.sandbox.network,
+                host: crate::kernel::sandbox::HostSupport::current().clone(),
+            },
         };
         Ok(render::success(
             format!(

@@ -137,8 +137,35 @@ impl SessionHandle {
                 "Packages can be installed for Python kernels. For R run install.packages(\"name\"); for Octave, pkg install -forge name; for bash, the system package manager.".into(),
             ));
         }
-        if self.info().await?.location != "local" {
-            return self.install_in_kernel(packages_).await;
+        let info = self.info().await?;
+        if info.location != "local" {
+            return self
+                .install_in_kernel(packages_, REMOTE_INSTALL_NOTICE)
+                .await;
+        }
+        if info.sandbox.restricts() {
+            // The installer must not run outside the sandbox (a package's build scripts are
+            // code too): it runs in the kernel, where the policy lets it write the prefix.
+            let prefix = python::eval_json(
+                self,
+                "__import__('json').dumps(__import__('sys').prefix).encode().hex()",
+            )
+            .await?;
+            let prefix = std::path::PathBuf::from(prefix.as_str().unwrap_or_default());
+            let prefix = prefix.canonicalize().unwrap_or(prefix);
+            let cwd = Path::new(&info.cwd);
+            let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+            if !info.sandbox.allows_writing(&cwd, &prefix) {
+                return Err(SessionError::Unsupported(format!(
+                    "Session '{}' runs in the '{}' sandbox, which cannot write its Python environment ({}), so install_packages cannot install there. Install the packages before creating the session, or use a virtual environment inside the session's cwd with sandbox \"workspace\", or create the session with sandbox \"none\" where the server allows it.",
+                    info.session_id,
+                    info.sandbox,
+                    prefix.display()
+                )));
+            }
+            return self
+                .install_in_kernel(packages_, SANDBOX_INSTALL_NOTICE)
+                .await;
         }
         let exe = python::eval_json(self, python::EXECUTABLE).await?;
         let Some(exe) = exe.as_str().filter(|s| !s.is_empty()) else {
@@ -164,6 +191,7 @@ impl SessionHandle {
     async fn install_in_kernel(
         &self,
         packages_: &[String],
+        notice: &str,
     ) -> Result<InstallOutcome, SessionError> {
         let expr = python::pip_in_kernel_expr(packages_, 4000);
         let v = python::eval_json_within(self, &expr, packages::INSTALL_TIMEOUT).await?;
@@ -186,13 +214,16 @@ impl SessionHandle {
             command,
             restart_recommended: output.contains("Successfully uninstalled"),
             output,
-            notices: vec![REMOTE_INSTALL_NOTICE.into()],
+            notices: vec![notice.into()],
         })
     }
 }
 
 /// Said by `install_packages` on a remote session.
 pub const REMOTE_INSTALL_NOTICE: &str = "The kernel runs on a gateway: pip ran inside it (sys.executable -m pip), on the kernel's machine.";
+
+/// Said by `install_packages` in a sandboxed session whose policy lets it write the environment.
+pub const SANDBOX_INSTALL_NOTICE: &str = "The session is sandboxed: pip ran inside the kernel's sandbox (sys.executable -m pip), with its network and filesystem rules.";
 
 /// Said by `execute_file` on a remote session.
 pub const REMOTE_FILE_NOTICE: &str =

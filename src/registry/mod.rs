@@ -49,6 +49,10 @@ pub struct CreateRequest {
     pub gateway: Option<String>,
     /// With `gateway`: adopt this running kernel instead of starting one.
     pub kernel_id: Option<String>,
+    /// The sandbox policy; `None`: the server's (`--sandbox`).
+    pub sandbox: Option<crate::kernel::SandboxPolicy>,
+    /// Allow outbound network in the sandbox; `None`: the server's.
+    pub sandbox_network: Option<bool>,
 }
 
 /// All sessions of this server process.
@@ -80,6 +84,8 @@ pub struct Registry {
     pub pool: sources::pool::Pool,
     /// The configured Jupyter servers and gateways (`--gateway`).
     pub gateways: crate::kernel::remote::Gateways,
+    /// The sandbox of a session that does not choose one (`--sandbox`).
+    pub sandbox: crate::kernel::Sandbox,
 }
 
 impl Registry {
@@ -111,7 +117,14 @@ impl Registry {
             expired: Mutex::new(Default::default()),
             pool: Default::default(),
             gateways: Default::default(),
+            sandbox: crate::kernel::Sandbox::NONE,
         }
+    }
+
+    /// Sandbox every session that does not choose otherwise (`serve --sandbox`).
+    pub fn with_sandbox(mut self, sandbox: crate::kernel::Sandbox) -> Registry {
+        self.sandbox = sandbox;
+        self
     }
 
     /// Offer the kernels of these Jupyter servers and gateways too.
@@ -232,6 +245,25 @@ impl Registry {
         let startup_timeout = req
             .startup_timeout
             .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s));
+        let sandbox = crate::kernel::Sandbox {
+            policy: req.sandbox.unwrap_or(self.sandbox.policy),
+            network: req.sandbox_network.unwrap_or(self.sandbox.network),
+        };
+        if !sandbox.at_least(self.sandbox) {
+            return Err(SessionError::InvalidArgument(format!(
+                "This server sandboxes every session at least as '{}' (--sandbox{}); a session may ask for a stricter sandbox, not for '{sandbox}'.",
+                self.sandbox,
+                if self.sandbox.network {
+                    ", --sandbox-network"
+                } else {
+                    ""
+                }
+            )));
+        }
+        if sandbox.restricts() {
+            check_sandboxable(&req, sandbox, &cwd)?;
+        }
+        let max_memory_mib = memory_limit(req.max_memory_mib, self.limits.max_memory_mib)?;
         let (spec, launcher): (KernelSpec, Arc<dyn crate::kernel::KernelLauncher>) =
             match (&req.gateway, &req.connection_file) {
                 (Some(name), _) => {
@@ -255,7 +287,8 @@ impl Registry {
                         env_prefix: self.env_prefix.clone(),
                         startup_timeout,
                         supervisor: self.supervisor.clone(),
-                        max_memory_mib: req.max_memory_mib.unwrap_or(self.limits.max_memory_mib),
+                        max_memory_mib,
+                        sandbox,
                     };
                     let local = LocalLauncher { spec, opts };
                     (
@@ -461,6 +494,54 @@ impl Registry {
         let both = futures::future::join(futures::future::join_all(all), pool);
         let _ = tokio::time::timeout(Duration::from_secs(15), both).await;
     }
+}
+
+/// The memory limit a session gets (MiB): what it asks for, which may not be more than the
+/// server's `ceiling` (`--max-memory-mib`) nor "none" (0) while there is a ceiling; without
+/// one, anything. Errors: `INVALID_ARGUMENT` naming the ceiling.
+pub fn memory_limit(asked: Option<u64>, ceiling: u64) -> Result<u64, SessionError> {
+    match asked {
+        None => Ok(ceiling),
+        Some(n) if ceiling == 0 || (n > 0 && n <= ceiling) => Ok(n),
+        Some(0) => Err(SessionError::InvalidArgument(format!(
+            "max_memory_mib 0 (no limit) is not allowed: this server's ceiling is {ceiling} MiB (--max-memory-mib). Ask for at most {ceiling}, or leave max_memory_mib out to get it."
+        ))),
+        Some(n) => Err(SessionError::InvalidArgument(format!(
+            "max_memory_mib {n} is above this server's ceiling of {ceiling} MiB (--max-memory-mib). Ask for at most {ceiling}, or leave max_memory_mib out to get it."
+        ))),
+    }
+}
+
+/// A sandboxed session must start a local kernel (kernel-mcp cannot confine a kernel it
+/// did not start) in a cwd other than `/`. Errors: `SANDBOX_UNAVAILABLE`, `INVALID_ARGUMENT`.
+fn check_sandboxable(
+    req: &CreateRequest,
+    sandbox: crate::kernel::Sandbox,
+    cwd: &std::path::Path,
+) -> Result<(), SessionError> {
+    let elsewhere = match (&req.gateway, &req.connection_file) {
+        (Some(g), _) => Some(format!(
+            "the kernels of gateway '{g}' run where that server puts them"
+        )),
+        (None, Some(_)) => Some("an adopted kernel was started by someone else".to_string()),
+        _ => None,
+    };
+    if let Some(why) = elsewhere {
+        return Err(SessionError::SandboxUnavailable(
+            crate::kernel::SandboxUnavailable {
+                sandbox,
+                missing: vec![format!(
+                    "kernel-mcp sandboxes only the kernels it starts, and {why}"
+                )],
+            },
+        ));
+    }
+    if cwd == std::path::Path::new("/") {
+        return Err(SessionError::InvalidArgument(
+            "A sandboxed session cannot have / as its cwd (the sandbox would be the whole filesystem): give a project directory as cwd.".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// True for a registry key no session id can be (it holds a `#`): a connection's own

@@ -116,6 +116,10 @@ pub struct SessionInfo {
     pub location: String,
     /// The kernel's id on its gateway.
     pub kernel_id: Option<String>,
+    // The OS sandbox (docs/sandbox.md), absent for `none`. No doc comment and not required:
+    // both would repeat in every tool's schema, which `--tools minimal` keeps under 5 kB.
+    #[serde(skip_serializing_if = "crate::kernel::Sandbox::is_none")]
+    pub sandbox: crate::kernel::Sandbox,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.

@@ -42,6 +42,7 @@ mod packaging;
 mod pool;
 mod regression;
 mod resources;
+mod sandbox;
 mod serve_flags;
 mod service;
 mod service_faces;

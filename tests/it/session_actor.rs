@@ -172,10 +172,7 @@ async fn death_ends_the_running_run_cancels_the_queued_ones_and_starts_a_new_ker
     let (_, mut third) = submit(&handle, ExecuteRequest::new("c")).await;
     let req = k1.next_execute().await;
     k1.stdout(&req, "partial\n");
-    let _ = k1.events.send(KernelEvent::Exited(ExitInfo {
-        code: None,
-        signal: Some(9),
-    }));
+    let _ = k1.events.send(KernelEvent::Exited(ExitInfo::signaled(9)));
     assert_eq!(
         settle(&mut first, Duration::from_secs(5)).await,
         RunStatus::KernelDied

@@ -36,7 +36,7 @@ use tokio_tungstenite::tungstenite::protocol::Message as WsMessage;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{GatewayError, Rest, gone, redact};
-use crate::kernel::{Channel, KernelEvent};
+use crate::kernel::{Channel, KernelEvent, SendError};
 use crate::wire::websocket::{self as ws, V1_SUBPROTOCOL};
 use crate::wire::{Message, WireError};
 
@@ -195,11 +195,10 @@ impl Link {
         })
     }
 
-    /// Queue `msg` for `channel`. Errors: the link has ended (the kernel is gone).
-    pub fn send(&self, channel: Channel, msg: Message) -> Result<(), String> {
-        self.out
-            .send((channel, msg))
-            .map_err(|_| "the kernel's websocket is closed (the kernel is gone)".to_string())
+    /// Queue `msg` for `channel`. Errors: [`SendError::Closed`]: the link has ended (the
+    /// kernel is gone).
+    pub fn send(&self, channel: Channel, msg: Message) -> Result<(), SendError> {
+        self.out.send((channel, msg)).map_err(|_| SendError::Closed)
     }
 
     /// True while the websocket is open.

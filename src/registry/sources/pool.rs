@@ -82,6 +82,7 @@ fn same_launch(pool: &LaunchOptions, session: &LaunchOptions) -> bool {
         && pool.env_prefix == session.env_prefix
         && pool.supervisor == session.supervisor
         && pool.max_memory_mib == session.max_memory_mib
+        && pool.sandbox == session.sandbox
 }
 
 impl Pool {
@@ -292,6 +293,7 @@ impl crate::registry::Registry {
                 startup_timeout: Duration::from_secs(self.limits.startup_timeout_s),
                 supervisor: self.supervisor.clone(),
                 max_memory_mib: self.limits.max_memory_mib,
+                sandbox: self.sandbox,
             };
             self.pool.add(LocalLauncher { spec, opts }, *wanted);
         }
@@ -325,6 +327,10 @@ impl PooledLauncher {
 }
 
 impl KernelLauncher for PooledLauncher {
+    fn sandbox(&self) -> crate::kernel::Sandbox {
+        self.cold.opts.sandbox
+    }
+
     fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
         match lock(&self.first).take() {
             Some(k) => Box::pin(async move { Ok(Box::new(k) as Box<dyn KernelIo>) }),

@@ -89,9 +89,14 @@ impl Actor {
             }
             Err(e) => {
                 tracing::warn!(session = %self.desc.id, "kernel start failed: {e}");
-                let err = SessionError::KernelStartFailed {
-                    message: e.to_string(),
-                    details: json!({"kernel": self.desc.spec.name}),
+                let err = match e {
+                    StartError::SandboxUnavailable { reason, .. } => {
+                        SessionError::SandboxUnavailable(reason)
+                    }
+                    e => SessionError::KernelStartFailed {
+                        message: e.to_string(),
+                        details: json!({"kernel": self.desc.spec.name}),
+                    },
                 };
                 if let Some(w) = self.create_waiter.take() {
                     let _ = w.send(Err(err.clone()));
@@ -99,7 +104,7 @@ impl Actor {
                 for w in self.restart_waiters.drain(..) {
                     let _ = w.send(Err(err.clone()));
                 }
-                let reason = format!("The session's kernel could not be started: {e}");
+                let reason = format!("The session's kernel could not be started: {err}");
                 self.cancel_queued(&reason);
             }
         }
@@ -125,12 +130,17 @@ impl Actor {
                     "The kernel exited when it was interrupted ({info}); some kernels (e.g. xeus-python) do that instead of stopping the code."
                 ));
             }
-            if let Some(line) = tail
-                .lines()
-                .find(|l| l.starts_with(crate::kernel::supervise::MEMORY_LIMIT_MARK))
+            if let crate::kernel::ExitCause::MemoryLimit {
+                used_mib,
+                limit_mib,
+            } = info.cause
             {
+                let ceiling = match self.limits.max_memory_mib {
+                    0 => String::new(),
+                    c => format!(" (at most this server's ceiling of {c} MiB)"),
+                };
                 run.notices.push(format!(
-                    "{line}. Use less memory, or create the session with a larger max_memory_mib."
+                    "kernel-mcp: memory limit exceeded: the kernel's processes used {used_mib} MiB, over the session's limit of {limit_mib} MiB; they were stopped. Use less memory, or create the session with a larger max_memory_mib{ceiling}."
                 ));
             }
             run.notices.push(if not_ours {

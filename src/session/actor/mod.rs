@@ -372,16 +372,20 @@ impl Actor {
 
     /// Hand `msg` to the kernel within [`SEND_DEADLINE`]. Errors: no kernel, the transport
     /// refused it, or the deadline passed.
-    async fn send(&mut self, channel: Channel, msg: &Message) -> Result<(), String> {
+    async fn send(
+        &mut self,
+        channel: Channel,
+        msg: &Message,
+    ) -> Result<(), crate::kernel::SendError> {
         let Some(kernel) = self.kernel.as_mut() else {
-            return Err("the session has no kernel".into());
+            return Err(crate::kernel::SendError::NoKernel);
         };
         match tokio::time::timeout(SEND_DEADLINE, kernel.send(channel, msg)).await {
             Ok(r) => r,
-            Err(_) => Err(format!(
-                "the kernel did not take the message on {channel} within {} s",
-                SEND_DEADLINE.as_secs()
-            )),
+            Err(_) => Err(crate::kernel::SendError::Timeout {
+                channel,
+                after_s: SEND_DEADLINE.as_secs(),
+            }),
         }
     }
 
@@ -498,6 +502,7 @@ impl Actor {
                 .map(|p| p.display().to_string()),
             attached: self.desc.launcher.adopts(),
             location: self.desc.launcher.location().to_string(),
+            sandbox: self.desc.launcher.sandbox(),
             kernel_id: self
                 .kernel
                 .as_ref()

@@ -112,7 +112,7 @@ impl KernelIo for FakeKernel {
         &'a mut self,
         channel: Channel,
         msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), kernel_mcp::kernel::SendError>> {
         let wedged = self.wedged;
         let _ = self.sent.send((channel, msg.clone()));
         Box::pin(async move {
@@ -133,7 +133,7 @@ impl KernelIo for FakeKernel {
     fn try_next_event(&mut self) -> Option<KernelEvent> {
         self.events.try_recv().ok()
     }
-    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>> {
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), kernel_mcp::kernel::InterruptError>> {
         self.interrupts.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Ok(()) })
     }
