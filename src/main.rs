@@ -93,6 +93,10 @@ enum Command {
         /// Also serve streamable HTTP at ADDR:PORT (path /mcp) on the same sessions.
         #[arg(long, value_name = "ADDR:PORT")]
         http: Option<std::net::SocketAddr>,
+        /// Close an HTTP MCP session idle this many seconds when it holds no default session
+        /// (one that does lives until the client deletes it or the default expires).
+        #[arg(long, env = "KERNEL_MCP_HTTP_KEEP_ALIVE_S", default_value_t = 300)]
+        http_keep_alive_s: u64,
         /// Memory limit per session (the kernel's whole process tree), MiB; 0 = none.
         #[arg(long, env = "KERNEL_MCP_MAX_MEMORY_MIB", default_value_t = 4096)]
         max_memory_mib: u64,
@@ -301,6 +305,7 @@ fn main() -> ExitCode {
             socket,
             idle_exit_s,
             http,
+            http_keep_alive_s,
             max_memory_mib,
             mut pool,
         } => {
@@ -314,6 +319,7 @@ fn main() -> ExitCode {
                 ),
                 idle_exit: (idle_exit_s > 0).then(|| std::time::Duration::from_secs(idle_exit_s)),
                 http,
+                http_keep_alive: std::time::Duration::from_secs(http_keep_alive_s.max(1)),
             };
             let limits = Limits {
                 default_expires_after_s: Some(kernel_mcp::config::SERVICE_EXPIRES_AFTER_S),

@@ -1,9 +1,13 @@
 //! The MCP surface: tool parameters (`params`), the handler (`server`) and its tools
 //! (`tools_*.rs`), errors at the edge (`error`), rendering of records into
-//! `CallToolResult`s (`render`) and the transports (`serve`).
+//! `CallToolResult`s (`render`), tasks and resources on runs (`tasks`, `resources`), log
+//! forwarding (`logging`), a client's cancellation told from its connection's end (`cancel`),
+//! HTTP session lifetimes (`http_sessions`) and the transports (`serve`, `http`, `sse`).
 
+pub(crate) mod cancel;
 pub(crate) mod error;
 pub mod http;
+pub mod http_sessions;
 pub mod logging;
 pub(crate) mod params;
 pub(crate) mod render;

@@ -14,6 +14,7 @@ use rmcp::ServiceExt;
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 use super::http::{Guard, HttpAccess, guard};
+use super::http_sessions::{HttpSessions, track};
 use super::{KernelMcp, Toolset};
 use crate::registry::Registry;
 
@@ -121,6 +122,7 @@ pub async fn serve_http(
         move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
         addr,
         access,
+        super::http_sessions::DEFAULT_KEEP_ALIVE,
         async {
             let s = termination().await;
             tracing::info!("received {s}; shutting down");
@@ -136,12 +138,14 @@ pub async fn serve_http(
 }
 
 /// Streamable HTTP on `addr` (path `/mcp`) with a handler from `handler` per MCP session,
-/// until `stop` resolves. The caller owns the sessions' shutdown (the service serves HTTP
-/// beside its socket on one registry).
+/// until `stop` resolves. An idle MCP session that holds no `default` session is closed after
+/// `keep_alive` (see [`super::http_sessions`]). The caller owns the sessions' shutdown (the
+/// service serves HTTP beside its socket on one registry).
 pub async fn serve_http_until(
     handler: impl Fn() -> KernelMcp + Send + Sync + 'static,
     addr: std::net::SocketAddr,
     access: HttpAccess,
+    keep_alive: Duration,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     use rmcp::transport::streamable_http_server::{
@@ -156,11 +160,26 @@ pub async fn serve_http_until(
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, hosts = ?access.allowed_hosts, "listening beyond loopback; requests need the bearer token");
     }
-    let sessions = Arc::new(LocalSessionManager::default());
-    let service = StreamableHttpService::new(move || Ok(handler()), sessions.clone(), config);
-    let router = axum::Router::new().nest_service("/mcp", service).layer(
-        axum::middleware::from_fn_with_state(Guard { access, sessions }, guard),
+    // rmcp's own idle timer would end a session whose client still holds its id, and the
+    // connection's `default` with it: `HttpSessions` decides instead.
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = None;
+    let sessions = Arc::new(manager);
+    let lifetimes = HttpSessions::new(sessions.clone(), keep_alive);
+    lifetimes.spawn_reaper(ct.child_token());
+    let tracked = lifetimes.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(handler().over_http(tracked.clone())),
+        sessions.clone(),
+        config,
     );
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(lifetimes, track))
+        .layer(axum::middleware::from_fn_with_state(
+            Guard { access, sessions },
+            guard,
+        ));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(
         "serving MCP over streamable HTTP at http://{}/mcp",

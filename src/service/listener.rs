@@ -41,6 +41,9 @@ pub struct ServiceOptions {
     pub idle_exit: Option<Duration>,
     /// Also serve streamable HTTP here (each HTTP session a connection of its own).
     pub http: Option<std::net::SocketAddr>,
+    /// How long an idle HTTP session that holds no `default` session is kept
+    /// (see `mcp::http_sessions`).
+    pub http_keep_alive: Duration,
 }
 
 /// The lock that says "a service runs on this socket", held until the process exits.
@@ -108,6 +111,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
                 move || KernelMcp::for_connection(factory.clone(), Default::default()),
                 addr,
                 access,
+                opts.http_keep_alive,
                 async {
                     let _ = http_stopped.await;
                 },

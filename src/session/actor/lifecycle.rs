@@ -2,6 +2,8 @@
 //! the old one down), installing it when ready, handling its death (the running run ends
 //! `kernel_died`, queued runs are cancelled, a new kernel starts), restart and destroy.
 
+use tracing::Instrument;
+
 use super::*;
 
 impl Actor {
@@ -16,12 +18,15 @@ impl Actor {
         let grace = self.limits.shutdown_grace();
         self.starting = Some((
             reason,
-            tokio::spawn(async move {
-                match old {
-                    Some(old) => launcher.replace(old, grace).await,
-                    None => launcher.start().await,
+            tokio::spawn(
+                async move {
+                    match old {
+                        Some(old) => launcher.replace(old, grace).await,
+                        None => launcher.start().await,
+                    }
                 }
-            }),
+                .in_current_span(),
+            ),
         ));
     }
 
@@ -43,10 +48,14 @@ impl Actor {
                 self.quirks = Quirks::from_kernel_info(&info);
                 self.kernel_info = info;
                 self.kernel = Some(kernel);
+                self.other_client_run = None;
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {
-                    let _ = w.send(Ok(info.clone()));
+                    let _ = w.send(Ok(Started {
+                        info: info.clone(),
+                        journal: self.journal.as_ref().map(|j| j.path().to_path_buf()),
+                    }));
                 }
                 for w in self.restart_waiters.drain(..) {
                     let _ = w.send(Ok(info.clone()));
@@ -82,6 +91,7 @@ impl Actor {
             }
         }
         let tail = kernel.output_tail();
+        self.other_client_run = None;
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
         if let Some(run) = self.runs.current_mut() {
             if run.phase.was_interrupted() {

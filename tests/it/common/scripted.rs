@@ -195,6 +195,8 @@ pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Sc
             wedged,
         }),
         journal_dir: None,
+        journal_private: false,
+        span: tracing::Span::none(),
     };
     let (handle, created) = SessionHandle::spawn(
         &tokio::runtime::Handle::current(),
@@ -202,8 +204,8 @@ pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Sc
         Arc::new(Limits::default()),
     );
     let first = scripts.recv().await.expect("a first kernel");
-    let info = created.await.expect("created").expect("started");
-    assert_eq!(info.generation, 1);
+    let started = created.await.expect("created").expect("started");
+    assert_eq!(started.info.generation, 1);
     (handle, scripts, first)
 }
 
