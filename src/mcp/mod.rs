@@ -1,5 +1,5 @@
-//! The MCP surface: tool parameters (`params`), the handler (`server`) and its tools
-//! (`tools_*.rs`), errors at the edge (`error`), rendering of records into
+//! The MCP surface: tool parameters (`params`), the handler and its tools (`server`,
+//! `server/tools_*.rs`), errors at the edge (`error`), rendering of records into
 //! `CallToolResult`s (`render`), tasks and resources on runs (`tasks`, `resources`), log
 //! forwarding (`logging`), a client's cancellation told from its connection's end (`cancel`),
 //! HTTP session lifetimes (`http_sessions`) and the transports (`serve`, `http`, `sse`).
@@ -18,13 +18,5 @@ pub mod serve;
 pub mod server;
 pub mod sse;
 mod tasks;
-mod tools_code;
-mod tools_env;
-mod tools_fresh;
-mod tools_history;
-mod tools_run;
-mod tools_service;
-mod tools_session;
-mod tools_state;
 
 pub use server::{KernelMcp, MINIMAL_TOOLS, Toolset};

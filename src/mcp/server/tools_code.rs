@@ -8,12 +8,12 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 use serde_json::json;
 
-use super::error::{ToolError, ToolResult};
-use super::params::{CompleteParams, InspectParams, InstallPackagesParams, IsCompleteParams};
-use super::render;
-use super::results::{Completeness, Completion, Inspection};
-use super::schema::output;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::{ToolError, ToolResult};
+use crate::mcp::params::{CompleteParams, InspectParams, InstallPackagesParams, IsCompleteParams};
+use crate::mcp::render;
+use crate::mcp::results::{Completeness, Completion, Inspection};
+use crate::mcp::schema::output;
 use crate::ops::packages::InstallOutcome;
 use crate::session::output::clean_text;
 

@@ -8,11 +8,11 @@ use std::time::Duration;
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
-use super::error::{ToolError, ToolResult};
-use super::params::seconds;
-use super::render;
-use super::server::KernelMcp;
+use super::KernelMcp;
 use crate::config::Limits;
+use crate::mcp::error::{ToolError, ToolResult};
+use crate::mcp::params::seconds;
+use crate::mcp::render;
 use crate::registry::fresh::FreshRun;
 use crate::registry::scope::key::SessionKey;
 use crate::session::{ErrorCode, ExecuteRequest, ExecutionResult};

@@ -7,10 +7,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::error::ToolResult;
-use super::params::seconds;
-use super::render;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::seconds;
+use crate::mcp::render;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RenewSessionParams {

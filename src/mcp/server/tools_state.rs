@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
-use super::error::ToolResult;
-use super::params::CheckpointParams;
-use super::render;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::CheckpointParams;
+use crate::mcp::render;
 
 #[tool_router(router = state_router, vis = "pub(crate)")]
 impl KernelMcp {

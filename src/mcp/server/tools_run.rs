@@ -14,12 +14,12 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use tokio::sync::watch;
 
-use super::error::{ToolError, ToolResult};
-use super::params::*;
-use super::render;
-use super::results::{RunOrPage, RunPage};
-use super::schema::output;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::{ToolError, ToolResult};
+use crate::mcp::params::*;
+use crate::mcp::render;
+use crate::mcp::results::{RunOrPage, RunPage};
+use crate::mcp::schema::output;
 use crate::registry::RunRef;
 use crate::registry::scope::key::{RunKey, SessionKey};
 use crate::session::{
@@ -238,7 +238,7 @@ impl KernelMcp {
 
     /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the
     /// request carries a token. When the request's token fires, the wait ends; only if the
-    /// client cancelled the call (not when its connection ended, see [`super::cancel`]) and
+    /// client cancelled the call (not when its connection ended, see [`crate::mcp::cancel`]) and
     /// `cancel_on_abort`, the run is cancelled too. Returns the run's record at the end of the
     /// wait — the one `settled` delivers when given (no further call to the session), else a
     /// fresh `get_run` — and whether the client cancelled.

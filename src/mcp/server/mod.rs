@@ -1,5 +1,5 @@
 //! The MCP server handler: [`KernelMcp`], a cheap clone over the process-wide [`Registry`]
-//! seen through the caller's [`Scope`], with the tool routers of `tools_*.rs` and the one
+//! seen through the caller's [`Scope`], with the tool routers of its `tools_*.rs` and the one
 //! `call_tool` override that every call passes through: a panic guard keyed on the tool
 //! name, and the contract's error shape for arguments that do not deserialize. It also
 //! records the client's cancellations (`on_cancelled`, see [`super::cancel`]) and, over
@@ -24,6 +24,15 @@ use crate::config::Limits;
 use crate::registry::Registry;
 use crate::registry::scope::Scope;
 use crate::session::{ErrorCode, SessionError, SessionHandle};
+
+mod tools_code;
+mod tools_env;
+mod tools_fresh;
+mod tools_history;
+mod tools_run;
+mod tools_service;
+mod tools_session;
+mod tools_state;
 
 /// The MCP server: a cheap clone over the process-wide [`Registry`], seen through the
 /// connection's [`Scope`] (who owns `default`, who may see which run).

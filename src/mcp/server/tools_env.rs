@@ -7,10 +7,10 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 use serde_json::{Value, json};
 
-use super::error::ToolResult;
-use super::params::{EnvironmentNameParams, RegisterEnvironmentParams};
-use super::render;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::{EnvironmentNameParams, RegisterEnvironmentParams};
+use crate::mcp::render;
 use crate::registry::sources::environments::Environment;
 
 /// One line per environment, for models that read text.

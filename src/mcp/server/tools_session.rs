@@ -5,14 +5,14 @@
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
-use super::error::ToolResult;
-use super::params::*;
-use super::render;
-use super::results::{
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::*;
+use crate::mcp::render;
+use crate::mcp::results::{
     Destroyed, Interrupted, KernelEntry, KernelList, ServerInfo, SessionDetail, SessionList,
 };
-use super::schema::output;
-use super::server::KernelMcp;
+use crate::mcp::schema::output;
 use crate::ops::variables_note;
 use crate::session::SessionInfo;
 

@@ -7,13 +7,15 @@ use std::path::PathBuf;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
-use super::error::{ToolError, ToolResult};
-use super::params::seconds;
-use super::params::{DeleteHistoryParams, ExportHistoryParams, HistoryParams, RerunHistoryParams};
-use super::render;
-use super::results::{Deleted, History, HistoryRow};
-use super::schema::output;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::{ToolError, ToolResult};
+use crate::mcp::params::seconds;
+use crate::mcp::params::{
+    DeleteHistoryParams, ExportHistoryParams, HistoryParams, RerunHistoryParams,
+};
+use crate::mcp::render;
+use crate::mcp::results::{Deleted, History, HistoryRow};
+use crate::mcp::schema::output;
 use crate::ops::export::ExportFormat;
 use crate::ops::history::{self as ops_history, Exported, HistorySelect, Replay};
 use crate::session::history::{self, HistoryEntry};
