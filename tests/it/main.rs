@@ -31,6 +31,7 @@ mod kernels_r;
 mod kernels_xpython;
 mod layering;
 mod lifecycle;
+mod lifetimes;
 mod limits;
 mod mcp_inprocess;
 mod mcp_surface;
