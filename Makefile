@@ -144,7 +144,8 @@ build:
 
 # The MCP suites run a second time through `serve --shared` (the per-user service and the
 # stdio relay), each test with a service of its own.
-SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust
+SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust \
+  history_files history_export tasks resources
 
 test: $(STAMP) kernels gateways
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)

@@ -37,6 +37,9 @@ pub struct Limits {
     pub default_expires_after_s: Option<u64>,
 }
 
+/// Output kept per run (bytes); beyond it, output is dropped with a notice.
+pub const MAX_STORED_BYTES: usize = 64 * 1024 * 1024;
+
 /// The service's default idle expiry of a session: one day.
 pub const SERVICE_EXPIRES_AFTER_S: u64 = 86_400;
 
@@ -46,7 +49,7 @@ impl Default for Limits {
             max_code_bytes: 1024 * 1024,
             default_wait_s: 50.0,
             stream_bytes: 20_000,
-            stored_bytes_per_run: crate::session::run::MAX_STORED_BYTES,
+            stored_bytes_per_run: MAX_STORED_BYTES,
             max_image_bytes: 1024 * 1024,
             queue_length: 64,
             max_sessions: 64,

@@ -1,10 +1,14 @@
 //! kernel-mcp: an MCP server giving AI agents named, persistent sessions on real Jupyter kernels.
 //!
 //! Layers, top to bottom (user-facing reference: `docs/`):
-//! - [`mcp`]: tool parameters → session calls; records → `CallToolResult`.
+//! - [`mcp`]: tool parameters → registry and session calls; records → `CallToolResult`.
 //! - [`service`]: the per-user service (Unix socket, and HTTP behind a token), the `--shared`
 //!   stdio relay.
-//! - [`session`]: one actor per session: queue, runs, history, generation, registry.
+//! - [`ops`]: operations on a session built from several actor calls (files, variables,
+//!   packages, history sources and exports, checkpoints).
+//! - [`registry`]: which sessions exist and who may reach them (keys made only by the
+//!   caller's scope), the one run index, expiry, and where kernels come from.
+//! - [`session`]: one actor per session: queue, runs, history, generation.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
 //!

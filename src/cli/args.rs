@@ -170,6 +170,10 @@ pub struct ServiceArgs {
     /// (`kernel-mcp token` prints it).
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<SocketAddr>,
+    /// Close an HTTP MCP session idle this many seconds when it holds no default session
+    /// (one that does lives until the client deletes it or the default expires).
+    #[arg(long, env = "KERNEL_MCP_HTTP_KEEP_ALIVE_S", default_value_t = 300)]
+    pub http_keep_alive_s: u64,
     #[command(flatten)]
     pub token: TokenArgs,
     #[command(flatten)]

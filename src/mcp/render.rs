@@ -236,7 +236,7 @@ pub fn variables_text(vars: &[Value]) -> String {
 }
 
 /// What a history replay did.
-pub fn replay_text(replay: &crate::ops::Replay) -> String {
+pub fn replay_text(replay: &crate::ops::history::Replay) -> String {
     match (replay.stopped_at, replay.runs.last()) {
         (Some(i), Some(last)) => format!(
             "re-ran {} blocks; stopped at index {i} ({}): see runs[-1] and get_execution for details",

@@ -34,6 +34,20 @@ pub struct ExportContext {
     pub exported_at: String,
 }
 
+impl ExportContext {
+    /// The export context of a live session.
+    pub fn from_info(info: &crate::session::SessionInfo) -> ExportContext {
+        ExportContext {
+            session_id: info.session_id.clone(),
+            kernel: info.kernel.clone(),
+            display_name: info.display_name.clone(),
+            language: info.language.clone(),
+            language_info: info.kernel_info["language_info"].clone(),
+            exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        }
+    }
+}
+
 /// The file contents for `format`. Script: a comment header naming session, kernel and time
 /// (comment syntax by language: `%` for octave/matlab, `#` otherwise), then each block's code
 /// in order separated by a blank line. Transcript: `[n] code` then its outputs, like a REPL.

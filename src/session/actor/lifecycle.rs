@@ -8,6 +8,8 @@
 //! (`restart_session`, a `timeout_s` escalation, recovery after a death), and
 //! [`Actor::start_kernel`] refuses a replacement it would have to make.
 
+use tracing::Instrument;
+
 use super::*;
 
 impl Actor {
@@ -51,12 +53,15 @@ impl Actor {
         let grace = self.limits.shutdown_grace();
         self.starting = Some((
             reason,
-            tokio::spawn(async move {
-                match old {
-                    Some(old) => launcher.replace(old, grace).await,
-                    None => launcher.start().await,
+            tokio::spawn(
+                async move {
+                    match old {
+                        Some(old) => launcher.replace(old, grace).await,
+                        None => launcher.start().await,
+                    }
                 }
-            }),
+                .in_current_span(),
+            ),
         ));
     }
 
@@ -78,10 +83,14 @@ impl Actor {
                 self.quirks = Quirks::from_kernel_info(&info);
                 self.kernel_info = info;
                 self.kernel = Some(kernel);
+                self.other_client_run = None;
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {
-                    let _ = w.send(Ok(info.clone()));
+                    let _ = w.send(Ok(Started {
+                        info: info.clone(),
+                        journal: self.journal.as_ref().map(|j| j.path().to_path_buf()),
+                    }));
                 }
                 for w in self.restart_waiters.drain(..) {
                     let _ = w.send(Ok(info.clone()));
@@ -122,6 +131,7 @@ impl Actor {
             }
         }
         let tail = kernel.output_tail();
+        self.other_client_run = None;
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
         let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::error::SessionError;
 use super::history::{History, HistoryEntry, Journal, JournalHeader, JournalRecord};
@@ -64,6 +65,20 @@ pub struct SessionDesc {
     pub launcher: Arc<dyn KernelLauncher>,
     /// Where its history journal goes; `None`: no journal.
     pub journal_dir: Option<PathBuf>,
+    /// The journal belongs to one client (a connection's own `default`): it is marked private
+    /// and never found by the session's name.
+    pub journal_private: bool,
+    /// The span the actor (and its kernel's start) log in: whoever reads the logs tells
+    /// sessions apart by it (see `mcp/logging.rs`).
+    pub span: tracing::Span,
+}
+
+/// What a session's first kernel start hands back: the session, and where its history is
+/// journalled.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub info: SessionInfo,
+    pub journal: Option<PathBuf>,
 }
 
 /// A validated execute request.
@@ -220,7 +235,7 @@ pub struct Actor {
     generation: u64,
     starting: Option<Starting>,
     restart_waiters: Vec<Reply<Result<SessionInfo, SessionError>>>,
-    create_waiter: Option<Reply<Result<SessionInfo, SessionError>>>,
+    create_waiter: Option<Reply<Result<Started, SessionError>>>,
     runs: RunTable,
     /// Generation of the kernel the last started run executed in.
     last_run_generation: Option<u64>,
@@ -243,6 +258,9 @@ pub struct Actor {
     expires_after: Option<Duration>,
     /// Start of the current idle period for expiry (see `expiry.rs`).
     idle_since: chrono::DateTime<chrono::Utc>,
+    /// The `execute_request` another client of the kernel (a person's `jupyter console
+    /// --existing`) is running, seen on iopub: the session is busy, not idle (see `expiry.rs`).
+    other_client_run: Option<String>,
 }
 
 impl Actor {
@@ -253,7 +271,7 @@ impl Actor {
         desc: SessionDesc,
         limits: Arc<Limits>,
         commands: mpsc::Receiver<Command>,
-        created: Reply<Result<SessionInfo, SessionError>>,
+        created: Reply<Result<Started, SessionError>>,
     ) -> JoinHandle<()> {
         let now = chrono::Utc::now();
         let mut actor = Actor {
@@ -283,12 +301,17 @@ impl Actor {
             settle_waiters: Vec::new(),
             expires_after: None,
             idle_since: now,
+            other_client_run: None,
         };
-        runtime.spawn(async move {
-            actor.journal = actor.open_journal();
-            actor.start_kernel(StartReason::Create, None);
-            actor.run().await;
-        })
+        let span = actor.desc.span.clone();
+        runtime.spawn(
+            async move {
+                actor.journal = actor.open_journal();
+                actor.start_kernel(StartReason::Create, None);
+                actor.run().await;
+            }
+            .instrument(span),
+        )
     }
 
     async fn run(&mut self) {
@@ -418,6 +441,7 @@ impl Actor {
             created_at: self
                 .created_at
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            private: self.desc.journal_private,
         };
         match Journal::create(dir, &header) {
             Ok(j) => {

@@ -194,8 +194,11 @@ impl Actor {
         }
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
-            if channel == Channel::Iopub && msg.msg_type() == "stream" {
-                tracing::debug!(session = %self.desc.id, "output with no run: {}", msg.content["text"]);
+            if channel == Channel::Iopub {
+                if msg.msg_type() == "stream" {
+                    tracing::debug!(session = %self.desc.id, "output with no run: {}", msg.content["text"]);
+                }
+                self.other_client_message(&msg);
             }
             return;
         };

@@ -18,8 +18,7 @@ use crate::session::quirks::Quirks;
 use crate::session::types::{ErrorInfo, OutputItem};
 use crate::wire::Message;
 
-/// Output kept per run (bytes); beyond it output is dropped with a notice.
-pub const MAX_STORED_BYTES: usize = 64 * 1024 * 1024;
+pub use crate::config::MAX_STORED_BYTES;
 
 /// Bytes counted against [`MAX_STORED_BYTES`] for each new slot (its bookkeeping), so a
 /// flood of alternating one-byte writes to stdout and stderr stays bounded too.

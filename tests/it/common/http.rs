@@ -99,6 +99,11 @@ impl HttpClient {
         }
     }
 
+    /// The session's `Mcp-Session-Id`.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
     /// Call a tool; returns its `structuredContent`.
     pub async fn call(&self, tool: &str, args: Value) -> Value {
         let id = self

@@ -539,6 +539,7 @@ pub mod gateways;
 pub mod history;
 pub mod http;
 pub mod kernels;
+pub mod person;
 pub mod raw;
 pub mod schemas;
 pub mod scripted;

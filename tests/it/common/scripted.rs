@@ -214,6 +214,8 @@ async fn session_of(
             adopts,
         }),
         journal_dir: None,
+        journal_private: false,
+        span: tracing::Span::none(),
     };
     let (handle, created) = SessionHandle::spawn(
         &tokio::runtime::Handle::current(),
@@ -221,8 +223,8 @@ async fn session_of(
         Arc::new(Limits::default()),
     );
     let first = scripts.recv().await.expect("a first kernel");
-    let info = created.await.expect("created").expect("started");
-    assert_eq!(info.generation, 1);
+    let started = created.await.expect("created").expect("started");
+    assert_eq!(started.info.generation, 1);
     (handle, scripts, first)
 }
 

@@ -2,21 +2,18 @@
 //! destroy sessions, and server_info. Each validates its parameters, calls the registry or a
 //! session handle and renders the record.
 
-use std::path::PathBuf;
-
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
-use super::error::ToolResult;
-use super::params::*;
-use super::render;
-use super::results::{
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::*;
+use crate::mcp::render;
+use crate::mcp::results::{
     Destroyed, Interrupted, KernelEntry, KernelList, ServerInfo, SessionDetail, SessionList,
 };
-use super::schema::output;
-use super::server::{KernelMcp, seconds};
+use crate::mcp::schema::output;
 use crate::ops::variables_note;
-use crate::registry::CreateRequest;
 use crate::session::SessionInfo;
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
@@ -27,10 +24,10 @@ impl KernelMcp {
         output_schema = output::<KernelList>()
     )]
     async fn list_kernels(&self) -> ToolResult {
+        let sources = self.registry().sources();
         let (remote, gateways) =
-            crate::registry::sources::remote::list_all(&self.registry.gateways).await;
-        let mut kernels: Vec<_> = self
-            .registry
+            crate::registry::sources::remote::list_all(&sources.gateways).await;
+        let mut kernels: Vec<_> = sources
             .search
             .list()
             .into_iter()
@@ -53,7 +50,7 @@ impl KernelMcp {
         }));
         let list = KernelList {
             kernels,
-            default_kernel: self.registry.default_kernel(),
+            default_kernel: sources.default_kernel(),
             gateways,
         };
         Ok(render::success(render::kernels_text(&list), &list, vec![]))
@@ -65,23 +62,15 @@ impl KernelMcp {
         output_schema = output::<SessionInfo>()
     )]
     async fn create_session(&self, Parameters(p): Parameters<CreateSessionParams>) -> ToolResult {
-        let req = CreateRequest {
-            session_id: p.session_id,
-            kernel: p.kernel,
-            python: p.python,
-            environment: p.environment,
-            cwd: p.cwd.map(PathBuf::from),
-            env: p.env.unwrap_or_default(),
-            startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,
-            max_memory_mib: p.max_memory_mib,
-            expires_after: seconds(p.expires_after_s, "expires_after_s")?,
-            connection_file: p.connection_file.map(PathBuf::from),
-            gateway: p.gateway,
-            kernel_id: p.kernel_id,
-            sandbox: p.sandbox,
-            sandbox_network: p.sandbox_network,
+        let new = NewSession::try_from(p)?;
+        let key = match &new.session_id {
+            Some(id) => self.scope.key(id),
+            None => self.scope.new_key(),
         };
-        let info = self.registry.create(req).await?;
+        let info = self
+            .registry()
+            .create(&key, new.source, new.options)
+            .await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))
     }
 
@@ -91,7 +80,7 @@ impl KernelMcp {
         output_schema = output::<SessionList>()
     )]
     async fn list_sessions(&self) -> ToolResult {
-        let sessions = self.registry.list().await;
+        let sessions = self.registry().list(self.scope.viewer()).await;
         let text = if sessions.is_empty() {
             "no sessions".to_string()
         } else {
@@ -107,7 +96,7 @@ impl KernelMcp {
         output_schema = output::<SessionDetail>()
     )]
     async fn get_session(&self, Parameters(p): Parameters<GetSessionParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let info = handle.info().await?;
         let mut text = render::session_text(&info);
         let mut detail = SessionDetail {
@@ -116,7 +105,7 @@ impl KernelMcp {
             variables_note: None,
         };
         if p.include_variables.unwrap_or(false) {
-            match handle.variables().await {
+            match crate::ops::variables(&handle).await {
                 Ok((vars, total)) => {
                     text.push_str(&render::variables_text(&vars));
                     detail.variables_note = variables_note(vars.len(), total)
@@ -139,7 +128,7 @@ impl KernelMcp {
         output_schema = output::<Interrupted>()
     )]
     async fn interrupt_session(&self, Parameters(p): Parameters<SessionIdParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let (info, run) = handle.interrupt().await?;
         let text = match &run {
             Some(r) => format!("interrupted run {r}\n{}", render::session_text(&info)),
@@ -158,7 +147,7 @@ impl KernelMcp {
         output_schema = output::<SessionInfo>()
     )]
     async fn restart_session(&self, Parameters(p): Parameters<RestartSessionParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let info = handle.restart(p.clear_history.unwrap_or(false)).await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))
     }
@@ -169,7 +158,10 @@ impl KernelMcp {
         output_schema = output::<Destroyed>()
     )]
     async fn destroy_session(&self, Parameters(p): Parameters<SessionIdParams>) -> ToolResult {
-        let shutdown = self.registry.destroy(&p.session_id).await?;
+        let shutdown = self
+            .registry()
+            .destroy(&self.scope.key(&p.session_id))
+            .await?;
         let text = format!(
             "session '{}' destroyed (shutdown: {})",
             p.session_id,
@@ -188,7 +180,8 @@ impl KernelMcp {
         output_schema = output::<ServerInfo>()
     )]
     async fn server_info(&self) -> ToolResult {
-        let sessions = self.registry.session_ids().len();
+        let registry = self.registry();
+        let sessions = registry.names(self.scope.viewer()).len();
         let v = ServerInfo {
             name: "kernel-mcp".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -197,16 +190,16 @@ impl KernelMcp {
                 .iter()
                 .map(|v| v.to_string())
                 .collect(),
-            limits: (*self.registry.limits).clone(),
-            kernelspec_dirs: self.registry.search.dirs().to_vec(),
-            python_environment: self.registry.env_prefix.clone(),
+            limits: self.limits().clone(),
+            kernelspec_dirs: registry.sources().search.dirs().to_vec(),
+            python_environment: registry.sources().env_prefix.clone(),
             session_count: sessions,
-            pool: self.registry.pool.counts(),
+            pool: registry.sources().pool.counts(),
             server_instance: crate::instance::current().id.clone(),
             started_at: crate::instance::current().started_at.clone(),
-            sandbox: super::results::SandboxInfo {
-                default_policy: self.registry.sandbox.policy,
-                network: self.registry.sandbox.network,
+            sandbox: crate::mcp::results::SandboxInfo {
+                default_policy: registry.sources().sandbox.policy,
+                network: registry.sources().sandbox.network,
                 host: crate::kernel::sandbox::HostSupport::current().clone(),
             },
         };

@@ -1,33 +1,50 @@
-//! The MCP server handler: [`KernelMcp`], a cheap clone over the process-wide [`Registry`],
-//! with the tool routers of `tools_*.rs` and the one `call_tool` override that every call
-//! passes through: a panic guard keyed on the tool name, and the contract's error shape for
-//! arguments that do not deserialize.
+//! The MCP server handler: [`KernelMcp`], a cheap clone over the process-wide [`Registry`]
+//! seen through the caller's [`Scope`], with the tool routers of its `tools_*.rs` and the one
+//! `call_tool` override that every call passes through: a panic guard keyed on the tool
+//! name, and the contract's error shape for arguments that do not deserialize. It also
+//! records the client's cancellations (`on_cancelled`, see [`super::cancel`]) and, over
+//! HTTP, which `Mcp-Session-Id` it serves (see [`super::http_sessions`]).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::FutureExt;
 use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    Implementation, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CancelledNotificationParam,
+    Extensions, GetTaskParams, GetTaskResult, Implementation, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
+use super::cancel::Cancels;
 use super::error::ToolError;
+use super::http_sessions::HttpSessions;
+use crate::config::Limits;
 use crate::registry::Registry;
-use crate::registry::scope::RegistryView;
-use crate::session::ErrorCode;
+use crate::registry::scope::Scope;
+use crate::session::{ErrorCode, SessionError, SessionHandle};
+
+mod tools_code;
+mod tools_env;
+mod tools_fresh;
+mod tools_history;
+mod tools_run;
+mod tools_service;
+mod tools_session;
+mod tools_state;
 
 /// The MCP server: a cheap clone over the process-wide [`Registry`], seen through the
-/// connection's [`RegistryView`] (who owns `default`).
+/// connection's [`Scope`] (who owns `default`, who may see which run).
 #[derive(Clone)]
 pub struct KernelMcp {
-    pub(crate) registry: RegistryView,
-    /// This connection's number (log subscriptions are per connection).
-    connection: u64,
+    pub(crate) scope: Scope,
+    /// This handler's number (log subscriptions are per handler).
+    handler: u64,
+    /// The requests this connection's client cancelled.
+    pub(crate) cancels: Arc<Cancels>,
+    /// The HTTP endpoint's session table, when served over streamable HTTP.
+    http: Option<Arc<HttpSessions>>,
     tool_router: ToolRouter<KernelMcp>,
 }
 
@@ -72,21 +89,57 @@ impl KernelMcp {
 
     /// A standalone handler offering `toolset`; a tool left out is unknown to `tools/call` too.
     pub fn with_toolset(registry: Arc<Registry>, toolset: Toolset) -> KernelMcp {
-        KernelMcp::with_view(RegistryView::unscoped(registry), toolset)
+        KernelMcp::with_scope(Scope::standalone(registry), toolset)
     }
 
     /// The handler of one connection to the shared service: it sees every named session and a
     /// `default` session of its own, which ends with [`KernelMcp::close`].
     pub fn for_connection(registry: Arc<Registry>, toolset: Toolset) -> KernelMcp {
-        KernelMcp::with_view(RegistryView::connection(registry), toolset)
+        KernelMcp::with_scope(Scope::connection(registry), toolset)
+    }
+
+    /// This handler serves one session of an HTTP endpoint whose lifetimes `sessions` keeps.
+    pub fn over_http(mut self, sessions: Arc<HttpSessions>) -> KernelMcp {
+        self.http = Some(sessions);
+        self
     }
 
     /// The connection has ended: destroy its own `default` session (if it has one).
     pub async fn close(&self) {
-        self.registry.close().await;
+        self.scope.close().await;
     }
 
-    fn with_view(registry: RegistryView, toolset: Toolset) -> KernelMcp {
+    /// The registry (limits, kernel sources); sessions are reached with the scope's keys.
+    pub(crate) fn registry(&self) -> &Registry {
+        self.scope.registry()
+    }
+
+    /// The server's limits.
+    pub(crate) fn limits(&self) -> &Limits {
+        self.registry().limits()
+    }
+
+    /// The session `id` names for this caller (`default`: its own).
+    /// Errors: `SESSION_NOT_FOUND`, `SESSION_EXPIRED`.
+    pub(crate) fn session(&self, id: &str) -> Result<SessionHandle, SessionError> {
+        self.registry().get(&self.scope.key(id))
+    }
+
+    /// Over HTTP: the `Mcp-Session-Id` of a request to this connection.
+    fn http_session<'a>(&self, extensions: &'a Extensions) -> Option<&'a str> {
+        extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| super::http_sessions::session_id(&p.headers))
+    }
+
+    /// Over HTTP: tell the session table which `Mcp-Session-Id` this connection is.
+    fn bind_http_session(&self, extensions: &Extensions) {
+        if let (Some(http), Some(id)) = (&self.http, self.http_session(extensions)) {
+            http.bind(id, self.scope.downgrade());
+        }
+    }
+
+    fn with_scope(scope: Scope, toolset: Toolset) -> KernelMcp {
         let mut tool_router = Self::session_router()
             + Self::run_router()
             + Self::history_router()
@@ -119,25 +172,14 @@ impl KernelMcp {
             super::schema::compact_input(&mut schema, toolset == Toolset::Full);
             route.attr.input_schema = Arc::new(schema);
         }
-        static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        static HANDLERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         KernelMcp {
-            registry,
-            connection: CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            scope,
+            handler: HANDLERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            cancels: Default::default(),
+            http: None,
             tool_router,
         }
-    }
-}
-
-/// `v` seconds as a duration. Errors: `INVALID_ARGUMENT` outside `0..=1e7` or not finite.
-pub(crate) fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, ToolError> {
-    match v {
-        None => Ok(None),
-        Some(s) if s.is_finite() && (0.0..=1e7).contains(&s) => {
-            Ok(Some(Duration::from_secs_f64(s)))
-        }
-        Some(s) => Err(ToolError::invalid(format!(
-            "{name} must be a number of seconds between 0 and 10000000, not {s}."
-        ))),
     }
 }
 
@@ -153,6 +195,11 @@ impl ServerHandler for KernelMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let tool = request.name.to_string();
+        // Over HTTP, the session is not idle while the client waits for this answer.
+        let _busy = self.http.as_ref().and_then(|http| {
+            self.http_session(&context.extensions)
+                .map(|id| http.call(id, self.scope.downgrade()))
+        });
         let wants_task = super::tasks::may_become_task(&tool)
             && context
                 .client_capabilities()
@@ -207,7 +254,7 @@ impl ServerHandler for KernelMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         Ok(GetTaskResult::new(
-            self.detailed_task(&request.task_id).await?,
+            super::tasks::detailed(&self.scope, &request.task_id).await?,
         ))
     }
 
@@ -217,7 +264,25 @@ impl ServerHandler for KernelMcp {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.cancel_task_run(&request.task_id).await
+        super::tasks::cancel(&self.scope, &request.task_id).await
+    }
+
+    /// `notifications/cancelled`: the client, not the end of its connection, cancelled a
+    /// request (see [`super::cancel`]).
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        if let Some(id) = notification.request_id {
+            self.cancels.record(id);
+        }
+    }
+
+    /// `notifications/initialized`: over HTTP, the first request that names this
+    /// connection's `Mcp-Session-Id`.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.bind_http_session(&context.extensions);
     }
 
     /// `logging/setLevel`: from now on this connection gets the server's log messages at
@@ -228,7 +293,12 @@ impl ServerHandler for KernelMcp {
         request: rmcp::model::SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        super::logging::subscribe(self.connection, context.peer.clone(), request.level);
+        super::logging::subscribe(
+            self.handler,
+            self.scope.connection_id().map(|c| c.get()),
+            context.peer.clone(),
+            request.level,
+        );
         Ok(())
     }
 
@@ -249,7 +319,7 @@ impl ServerHandler for KernelMcp {
         request: rmcp::model::ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
-        let contents = super::resources::read(&self.registry, &request.uri).await?;
+        let contents = super::resources::read(&self.scope, &request.uri).await?;
         Ok(rmcp::model::ReadResourceResult::new(contents).into())
     }
 
