@@ -17,7 +17,7 @@ use kernel_mcp::service::listener::ServiceOptions;
 use kernel_mcp::service::paths::{ServicePaths, default_socket};
 
 use super::args::{ServeArgs, ServiceArgs, SessionArgs, TokenArgs, Transport};
-use super::dispatch::{Context, Failure};
+use super::context::{Context, Failure};
 
 /// `kernel-mcp serve` (not `--shared`): MCP on a registry of this process.
 pub fn serve(ctx: Context, args: ServeArgs) -> Result<(), Failure> {
