@@ -36,6 +36,9 @@ struct Cli {
     /// A file holding a gateway's token (NAME= for one gateway; without, for every gateway).
     #[arg(long, global = true, value_name = "[NAME=]PATH")]
     gateway_token_file: Vec<String>,
+    /// `--mcp-config`, `--mcp-scope`: the broker (kernel code calling MCP tools).
+    #[command(flatten)]
+    broker: kernel_mcp::broker::BrokerArgs,
 }
 
 #[derive(Subcommand)]
@@ -186,7 +189,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let gateway_args = gateway_flags(&cli);
+    let mut gateway_args = gateway_flags(&cli);
+    // A service this process starts gets the broker's flags too.
+    gateway_args.extend(cli.broker.service_flags());
+    let broker = kernel_mcp::broker::BrokerSettings::from_args(&cli.broker);
     let command = cli.command.unwrap_or_else(|| Command::Serve {
         transport: std::env::var("MCP_TRANSPORT").unwrap_or_else(|_| "stdio".into()),
         host: std::env::var("MCP_HOST")
@@ -320,9 +326,15 @@ fn main() -> ExitCode {
                 max_memory_mib,
                 ..Limits::default()
             };
-            serve_registry(search, env_prefix, limits, &pool, gateways, |registry| {
-                kernel_mcp::service::listener::run(registry, opts)
-            })
+            serve_registry(
+                search,
+                env_prefix,
+                limits,
+                &pool,
+                gateways,
+                broker,
+                |registry| kernel_mcp::service::listener::run(registry, opts),
+            )
         }
         Command::Serve {
             transport,
@@ -366,6 +378,7 @@ fn main() -> ExitCode {
                 limits,
                 &pool,
                 gateways,
+                broker,
                 move |registry| async move {
                     match access {
                         Some(access) if sse => {
@@ -402,6 +415,7 @@ fn serve_registry<F, Fut>(
     limits: Limits,
     pool: &[(String, usize)],
     gateways: Vec<kernel_mcp::kernel::remote::Rest>,
+    broker: kernel_mcp::broker::BrokerSettings,
     serve: F,
 ) -> ExitCode
 where
@@ -429,7 +443,11 @@ where
         Ok(exe) => registry = registry.with_supervisor(exe),
         Err(e) => tracing::warn!("kernels run unsupervised: {e}"),
     }
-    let registry = match registry.with_gateways(gateways).with_pool(pool) {
+    let registry = match registry
+        .with_broker(broker)
+        .with_gateways(gateways)
+        .with_pool(pool)
+    {
         Ok(r) => Arc::new(r),
         Err(e) => {
             eprintln!("kernel-mcp: {e}");

@@ -23,6 +23,7 @@ pub mod history;
 pub(crate) mod history_query;
 pub(crate) mod ids;
 pub(crate) mod language;
+pub mod observer;
 pub(crate) mod ops;
 pub(crate) mod output;
 pub(crate) mod packages;

@@ -292,6 +292,7 @@ impl crate::session::Registry {
                 startup_timeout: Duration::from_secs(self.limits.startup_timeout_s),
                 supervisor: self.supervisor.clone(),
                 max_memory_mib: self.limits.max_memory_mib,
+                env_hook: self.broker.as_ref().and_then(|b| b.env_hook()),
             };
             self.pool.add(LocalLauncher { spec, opts }, *wanted);
         }

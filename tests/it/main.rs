@@ -3,6 +3,7 @@
 
 mod adopt;
 mod attach;
+mod broker;
 mod checkpoints;
 mod cli;
 mod common;

@@ -42,6 +42,9 @@ impl Actor {
                 }
                 self.quirks = Quirks::from_kernel_info(&info);
                 self.kernel_info = info;
+                if let Some(o) = &self.desc.observer {
+                    o.kernel_ready(kernel.connection_file());
+                }
                 self.kernel = Some(kernel);
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
@@ -75,6 +78,7 @@ impl Actor {
         let Some(mut kernel) = self.kernel.take() else {
             return;
         };
+        self.observe_cancel();
         // Apply what the kernel already delivered before declaring the death.
         while let Some(ev) = kernel.try_next_event() {
             if let KernelEvent::Message(channel, msg) = ev {
@@ -128,6 +132,7 @@ impl Actor {
 
     /// End the session: cancel its runs, stop a start under way, shut the kernel down.
     pub(super) async fn destroy(&mut self) -> ShutdownRung {
+        self.observe_cancel();
         self.cancel_queued("Cancelled: the session was destroyed.");
         if let Some(run) = self.runs.current_mut() {
             run.notices
@@ -175,6 +180,7 @@ impl Actor {
             self.finish_current();
         }
         self.cancel_queued("Cancelled: the session was restarted before this run started.");
+        self.observe_cancel();
         let old = self.kernel.take();
         self.start_kernel(StartReason::Restart, old);
     }

@@ -64,6 +64,8 @@ pub struct SessionDesc {
     pub launcher: Arc<dyn KernelLauncher>,
     /// Where its history journal goes; `None`: no journal.
     pub journal_dir: Option<PathBuf>,
+    /// Told about its kernels and cancellations (the broker's endpoint); `None`: nobody.
+    pub observer: Option<Arc<dyn super::observer::SessionObserver>>,
 }
 
 /// A validated execute request.
@@ -386,12 +388,20 @@ impl Actor {
 
     /// Interrupt the kernel, bounded by [`SEND_DEADLINE`]; failures are logged.
     async fn interrupt_kernel(&mut self) {
+        self.observe_cancel();
         let Some(kernel) = self.kernel.as_mut() else {
             return;
         };
         let outcome = tokio::time::timeout(SEND_DEADLINE, kernel.interrupt()).await;
         if !matches!(outcome, Ok(Ok(()))) {
             tracing::warn!(session = %self.desc.id, "interrupt not delivered: {outcome:?}");
+        }
+    }
+
+    /// Tell the observer that what runs in the session is being cancelled.
+    fn observe_cancel(&self) {
+        if let Some(o) = &self.desc.observer {
+            o.run_cancelled();
         }
     }
 

@@ -78,6 +78,8 @@ pub struct Registry {
     pub pool: super::pool::Pool,
     /// The configured Jupyter servers and gateways (`--gateway`).
     pub gateways: crate::kernel::remote::Gateways,
+    /// Kernel code's access to MCP tools (`crate::broker`); `None`: none.
+    pub broker: Option<Arc<crate::broker::Broker>>,
 }
 
 impl Registry {
@@ -109,7 +111,18 @@ impl Registry {
             expired: Mutex::new(Default::default()),
             pool: Default::default(),
             gateways: Default::default(),
+            broker: None,
         }
+    }
+
+    /// Give sessions the broker of `settings` (before [`Self::with_pool`], whose kernels
+    /// are launched with its environment).
+    pub fn with_broker(mut self, settings: crate::broker::BrokerSettings) -> Registry {
+        self.broker = Some(Arc::new(crate::broker::Broker::new(
+            settings,
+            self.sessions_runtime.clone(),
+        )));
+        self
     }
 
     /// Offer the kernels of these Jupyter servers and gateways too.
@@ -254,6 +267,7 @@ impl Registry {
                         startup_timeout,
                         supervisor: self.supervisor.clone(),
                         max_memory_mib: req.max_memory_mib.unwrap_or(self.limits.max_memory_mib),
+                        env_hook: self.broker.as_ref().and_then(|b| b.env_hook()),
                     };
                     let local = LocalLauncher { spec, opts };
                     (
@@ -262,12 +276,20 @@ impl Registry {
                     )
                 }
             };
+        // The broker's side of the session (see `crate::broker`): an endpoint for a local
+        // Python kernel, a notice for a remote one.
+        let observer = self.broker.as_ref().and_then(|b| match &req.gateway {
+            Some(g) => b.attach_remote(g),
+            None if req.connection_file.is_some() => None,
+            None => b.attach(&id, &spec, &cwd),
+        });
         let desc = SessionDesc {
             id: id.clone(),
             spec,
             cwd,
             launcher,
             journal_dir: self.journal_dir.clone(),
+            observer,
         };
         let mut handle;
         let created_rx;
@@ -458,6 +480,9 @@ impl Registry {
         let pool = self.pool.shutdown(self.limits.shutdown_grace());
         let both = futures::future::join(futures::future::join_all(all), pool);
         let _ = tokio::time::timeout(Duration::from_secs(15), both).await;
+        if let Some(b) = &self.broker {
+            let _ = tokio::time::timeout(Duration::from_secs(10), b.shutdown()).await;
+        }
     }
 }
 

@@ -195,6 +195,7 @@ pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Sc
             wedged,
         }),
         journal_dir: None,
+        observer: None,
     };
     let (handle, created) = SessionHandle::spawn(
         &tokio::runtime::Handle::current(),
