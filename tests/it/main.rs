@@ -4,6 +4,8 @@
 mod adopt;
 mod attach;
 mod broker;
+mod broker_helper;
+mod broker_lifecycle;
 mod checkpoints;
 mod cli;
 mod common;
