@@ -236,3 +236,105 @@ print("OUTER", r["structuredContent"]["status"], r["structuredContent"]["stdout"
     assert!(gone, "the downstream kernel-mcp outlived the session");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_session_says_in_its_notices_that_the_broker_is_not_there() {
+    use crate::common::gateways::{Backend, GatewayProc};
+    let gw = GatewayProc::start(Backend::KernelGateway).await;
+    let server = Server::start_with(
+        &[("KERNEL_MCP_GATEWAY_TOKEN", std::ffi::OsStr::new(&gw.token))],
+        &["--gateway", &gw.flag(None)],
+    )
+    .await;
+    write_registry(
+        server.workdir(),
+        json!({"everything": everything_entry(json!({}))}),
+    );
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "r", "gateway": "kg"}),
+        )
+        .await;
+    assert!(!crate::common::is_error(&r), "{}", crate::common::text(&r));
+    let first = run(&server, "r", "1 + 1").await;
+    let second = run(&server, "r", "2 + 2").await;
+    let third = run(&server, "r", "import kernel_mcp").await;
+    let says = |r: &serde_json::Value| r["notices"].to_string().contains("MCP broker");
+    assert!(says(&first), "{first:#}");
+    assert!(!says(&second), "{second:#}");
+    assert!(says(&third) && third["status"] == "error", "{third:#}");
+    server.destroy("r").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_that_dies_mid_call_leaves_outcome_unknown_and_the_next_kernel_calls_on() {
+    let server = Server::start().await;
+    write_registry(
+        server.workdir(),
+        json!({"everything": everything_entry(json!({}))}),
+    );
+    server.create_session("s").await;
+    let r = run(
+        &server,
+        "s",
+        r#"
+import os, signal, threading
+from kernel_mcp import mcp
+threading.Timer(2, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+mcp.call("everything", "trigger-long-running-operation", arguments={"duration": 60, "steps": 60})
+"#,
+    )
+    .await;
+    assert_eq!(r["status"], "kernel_died", "{r:#}");
+    // The new kernel (generation 2) gets the session's endpoint too; the journal is the
+    // session's.
+    let out = stdout_of(
+        &server,
+        "s",
+        "from kernel_mcp import mcp; print('LAST', mcp.journal()[-1]['outcome']); print(mcp.text(mcp.call('everything', 'echo', message='again')))",
+    )
+    .await;
+    assert!(out.contains("LAST outcome_unknown"), "{out}");
+    assert!(out.contains("Echo: again"), "{out}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_cancels_a_call_that_a_thread_of_the_run_waits_for() {
+    // SIGINT reaches the main thread only: the thread's call ends because the session
+    // cancels its calls in flight when it interrupts the kernel.
+    let server = Server::start().await;
+    write_registry(
+        server.workdir(),
+        json!({"everything": everything_entry(json!({}))}),
+    );
+    server.create_session("s").await;
+    let r = server
+        .call(
+            "execute",
+            json!({"session_id": "s", "wait_s": 4, "code": r#"
+import threading
+from kernel_mcp import mcp
+box = []
+def work():
+    try:
+        mcp.call("everything", "trigger-long-running-operation", arguments={"duration": 60, "steps": 60})
+    except Exception as e:
+        box.append("%s:%s" % (type(e).__name__, getattr(e, "kind", "")))
+t = threading.Thread(target=work)
+t.start()
+t.join()
+"#}),
+        )
+        .await;
+    let r = structured(&r);
+    assert_eq!(r["status"], "running", "{r:#}");
+    server
+        .call("interrupt_session", json!({"session_id": "s"}))
+        .await;
+    let out = stdout_of(&server, "s", "t.join(15); print('BOX', box, t.is_alive())").await;
+    assert!(out.contains("BOX ['BrokerError:cancelled'] False"), "{out}");
+    server.shutdown().await;
+}
