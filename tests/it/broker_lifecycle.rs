@@ -282,7 +282,8 @@ async fn a_kernel_that_dies_mid_call_leaves_outcome_unknown_and_the_next_kernel_
         r#"
 import os, signal, threading
 from kernel_mcp import mcp
-threading.Timer(2, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+mcp.call("everything", "echo", message="warm")  # the server is up: the next call is sent at once
+threading.Timer(3, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
 mcp.call("everything", "trigger-long-running-operation", arguments={"duration": 60, "steps": 60})
 "#,
     )
