@@ -37,7 +37,7 @@ pub mod ops;
 pub mod project;
 pub mod redact;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -282,15 +282,6 @@ impl Broker {
             .filter_map(|(_, p)| p.upgrade())
             .collect();
         futures::future::join_all(live.iter().map(|p| p.stop())).await;
-    }
-
-    /// The registries in use and their servers' states (for `server_info`-like reports).
-    pub fn projects(&self) -> BTreeMap<String, usize> {
-        lock(&self.projects)
-            .values()
-            .filter_map(Weak::upgrade)
-            .map(|p| (p.registry.path.display().to_string(), p.downstreams.len()))
-            .collect()
     }
 }
 

@@ -344,3 +344,31 @@ print(sorted(r["structuredContent"]), r["content"][0]["type"])
     assert!(out.contains("temperature") && out.contains("text"), "{r:#}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interpreter_session_gets_the_broker_and_a_bash_session_does_not() {
+    let server = Server::start().await;
+    write_registry(
+        server.workdir(),
+        json!({"everything": everything_entry(json!({}))}),
+    );
+    let python = crate::common::venv().join("bin/python");
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "py", "python": python.display().to_string()}),
+        )
+        .await;
+    assert!(!crate::common::is_error(&r), "{}", crate::common::text(&r));
+    let out = stdout_of(
+        &server,
+        "py",
+        "from kernel_mcp import mcp; print(mcp.text(mcp.call('everything', 'echo', message='interp')))",
+    )
+    .await;
+    assert!(out.contains("Echo: interp"), "{out}");
+    server.create_session_on("sh", "bash").await;
+    let out = stdout_of(&server, "sh", "echo \"[${KERNEL_MCP_ENDPOINT:-none}]\"").await;
+    assert!(out.contains("[none]"), "{out}");
+    server.shutdown().await;
+}
