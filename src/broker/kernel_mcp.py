@@ -157,7 +157,10 @@ def _request(op, **params):
             s.connect(endpoint["socket"])
         except OSError as e:
             raise _unreachable(endpoint, e) from None
-        s.sendall(line)
+        try:
+            s.sendall(line)
+        except OSError:
+            pass  # the broker may have answered before reading it all (a request over its limit)
         chunks = []
         total = 0
         while True:
@@ -185,7 +188,10 @@ async def _arequest(op, **params):
         raise _unreachable(endpoint, e) from None
     try:
         writer.write(line)
-        await writer.drain()
+        try:
+            await writer.drain()
+        except OSError:
+            pass  # as in _request: read the answer the broker may have given early
         data = await reader.readline()
     finally:
         writer.close()

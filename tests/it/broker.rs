@@ -372,3 +372,34 @@ async fn an_interpreter_session_gets_the_broker_and_a_bash_session_does_not() {
     assert!(out.contains("[none]"), "{out}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_over_256_kib_are_refused_by_the_helper_and_by_the_broker() {
+    let server = Server::start().await;
+    write_registry(server.workdir(), json!({"everything": everything_entry(json!({}))}));
+    server.create_session("s").await;
+    let out = stdout_of(
+        &server,
+        "s",
+        r#"
+import kernel_mcp
+from kernel_mcp import mcp
+big = "x" * (300 * 1024)
+try:
+    mcp.call("everything", "echo", message=big)
+except ValueError as e:
+    print("HELPER", e.kind)
+# The broker checks too, whatever the client.
+try:
+    kernel_mcp._request("call", server="everything", tool="echo", arguments={"message": big})
+except mcp.BrokerError as e:
+    print("BROKER", e.kind, e)
+print("JOURNAL", mcp.journal())
+"#,
+    )
+    .await;
+    assert!(out.contains("HELPER limit"), "{out}");
+    assert!(out.contains("BROKER limit") && out.contains("262144"), "{out}");
+    assert!(out.contains("JOURNAL []"), "{out}");
+    server.shutdown().await;
+}
