@@ -376,7 +376,10 @@ async fn an_interpreter_session_gets_the_broker_and_a_bash_session_does_not() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arguments_over_256_kib_are_refused_by_the_helper_and_by_the_broker() {
     let server = Server::start().await;
-    write_registry(server.workdir(), json!({"everything": everything_entry(json!({}))}));
+    write_registry(
+        server.workdir(),
+        json!({"everything": everything_entry(json!({}))}),
+    );
     server.create_session("s").await;
     let out = stdout_of(
         &server,
@@ -399,7 +402,10 @@ print("JOURNAL", mcp.journal())
     )
     .await;
     assert!(out.contains("HELPER limit"), "{out}");
-    assert!(out.contains("BROKER limit") && out.contains("262144"), "{out}");
+    assert!(
+        out.contains("BROKER limit") && out.contains("262144"),
+        "{out}"
+    );
     assert!(out.contains("JOURNAL []"), "{out}");
     server.shutdown().await;
 }

@@ -121,7 +121,22 @@ async fn a_server_that_died_is_started_again_for_the_next_call() {
     let first = descendants_running(server.pid(), "server-everything");
     assert_eq!(first.len(), 1, "{first:?}");
     crate::common::terminate(first[0], Duration::from_secs(5));
-    assert!(stdout_of(&server, "s", call).await.contains("Echo: x"));
+    // A call that races the death fails `broken` and is not sent again; the next call
+    // starts a new server.
+    let again = r#"
+try:
+    r = mcp.call('everything', 'echo', message='x')
+except mcp.BrokerError as e:
+    print('RACED', e.kind)
+    r = mcp.call('everything', 'echo', message='x')
+print(mcp.text(r))
+"#;
+    let out = stdout_of(&server, "s", again).await;
+    assert!(out.contains("Echo: x"), "{out}");
+    assert!(
+        !out.contains("RACED") || out.contains("RACED broken"),
+        "{out}"
+    );
     let second = descendants_running(server.pid(), "server-everything");
     assert_eq!(second.len(), 1, "{second:?}");
     assert_ne!(first, second);
