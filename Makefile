@@ -7,6 +7,8 @@
 #   make test       make kernels, then cargo test --all-targets --features test-kernel (which builds
 #                   the fake-kernel test binary) against the ./.venv Python environment, then the
 #                   MCP suites once more through the shared service (serve --shared)
+#   make broker-deps  the broker tests' reference MCP server (server-everything) and Node 22,
+#                   from npm into tests/broker/node_modules (idempotent); part of `make test`
 #   make conformance  the official MCP conformance suite (from npm, with Node 22) against the HTTP
 #                   transport; part of `make test`
 #   make gateways   install Jupyter Kernel Gateway + Jupyter Server into ./.venv-gw and Jupyter
@@ -63,7 +65,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv kernels apt-kernels gateways build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test
+.PHONY: help venv .venv kernels apt-kernels gateways broker-deps build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -139,15 +141,24 @@ $(EG_STAMP): requirements-eg.txt
 	"$(EG_VENV)/bin/python" -c 'import enterprise_gateway, ipykernel, matplotlib'
 	@touch $@
 
+# The broker tests (tests/it/broker*.rs) call @modelcontextprotocol/server-everything on
+# Node 22, both from npm, pinned by tests/broker/package-lock.json; installed once.
+BROKER_STAMP := tests/broker/node_modules/.installed.stamp
+broker-deps: $(BROKER_STAMP)
+
+$(BROKER_STAMP): tests/broker/package-lock.json
+	cd tests/broker && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 build:
 	$(CARGO) build
 
 # The MCP suites run a second time through `serve --shared` (the per-user service and the
 # stdio relay), each test with a service of its own.
 SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust \
-  history_files history_export tasks resources
+  history_files history_export tasks resources broker broker_lifecycle
 
-test: $(STAMP) kernels gateways
+test: $(STAMP) kernels gateways broker-deps
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel --test it \
 	  -- --test-threads=$(TEST_THREADS) $(addsuffix ::,$(SHARED_SUITES))

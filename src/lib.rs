@@ -12,11 +12,15 @@
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
 //!
+//! Beside the layers, [`broker`] lets code in a local Python kernel call other MCP servers'
+//! tools (`from kernel_mcp import mcp`), hooked into kernel launch and the session actor.
+//!
 //! [`secrets`] keeps kernel-mcp's tokens out of every process it starts for code. [`trust`]
 //! says whether a directory or a socket's peer may be trusted with our code (the service's
 //! socket; both its ends check). [`instance`] is this process's identity (`server_instance`,
 //! `started_at`); [`memory`] hands the heap's freed pages back to the OS.
 
+pub mod broker;
 pub mod config;
 pub mod instance;
 pub mod kernel;

@@ -422,7 +422,7 @@ pub(crate) async fn spawn_with(
     Ok((client, pid))
 }
 
-async fn create(client: &Client, id: &str, kernel: &str) -> Res<CallToolResult> {
+pub(crate) async fn create(client: &Client, id: &str, kernel: &str) -> Res<CallToolResult> {
     let r = call(
         client,
         "create_session",

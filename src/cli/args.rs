@@ -133,6 +133,9 @@ pub struct SessionArgs {
     /// Let sandboxed sessions reach the network (and let a session ask for it).
     #[arg(long, env = "KERNEL_MCP_SANDBOX_NETWORK")]
     pub sandbox_network: bool,
+    /// `--mcp-config`, `--mcp-scope`: the broker (kernel code calling MCP tools).
+    #[command(flatten)]
+    pub broker: kernel_mcp::broker::BrokerArgs,
 }
 
 impl SessionArgs {
@@ -144,14 +147,15 @@ impl SessionArgs {
         }
     }
 
-    /// `--sandbox` and `--sandbox-network` for a service this process starts, so it
-    /// sandboxes as asked here.
+    /// `--sandbox`, `--sandbox-network` and the broker's flags for a service this process
+    /// starts, so it sandboxes and brokers as asked here.
     pub fn service_flags(&self) -> Vec<std::ffi::OsString> {
         let mut flags: Vec<std::ffi::OsString> =
             vec!["--sandbox".into(), self.sandbox.as_str().into()];
         if self.sandbox_network {
             flags.push("--sandbox-network".into());
         }
+        flags.extend(self.broker.service_flags());
         flags
     }
 }

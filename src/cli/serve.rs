@@ -174,7 +174,10 @@ where
         ..
     } = ctx;
     let mut registry = Registry::new(search, env_prefix, limits, runtimes.sessions())
-        .with_sandbox(sessions.sandbox());
+        .with_sandbox(sessions.sandbox())
+        .with_broker(kernel_mcp::broker::BrokerSettings::from_args(
+            &sessions.broker,
+        ));
     match std::env::current_exe() {
         Ok(exe) => registry = registry.with_supervisor(exe),
         Err(e) => tracing::warn!("kernels run unsupervised: {e}"),

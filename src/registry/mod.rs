@@ -72,6 +72,8 @@ pub struct Registry {
     helpers: Arc<fresh::Helpers>,
     /// Numbers the names of sessions created without one (`session-N`).
     counter: AtomicU64,
+    /// Kernel code's access to MCP tools (`crate::broker`); `None`: none.
+    broker: Option<Arc<crate::broker::Broker>>,
 }
 
 impl Registry {
@@ -96,6 +98,7 @@ impl Registry {
                 .ok(),
             helpers: Default::default(),
             counter: AtomicU64::new(0),
+            broker: None,
         }
     }
 
@@ -103,6 +106,15 @@ impl Registry {
     /// a stricter one, never a weaker.
     pub fn with_sandbox(mut self, sandbox: crate::kernel::Sandbox) -> Registry {
         self.sources.sandbox = sandbox;
+        self
+    }
+
+    /// Give sessions the broker of `settings` (before [`Self::with_pool`], whose kernels are
+    /// launched with its environment).
+    pub fn with_broker(mut self, settings: crate::broker::BrokerSettings) -> Registry {
+        let broker = Arc::new(crate::broker::Broker::new(settings, self.runtime.clone()));
+        self.sources.env_hook = broker.env_hook();
+        self.broker = Some(broker);
         self
     }
 
@@ -205,6 +217,15 @@ impl Registry {
             .sources
             .launch(&source, &opts, &cwd, &self.limits, live)
             .await?;
+        // The broker's side of the session (see `crate::broker`): an endpoint for a local
+        // Python kernel, a notice for a remote one, nothing for an adopted one.
+        let observer = self.broker.as_ref().and_then(|b| match &source {
+            KernelSource::Gateway { gateway, .. } | KernelSource::GatewayKernel { gateway, .. } => {
+                b.attach_remote(gateway)
+            }
+            KernelSource::ConnectionFile(_) => None,
+            _ => b.attach(key.name(), &launch.spec, &cwd),
+        });
         let desc = SessionDesc {
             id: key.name().to_string(),
             spec: launch.spec,
@@ -213,6 +234,7 @@ impl Registry {
             journal_dir: self.journal_dir.clone(),
             journal_private: key.is_private(),
             span: session_span(key.slot()),
+            observer,
         };
         let (handle, created) = {
             let mut table = lock(&self.table);
@@ -459,6 +481,9 @@ impl Registry {
         let pool = self.sources.pool.shutdown(self.limits.shutdown_grace());
         let both = futures::future::join(futures::future::join_all(all), pool);
         let _ = tokio::time::timeout(Duration::from_secs(15), both).await;
+        if let Some(b) = &self.broker {
+            let _ = tokio::time::timeout(Duration::from_secs(10), b.shutdown()).await;
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod error;
 pub mod history;
 pub(crate) mod ids;
 pub(crate) mod language;
+pub mod observer;
 pub(crate) mod output;
 pub(crate) mod quirks;
 pub(crate) mod run;

@@ -3,6 +3,9 @@
 
 mod adopt;
 mod attach;
+mod broker;
+mod broker_helper;
+mod broker_lifecycle;
 mod checkpoints;
 mod cli;
 mod common;

@@ -15,8 +15,8 @@ use crate::config::Limits;
 use crate::kernel::discovery::KernelSearch;
 use crate::kernel::remote::{Gateways, Rest};
 use crate::kernel::{
-    KernelLauncher, KernelSpec, LaunchOptions, LocalLauncher, Sandbox, SandboxPolicy,
-    SandboxUnavailable,
+    KernelEnvHook, KernelLauncher, KernelSpec, LaunchOptions, LocalLauncher, Sandbox,
+    SandboxPolicy, SandboxUnavailable,
 };
 use crate::session::SessionError;
 
@@ -101,6 +101,8 @@ pub struct Sources {
     pub supervisor: Option<PathBuf>,
     /// The sandbox every session gets at least (`--sandbox`; see `docs/sandbox.md`).
     pub sandbox: Sandbox,
+    /// Adds the broker's variables to each local kernel's environment (`crate::broker`).
+    pub env_hook: Option<KernelEnvHook>,
     ipykernel: specs::IpykernelCache,
 }
 
@@ -114,6 +116,7 @@ impl Sources {
             pool: Default::default(),
             supervisor: None,
             sandbox: Sandbox::NONE,
+            env_hook: None,
             ipykernel: Default::default(),
         }
     }
@@ -183,6 +186,7 @@ impl Sources {
                 supervisor: self.supervisor.clone(),
                 max_memory_mib,
                 sandbox,
+                env_hook: self.env_hook.clone(),
             },
         };
         Ok(Launch {
@@ -263,6 +267,7 @@ impl Sources {
                 supervisor: self.supervisor.clone(),
                 max_memory_mib: limits.max_memory_mib,
                 sandbox: self.sandbox,
+                env_hook: self.env_hook.clone(),
             };
             self.pool.add(LocalLauncher { spec, opts }, *wanted);
         }

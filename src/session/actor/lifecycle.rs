@@ -82,6 +82,9 @@ impl Actor {
                 }
                 self.quirks = Quirks::from_kernel_info(&info);
                 self.kernel_info = info;
+                if let Some(o) = &self.desc.observer {
+                    o.kernel_ready(kernel.connection_file());
+                }
                 self.kernel = Some(kernel);
                 self.other_client_run = None;
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
@@ -124,6 +127,7 @@ impl Actor {
         let Some(mut kernel) = self.kernel.take() else {
             return;
         };
+        self.observe_cancel();
         // Apply what the kernel already delivered before declaring the death.
         while let Some(ev) = kernel.try_next_event() {
             if let KernelEvent::Message(channel, msg) = ev {
@@ -184,6 +188,7 @@ impl Actor {
 
     /// End the session: cancel its runs, stop a start under way, shut the kernel down.
     pub(super) async fn destroy(&mut self) -> ShutdownRung {
+        self.observe_cancel();
         self.cancel_queued("Cancelled: the session was destroyed.");
         if let Some(run) = self.runs.current_mut() {
             run.notices
@@ -230,6 +235,7 @@ impl Actor {
             self.finish_current();
         }
         self.cancel_queued("Cancelled: the session was restarted before this run started.");
+        self.observe_cancel();
         let old = self.kernel.take();
         self.start_kernel(StartReason::Restart, old);
     }

@@ -71,6 +71,8 @@ pub struct SessionDesc {
     /// The span the actor (and its kernel's start) log in: whoever reads the logs tells
     /// sessions apart by it (see `mcp/logging.rs`).
     pub span: tracing::Span,
+    /// Told about its kernels and cancellations (the broker's endpoint); `None`: nobody.
+    pub observer: Option<Arc<dyn super::observer::SessionObserver>>,
 }
 
 /// What a session's first kernel start hands back: the session, and where its history is
@@ -414,12 +416,20 @@ impl Actor {
 
     /// Interrupt the kernel, bounded by [`SEND_DEADLINE`]; failures are logged.
     async fn interrupt_kernel(&mut self) {
+        self.observe_cancel();
         let Some(kernel) = self.kernel.as_mut() else {
             return;
         };
         let outcome = tokio::time::timeout(SEND_DEADLINE, kernel.interrupt()).await;
         if !matches!(outcome, Ok(Ok(()))) {
             tracing::warn!(session = %self.desc.id, "interrupt not delivered: {outcome:?}");
+        }
+    }
+
+    /// Tell the observer that what runs in the session is being cancelled.
+    fn observe_cancel(&self) {
+        if let Some(o) = &self.desc.observer {
+            o.run_cancelled();
         }
     }
 

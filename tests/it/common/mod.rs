@@ -533,6 +533,7 @@ pub fn status(result: &Value) -> &str {
     result["status"].as_str().unwrap_or("")
 }
 
+pub mod broker;
 pub mod cli;
 pub mod fake;
 pub mod gateways;

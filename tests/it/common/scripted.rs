@@ -216,6 +216,7 @@ async fn session_of(
         journal_dir: None,
         journal_private: false,
         span: tracing::Span::none(),
+        observer: None,
     };
     let (handle, created) = SessionHandle::spawn(
         &tokio::runtime::Handle::current(),
