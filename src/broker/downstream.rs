@@ -19,6 +19,7 @@ use serde::Serialize;
 use tokio::io::AsyncReadExt;
 
 use super::config::Transport;
+use super::lock;
 use super::redact::Redactor;
 
 /// Longest wait for a server to start and answer `initialize` (npx may download first).
@@ -100,10 +101,6 @@ pub struct Downstream {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Downstream {
@@ -311,8 +308,14 @@ impl Downstream {
                     .env(NO_BROKER_ENV, "1");
                 let inherited = std::env::vars_os().map(|(k, _)| k);
                 let secrets = crate::secrets::SECRET_VARS.iter().map(Into::into);
-                for k in WITHHELD_ENV.iter().map(Into::into).chain(secrets).chain(inherited) {
-                    let withheld = WITHHELD_ENV.iter().any(|w| k == *w) || crate::secrets::is_secret(&k);
+                for k in WITHHELD_ENV
+                    .iter()
+                    .map(Into::into)
+                    .chain(secrets)
+                    .chain(inherited)
+                {
+                    let withheld =
+                        WITHHELD_ENV.iter().any(|w| k == *w) || crate::secrets::is_secret(&k);
                     if withheld && !k.to_str().is_some_and(|k| env.contains_key(k)) {
                         cmd.env_remove(&k);
                     }

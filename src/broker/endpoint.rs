@@ -12,7 +12,6 @@
 //! handles drop it): the listener and open connections stop, the socket, its directory and
 //! the endpoint files go, and its hold on the project ends.
 
-use std::collections::VecDeque;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -21,45 +20,16 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 
-use super::journal::Journal;
+use super::lock;
 use super::ops;
 use super::project::Project;
+use super::shared::Shared;
 use crate::session::observer::SessionObserver;
 
 /// Connections served at once per session (each is one call or query).
 pub const MAX_CONNECTIONS: usize = 32;
 /// Endpoint files remembered per session (one per kernel it had; older ones are removed).
 const MAX_BINDINGS: usize = 8;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// What the endpoint's tasks share.
-pub struct Shared {
-    pub session: String,
-    key: String,
-    pub socket: PathBuf,
-    pub project: Arc<Project>,
-    pub journal: Mutex<Journal>,
-    /// Cancelled (and replaced) when the session cancels what runs in it.
-    cancel: Mutex<CancellationToken>,
-    /// Endpoint files written, newest last.
-    bindings: Mutex<VecDeque<PathBuf>>,
-}
-
-impl Shared {
-    /// The token calls made now watch for the session's cancellation.
-    pub fn cancel_token(&self) -> CancellationToken {
-        lock(&self.cancel).clone()
-    }
-
-    /// True when `given` is the session's key.
-    pub fn key_matches(&self, given: &str) -> bool {
-        use subtle::ConstantTimeEq;
-        given.len() == self.key.len() && bool::from(given.as_bytes().ct_eq(self.key.as_bytes()))
-    }
-}
 
 /// A session's endpoint (see the module docs).
 pub struct Endpoint {

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::config::Written;
 use super::downstream::State;
-use super::endpoint::Shared;
 use super::expand;
+use super::shared::Shared;
 
 /// The explanation of `server` (and `tool`) for the session of `shared`.
 pub fn explain(shared: &Shared, server: &str, tool: Option<&str>) -> Value {

@@ -36,6 +36,7 @@ pub mod journal;
 pub mod ops;
 pub mod project;
 pub mod redact;
+pub mod shared;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -129,7 +130,7 @@ fn is_python(spec: &KernelSpec) -> bool {
     spec.language.eq_ignore_ascii_case("python")
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -24,8 +24,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::downstream::Downstream;
-use super::endpoint::Shared;
 use super::journal::{JournalEntry, Outcome};
+use super::shared::Shared;
 
 /// Largest serialized `arguments` of one call (bytes).
 pub const MAX_ARGUMENT_BYTES: usize = 256 * 1024;

@@ -16,7 +16,7 @@ const LAYERS: [&[&str]; 9] = [
     &["config", "instance", "memory", "secrets", "trust"],
     &["kernel"],
     &["session"],
-    &["registry"],
+    &["broker", "registry"],
     &["ops"],
     &["mcp"],
     &["service"],
