@@ -63,9 +63,10 @@ enum Command {
             value_delimiter = ','
         )]
         allowed_hosts: Vec<String>,
-        /// `full` (every tool) or `minimal` (create_session, execute, get_execution,
-        /// send_input, interrupt_session, restart_session, list_sessions).
-        #[arg(long, env = "KERNEL_MCP_TOOLS", default_value = "full")]
+        /// `default` (the everyday tools), `all`, `minimal` or `code`, plus named sets
+        /// (`environments`, `checkpoints`, `service`, `fresh`, `completion`, `history`),
+        /// comma-separated: `--tools default,environments`. See docs/tools.md.
+        #[arg(long, env = "KERNEL_MCP_TOOLS", default_value = "default")]
         tools: kernel_mcp::mcp::Toolset,
         /// Relay stdio to the per-user service (started when none runs), so sessions outlive
         /// this process and are shared with other clients.

@@ -23,5 +23,7 @@ mod tools_run;
 mod tools_service;
 mod tools_session;
 mod tools_state;
+pub mod toolset;
 
-pub use server::{KernelMcp, MINIMAL_TOOLS, Toolset};
+pub use server::KernelMcp;
+pub use toolset::{CODE_TOOLS, DEFAULT_TOOLS, MINIMAL_TOOLS, NamedSet, Toolset};

@@ -45,5 +45,6 @@ mod session_tools;
 mod sse_transport;
 mod stdout_purity;
 mod tasks;
+mod toolsets;
 mod wheel_install;
 mod wire_vectors;
