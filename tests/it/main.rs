@@ -24,6 +24,7 @@ mod history_export;
 mod history_files;
 mod http_transport;
 mod install_cli;
+mod interrupts;
 mod kernels_bash;
 mod kernels_octave;
 mod kernels_python;
