@@ -38,7 +38,8 @@ pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult 
     let mut blocks = Vec::new();
     let mut notices = r.notices.clone();
     let mut image_budget = MAX_IMAGE_BYTES_PER_RESPONSE;
-    for (i, o) in r.outputs.iter().enumerate() {
+    for o in &r.outputs {
+        let i = o.index;
         if let Some(img) = &o.image {
             let fits = img.bytes <= max_image_bytes && img.data.len() <= image_budget;
             if fits {

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod console;
 mod containment;
+mod displays;
 mod docs_reference;
 mod environments;
 mod execute;
