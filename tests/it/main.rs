@@ -9,6 +9,7 @@ mod common;
 mod console;
 mod containment;
 mod displays;
+mod distribution;
 mod docs_reference;
 mod environments;
 mod execute;
