@@ -36,6 +36,11 @@ struct Cli {
     /// A file holding a gateway's token (NAME= for one gateway; without, for every gateway).
     #[arg(long, global = true, value_name = "[NAME=]PATH")]
     gateway_token_file: Vec<String>,
+    /// Longest side, in pixels, of an image the agent gets: larger ones are scaled down (the
+    /// original stays the run's resource).
+    #[arg(long, global = true, env = "KERNEL_MCP_IMAGE_MAX_PX", default_value_t = kernel_mcp::config::DEFAULT_IMAGE_MAX_PX,
+          value_parser = clap::value_parser!(u32).range(16..=65535))]
+    image_max_px: u32,
 }
 
 #[derive(Subcommand)]
@@ -188,6 +193,7 @@ fn main() -> ExitCode {
         }
     };
     let gateway_args = gateway_flags(&cli);
+    let image_max_px = cli.image_max_px;
     let command = cli.command.unwrap_or_else(|| Command::Serve {
         transport: std::env::var("MCP_TRANSPORT").unwrap_or_else(|_| "stdio".into()),
         host: std::env::var("MCP_HOST")
@@ -319,6 +325,7 @@ fn main() -> ExitCode {
             let limits = Limits {
                 default_expires_after_s: Some(kernel_mcp::config::SERVICE_EXPIRES_AFTER_S),
                 max_memory_mib,
+                image_max_px,
                 ..Limits::default()
             };
             serve_registry(search, env_prefix, limits, &pool, gateways, |registry| {
@@ -359,6 +366,7 @@ fn main() -> ExitCode {
             };
             let limits = Limits {
                 max_memory_mib,
+                image_max_px,
                 ..Limits::default()
             };
             serve_registry(

@@ -4,6 +4,7 @@
 
 pub(crate) mod error;
 pub mod http;
+pub mod images;
 pub mod logging;
 pub(crate) mod params;
 pub(crate) mod render;

@@ -168,10 +168,7 @@ impl KernelMcp {
         let (task, payload) = describe(&RunState::of(&run));
         let payload = match payload {
             TaskPayload::Completed { .. } => TaskPayload::Completed {
-                result: as_object(&render::execution(
-                    &run,
-                    self.registry.limits.max_image_bytes,
-                )),
+                result: as_object(&render::execution(&run, &self.registry.limits).await),
             },
             other => other,
         };

@@ -61,13 +61,17 @@ impl KernelMcp {
             fresh.reaped().await;
         }
         r.notices.push(FreshRun::notice(fresh.pid, finished));
-        Ok(render::execution(&r, limits.max_image_bytes))
+        Ok(render::execution(&r, limits).await)
     }
 }
 
 /// `get_execution` of a fresh run whose kernel is gone: its kept final result. Paging is not
 /// possible any more (the full output went with the helper).
-pub(crate) fn finished_fresh(r: &ExecutionResult, paging: bool, registry: &Registry) -> ToolResult {
+pub(crate) async fn finished_fresh(
+    r: &ExecutionResult,
+    paging: bool,
+    registry: &Registry,
+) -> ToolResult {
     if paging {
         return Err(ToolError::new(
             ErrorCode::Unsupported,
@@ -77,5 +81,5 @@ pub(crate) fn finished_fresh(r: &ExecutionResult, paging: bool, registry: &Regis
             ),
         ));
     }
-    Ok(render::execution(r, registry.limits.max_image_bytes))
+    Ok(render::execution(r, &registry.limits).await)
 }

@@ -119,7 +119,8 @@ impl KernelMcp {
     ) -> ToolResult {
         let run_id = RunId::from(p.run_id);
         if let Some(r) = self.registry.fresh.finished(&run_id) {
-            return super::tools_fresh::finished_fresh(&r, p.stream.is_some(), &self.registry);
+            return super::tools_fresh::finished_fresh(&r, p.stream.is_some(), &self.registry)
+                .await;
         }
         let handle = self.registry.session_of_run(&run_id)?;
         if let Some(stream) = p.stream {
@@ -174,7 +175,7 @@ impl KernelMcp {
     async fn cancel_execution(&self, Parameters(p): Parameters<RunIdParams>) -> ToolResult {
         let run_id = RunId::from(p.run_id);
         if let Some(r) = self.registry.fresh.finished(&run_id) {
-            return Ok(render::execution(&r, self.registry.limits.max_image_bytes));
+            return Ok(render::execution(&r, &self.registry.limits).await);
         }
         let handle = self.registry.session_of_run(&run_id)?;
         handle.cancel(&run_id).await?;
@@ -183,7 +184,7 @@ impl KernelMcp {
             wait_settled(&mut rx, Duration::from_secs(2)).await;
         }
         let r = self.run_record(&handle, &run_id).await?;
-        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+        Ok(render::execution(&r, &self.registry.limits).await)
     }
 }
 
@@ -206,7 +207,7 @@ impl KernelMcp {
         let r = self
             .follow_run(handle, &run_id, rx, Some(settled), wait, ctx, true)
             .await?;
-        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+        Ok(render::execution(&r, &self.registry.limits).await)
     }
 
     /// Wait for the run to settle (bounded by `wait`) and render it; see [`Self::follow_run`].
@@ -222,7 +223,7 @@ impl KernelMcp {
         let r = self
             .follow_run(handle, run_id, rx, None, wait, ctx, cancel_on_abort)
             .await?;
-        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+        Ok(render::execution(&r, &self.registry.limits).await)
     }
 
     /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the

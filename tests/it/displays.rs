@@ -109,3 +109,98 @@ async fn a_display_of_empty_html_or_a_widget_shows_what_it_is() {
     );
     server.shutdown().await;
 }
+
+/// Width and height of a PNG or JPEG from its header.
+fn image_size(raw: &[u8]) -> (u32, u32) {
+    if raw.starts_with(b"\x89PNG") {
+        let be = |i: usize| u32::from_be_bytes(raw[i..i + 4].try_into().unwrap());
+        return (be(16), be(20));
+    }
+    // JPEG: the first SOFn segment.
+    let mut i = 2;
+    while i + 9 < raw.len() {
+        let (marker, len) = (
+            raw[i + 1],
+            u16::from_be_bytes([raw[i + 2], raw[i + 3]]) as usize,
+        );
+        if (0xC0..=0xCF).contains(&marker) && ![0xC4, 0xC8, 0xCC].contains(&marker) {
+            let h = u16::from_be_bytes([raw[i + 5], raw[i + 6]]) as u32;
+            let w = u16::from_be_bytes([raw[i + 7], raw[i + 8]]) as u32;
+            return (w, h);
+        }
+        i += 2 + len;
+    }
+    panic!("not a PNG or JPEG");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4000_by_3000_figure_reaches_the_agent_at_1568_px_and_the_resource_keeps_it_whole() {
+    use base64::Engine;
+    let server = Server::start().await;
+    // A matplotlib figure saved at exactly 4000x3000 (the inline backend would trim margins).
+    let code = "import io, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n\
+                from IPython.display import Image, display\n\
+                fig = plt.figure(figsize=(40, 30), dpi=100)\nplt.plot([1, 3, 2])\n\
+                buf = io.BytesIO()\nfig.savefig(buf, format='png', dpi=100)\nplt.close(fig)\n\
+                display(Image(buf.getvalue()))";
+    let r = server
+        .call("execute", json!({"code": code, "wait_s": 120}))
+        .await;
+    let v = structured(&r);
+    assert_eq!(status(&v), "ok", "{v}");
+    let shown = images(&r);
+    assert_eq!(shown.len(), 1, "{}", text(&r));
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(&shown[0].1)
+        .unwrap();
+    let (w, h) = image_size(&raw);
+    assert_eq!((w, h), (1568, 1176), "the agent's image keeps the shape");
+    // The original is linked, and reads back at full size.
+    let uri = format!(
+        "kernel-mcp://runs/{}/outputs/0",
+        v["run_id"].as_str().unwrap()
+    );
+    assert!(dump(&r).contains(&uri), "a resource_link to {uri}");
+    let read = server
+        .client()
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await
+        .expect("read the original");
+    let blob = match &read.contents[0] {
+        rmcp::model::ResourceContents::BlobResourceContents { blob, .. } => blob.clone(),
+        other => panic!("not a blob: {other:?}"),
+    };
+    let original = base64::engine::general_purpose::STANDARD
+        .decode(blob)
+        .unwrap();
+    assert_eq!(image_size(&original), (4000, 3000));
+    assert!(
+        v["notices"]
+            .to_string()
+            .contains("scaled from 4000x3000 to 1568x1176"),
+        "{}",
+        v["notices"]
+    );
+    assert_eq!(v["outputs"][0]["image"]["bytes"], original.len(), "{v}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_max_px_sets_the_limit_and_server_info_reports_it() {
+    let server = Server::start_with(
+        &[("KERNEL_MCP_IMAGE_MAX_PX", std::ffi::OsStr::new("300"))],
+        &[],
+    )
+    .await;
+    let info = structured(&server.call("server_info", json!({})).await);
+    assert_eq!(info["limits"]["image_max_px"], 300, "{info}");
+    let code = "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.figure(figsize=(8, 4), dpi=100); plt.plot([1, 2]); plt.show()";
+    let r = server.call("execute", json!({"code": code})).await;
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(&images(&r)[0].1)
+        .unwrap();
+    let (w, h) = image_size(&raw);
+    assert_eq!(w.max(h), 300, "{w}x{h}");
+    server.shutdown().await;
+}
