@@ -13,9 +13,13 @@
 #                   transport; part of `make test`
 #   make gateways   install Jupyter Kernel Gateway + Jupyter Server into ./.venv-gw and Jupyter
 #                   Enterprise Gateway into ./.venv-eg (PyPI; idempotent) for tests/it/gateways.rs
-#   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
+#   make demo       build and run examples/quickstart.rs (an MCP client driving kernel-mcp; the
+#                   `demo` feature's binary, so nothing test-only is compiled)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
 #   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
+#   make mcpb       the MCP Bundle target/mcpb/kernel-mcp-VERSION.mcpb (release build; manifest
+#                   validated and packed by the official mcpb CLI from npm); part of `make test`
+#                   with MCPB_PROFILE=dev
 #   make wheel      the Python binary wheel (maturin, release build) into target/wheels/
 #   make wheel-test make wheel, install it into a fresh venv and run it from a bare environment;
 #                   also `cargo install --path .` into a temp root (exactly one binary).
@@ -65,7 +69,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv kernels apt-kernels gateways broker-deps build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test
+.PHONY: help venv .venv kernels apt-kernels gateways broker-deps build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -164,6 +168,7 @@ test: $(STAMP) kernels gateways broker-deps
 	  -- --test-threads=$(TEST_THREADS) $(addsuffix ::,$(SHARED_SUITES))
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory wheel-test WHEEL_PROFILE=dev
+	$(MAKE) --no-print-directory mcpb MCPB_PROFILE=dev
 
 # The official MCP conformance suite (Node 22 and the suite from npm, pinned by
 # tests/conformance/package-lock.json) against `serve --transport http`; see
@@ -172,9 +177,20 @@ conformance: $(STAMP)
 	$(CARGO) build --bin kernel-mcp
 	$(RUN_ENV) tests/conformance/run.sh target/debug/kernel-mcp
 
+# The MCP Bundle: mcpb/manifest.json and the kernel-mcp binary, validated and packed by the
+# official mcpb CLI (npm, pinned by mcpb/package-lock.json, installed into mcpb/node_modules).
+# `make test` packs the debug binary of its own build (MCPB_PROFILE=dev).
+MCPB_PROFILE ?= release
+MCPB_DIR     := $(if $(filter dev,$(MCPB_PROFILE)),debug,$(MCPB_PROFILE))
+mcpb:
+	$(CARGO) build --profile $(MCPB_PROFILE) --bin kernel-mcp
+	mcpb/build.sh target/$(MCPB_DIR)/kernel-mcp target/mcpb
+
+# The quickstart is a binary behind the `demo` feature: building it compiles the server's own
+# dependencies and nothing test-only.
 demo: $(STAMP)
-	$(CARGO) build --bins --examples
-	$(RUN_ENV) $(CARGO) run --example quickstart
+	$(CARGO) build --features demo --bin kernel-mcp --bin quickstart
+	$(RUN_ENV) target/debug/quickstart
 
 # --bins: `--examples` alone does not build the kernel-mcp binary the bench spawns.
 bench: $(STAMP) gateways

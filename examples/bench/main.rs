@@ -11,7 +11,7 @@
 //!   (f) `--sessions` sessions × `--per` executes at once: p50, p99, executes/s and the
 //!       client's (kernel-mcp server's) CPU time per execute;
 //!   (g) through the service relay (`serve --shared`) vs direct stdio;
-//!   (h) tools/list bytes (full, `--tools minimal`) and a trivial result's text bytes;
+//!   (h) tools/list bytes (default, all, minimal, code) and a trivial result's text bytes;
 //!   (i) on a Jupyter Kernel Gateway started for the run: cold start and `execute 1+1`,
 //!       kernel-mcp (`--gateway`) next to a plain Python websockets client (gateway.rs);
 //!   (j) the broker: `mcp.call` of server-everything's `echo` from a cell, next to the same

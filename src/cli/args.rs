@@ -85,9 +85,10 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub allowed_hosts: Vec<String>,
-    /// `full` (every tool) or `minimal` (create_session, execute, get_execution,
-    /// send_input, interrupt_session, restart_session, list_sessions).
-    #[arg(long, env = "KERNEL_MCP_TOOLS", default_value = "full")]
+    /// `default` (the everyday tools), `all`, `minimal` or `code`, plus named sets
+    /// (`environments`, `checkpoints`, `service`, `fresh`, `completion`, `history`),
+    /// comma-separated: `--tools default,environments`. See docs/tools.md.
+    #[arg(long, env = "KERNEL_MCP_TOOLS", default_value = "default")]
     pub tools: Toolset,
     /// Relay stdio to the per-user service (started when none runs), so sessions outlive
     /// this process and are shared with other clients.
@@ -133,6 +134,11 @@ pub struct SessionArgs {
     /// Let sandboxed sessions reach the network (and let a session ask for it).
     #[arg(long, env = "KERNEL_MCP_SANDBOX_NETWORK")]
     pub sandbox_network: bool,
+    /// Longest side, in pixels, of an image the agent gets: larger ones are scaled down (the
+    /// original stays the run's resource).
+    #[arg(long, env = "KERNEL_MCP_IMAGE_MAX_PX", default_value_t = kernel_mcp::config::DEFAULT_IMAGE_MAX_PX,
+          value_parser = clap::value_parser!(u32).range(16..=65535))]
+    pub image_max_px: u32,
     /// `--mcp-config`, `--mcp-scope`: the broker (kernel code calling MCP tools).
     #[command(flatten)]
     pub broker: kernel_mcp::broker::BrokerArgs,
@@ -154,6 +160,12 @@ impl SessionArgs {
             vec!["--sandbox".into(), self.sandbox.as_str().into()];
         if self.sandbox_network {
             flags.push("--sandbox-network".into());
+        }
+        if self.image_max_px != kernel_mcp::config::DEFAULT_IMAGE_MAX_PX {
+            flags.extend([
+                "--image-max-px".into(),
+                self.image_max_px.to_string().into(),
+            ]);
         }
         flags.extend(self.broker.service_flags());
         flags
@@ -346,7 +358,7 @@ mod tests {
             &["serve", "--tools", "minimal", "--pool", "python3=2"][..],
         ] {
             let s = serve_of(parse(args).expect("parses"));
-            assert_eq!(s.tools, Toolset::Minimal, "{args:?}");
+            assert_eq!(s.tools, Toolset::minimal(), "{args:?}");
             assert_eq!(
                 s.sessions.pool,
                 vec![("python3".to_string(), 2)],

@@ -31,6 +31,7 @@ pub fn serve(ctx: Context, args: ServeArgs) -> Result<(), Failure> {
     };
     let limits = Limits {
         max_memory_mib: args.sessions.max_memory_mib,
+        image_max_px: args.sessions.image_max_px,
         ..Limits::default()
     };
     let (transport, tools) = (args.transport, args.tools);
@@ -68,6 +69,7 @@ pub fn service(ctx: Context, args: ServiceArgs) -> Result<(), Failure> {
     let limits = Limits {
         default_expires_after_s: Some(kernel_mcp::config::SERVICE_EXPIRES_AFTER_S),
         max_memory_mib: sessions.max_memory_mib,
+        image_max_px: sessions.image_max_px,
         ..Limits::default()
     };
     serve_registry(ctx, limits, &sessions, |registry| async move {

@@ -42,7 +42,11 @@ const MAX_MESSAGE_BYTES: usize = 2048;
 const MAX_PEERS: usize = 64;
 
 /// Targets whose events are about a session's kernel even outside its span.
-const SESSION_TARGETS: [&str; 2] = ["kernel_mcp::session", "kernel_mcp::kernel"];
+const SESSION_TARGETS: [&str; 3] = [
+    "kernel_mcp::session",
+    "kernel_mcp::kernel",
+    "kernel_mcp::broker::endpoint",
+];
 
 /// Who may receive a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

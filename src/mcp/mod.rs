@@ -9,6 +9,7 @@ pub(crate) mod cancel;
 pub(crate) mod error;
 pub mod http;
 pub mod http_sessions;
+pub mod images;
 pub mod logging;
 pub(crate) mod params;
 pub(crate) mod render;
@@ -20,5 +21,7 @@ pub mod server;
 pub mod sse;
 mod tasks;
 pub mod token;
+pub mod toolset;
 
-pub use server::{KernelMcp, MINIMAL_TOOLS, Toolset};
+pub use server::KernelMcp;
+pub use toolset::{CODE_TOOLS, DEFAULT_TOOLS, MINIMAL_TOOLS, NamedSet, Toolset};

@@ -175,12 +175,15 @@ pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, Mcp
                 .get_run(&id)
                 .await
                 .map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
-            let output = r.outputs.get(index).ok_or_else(|| {
+            let output = r.outputs.iter().find(|o| o.index == index).ok_or_else(|| {
+                let count = r.outputs.last().map_or(0, |o| o.index + 1);
+                let why = if index < count {
+                    "it is one of the many outputs a response leaves out; export_history(format=\"notebook\") keeps them all"
+                } else {
+                    "there is no such index"
+                };
                 McpError::resource_not_found(
-                    format!(
-                        "Run {run} has {} outputs; there is no index {index}.",
-                        r.outputs.len()
-                    ),
+                    format!("Run {run} has {count} outputs; output {index} cannot be read: {why}."),
                     None,
                 )
             })?;

@@ -166,10 +166,7 @@ pub(crate) async fn detailed(scope: &Scope, task_id: &str) -> Result<DetailedTas
     let (task, payload) = describe(&RunState::of(&run));
     let payload = match payload {
         TaskPayload::Completed { .. } => TaskPayload::Completed {
-            result: as_object(&render::execution(
-                &run,
-                scope.registry().limits().max_image_bytes,
-            )),
+            result: as_object(&render::execution(&run, scope.registry().limits()).await),
         },
         other => other,
     };

@@ -1,9 +1,15 @@
 //! The MCP server handler: [`KernelMcp`], a cheap clone over the process-wide [`Registry`]
 //! seen through the caller's [`Scope`], with the tool routers of its `tools_*.rs` and the one
-//! `call_tool` override that every call passes through: a panic guard keyed on the tool
-//! name, and the contract's error shape for arguments that do not deserialize. It also
-//! records the client's cancellations (`on_cancelled`, see [`super::cancel`]) and, over
-//! HTTP, which `Mcp-Session-Id` it serves (see [`super::http_sessions`]).
+//! `call_tool` override that every call passes through: the toolset's gate (see
+//! [`super::toolset`]), a panic guard keyed on the tool name, and the contract's error shape
+//! for arguments that do not deserialize. It also records the client's cancellations
+//! (`on_cancelled`, see [`super::cancel`]) and, over HTTP, which `Mcp-Session-Id` it serves
+//! (see [`super::http_sessions`]).
+//!
+//! The router always holds every tool; the [`Toolset`] decides what `tools/list` shows and
+//! what `tools/call` accepts. It is the server's (`--tools`), unless the client asks for
+//! another in its capabilities (`experimental["kernel-mcp"].tools`, what the CLI does to
+//! reach the service's every tool, see [`super::toolset::client_config`]).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -12,7 +18,8 @@ use futures::FutureExt;
 use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CancelledNotificationParam,
-    Extensions, GetTaskParams, GetTaskResult, Implementation, ServerCapabilities, ServerConfig,
+    Extensions, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
@@ -20,6 +27,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 use super::cancel::Cancels;
 use super::error::ToolError;
 use super::http_sessions::HttpSessions;
+use super::toolset::Toolset;
 use crate::config::Limits;
 use crate::registry::Registry;
 use crate::registry::scope::Scope;
@@ -45,46 +53,19 @@ pub struct KernelMcp {
     pub(crate) cancels: Arc<Cancels>,
     /// The HTTP endpoint's session table, when served over streamable HTTP.
     http: Option<Arc<HttpSessions>>,
+    /// Every tool, for dispatch (the toolset gates it).
     tool_router: ToolRouter<KernelMcp>,
-}
-
-/// Which tools a server offers (`--tools`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Toolset {
-    /// Every tool.
-    #[default]
-    Full,
-    /// [`MINIMAL_TOOLS`] only, for agents with small contexts.
-    Minimal,
-}
-
-/// The tools of `--tools minimal`: enough to start a session, run code and follow the run.
-pub const MINIMAL_TOOLS: [&str; 7] = [
-    "create_session",
-    "execute",
-    "get_execution",
-    "send_input",
-    "interrupt_session",
-    "restart_session",
-    "list_sessions",
-];
-
-impl std::str::FromStr for Toolset {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Toolset, String> {
-        match s {
-            "full" | "all" => Ok(Toolset::Full),
-            "minimal" => Ok(Toolset::Minimal),
-            other => Err(format!("unknown toolset '{other}'; use full or minimal")),
-        }
-    }
+    /// The server's toolset (`--tools`).
+    toolset: Toolset,
+    /// `tools/list` of `toolset`, made once.
+    listed: Arc<Vec<Tool>>,
 }
 
 impl KernelMcp {
     /// The handler of a standalone server with every tool: its client owns every session,
     /// `default` included.
     pub fn new(registry: Arc<Registry>) -> KernelMcp {
-        KernelMcp::with_toolset(registry, Toolset::Full)
+        KernelMcp::with_toolset(registry, Toolset::all())
     }
 
     /// A standalone handler offering `toolset`; a tool left out is unknown to `tools/call` too.
@@ -140,38 +121,8 @@ impl KernelMcp {
     }
 
     fn with_scope(scope: Scope, toolset: Toolset) -> KernelMcp {
-        let mut tool_router = Self::session_router()
-            + Self::run_router()
-            + Self::history_router()
-            + Self::service_router()
-            + Self::code_router()
-            + Self::state_router()
-            + Self::env_router();
-        if toolset == Toolset::Minimal {
-            let left_out: Vec<String> = tool_router
-                .list_all()
-                .into_iter()
-                .map(|t| t.name.to_string())
-                .filter(|n| !MINIMAL_TOOLS.contains(&n.as_str()))
-                .collect();
-            for name in left_out {
-                tool_router.remove_route(&name);
-            }
-            // The terse set's sessions take the server's sandbox (`--sandbox`).
-            if let Some(route) = tool_router.map.get_mut("create_session") {
-                let mut schema = route.attr.input_schema.as_ref().clone();
-                if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
-                    props.remove("sandbox");
-                    props.remove("sandbox_network");
-                }
-                route.attr.input_schema = Arc::new(schema);
-            }
-        }
-        for route in tool_router.map.values_mut() {
-            let mut schema = route.attr.input_schema.as_ref().clone();
-            super::schema::compact_input(&mut schema, toolset == Toolset::Full);
-            route.attr.input_schema = Arc::new(schema);
-        }
+        let tool_router = Self::every_tool();
+        let listed = Arc::new(listed_tools(&tool_router, toolset));
         static HANDLERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         KernelMcp {
             scope,
@@ -179,8 +130,74 @@ impl KernelMcp {
             cancels: Default::default(),
             http: None,
             tool_router,
+            toolset,
+            listed,
         }
     }
+
+    /// The toolset of one request: the one the client asked for, else the server's.
+    fn toolset_of(&self, context: &RequestContext<RoleServer>) -> Toolset {
+        context
+            .client_capabilities()
+            .and_then(|c| super::toolset::requested(c.experimental.as_ref()?))
+            .unwrap_or(self.toolset)
+    }
+
+    /// The router of every tool, before a toolset cuts it down.
+    pub(crate) fn every_tool() -> ToolRouter<KernelMcp> {
+        Self::session_router()
+            + Self::run_router()
+            + Self::history_router()
+            + Self::service_router()
+            + Self::code_router()
+            + Self::state_router()
+            + Self::env_router()
+    }
+
+    /// `INVALID_ARGUMENT` when `request` passes a parameter that `toolset` leaves out (see
+    /// [`Toolset::missing_param`]).
+    fn check_set_params(
+        toolset: Toolset,
+        request: &CallToolRequestParams,
+    ) -> Result<(), ToolError> {
+        let Some(args) = &request.arguments else {
+            return Ok(());
+        };
+        for param in args.keys() {
+            if let Some(set) = toolset.missing_param(&request.name, param) {
+                return Err(ToolError::invalid(format!(
+                    "{}'s `{param}` is not offered by this server (--tools {toolset}): it belongs to the `{}` tool set. \
+                     Leave it out, or have the server started with --tools {toolset},{}.",
+                    request.name,
+                    set.name(),
+                    set.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The tools `toolset` lists, in the router's order (by name): its parameters only, schemas
+/// compacted (see `schema.rs`).
+fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
+    router
+        .list_all()
+        .into_iter()
+        .filter(|t| toolset.offers(&t.name))
+        .map(|mut t| {
+            let mut schema = t.input_schema.as_ref().clone();
+            if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+                props.retain(|param, _| toolset.lists_param(&t.name, param));
+            }
+            super::schema::compact_input(&mut schema, toolset.describes_params());
+            t.input_schema = Arc::new(schema);
+            if toolset.terse_outputs() {
+                t.output_schema = Some(super::schema::terse_output());
+            }
+            t
+        })
+        .collect()
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -195,6 +212,14 @@ impl ServerHandler for KernelMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let tool = request.name.to_string();
+        let toolset = self.toolset_of(&context);
+        if !toolset.offers(&tool) {
+            // What rmcp's router answers for a tool it does not have.
+            return Err(McpError::invalid_params("tool not found", None));
+        }
+        if let Err(e) = Self::check_set_params(toolset, &request) {
+            return Ok(e.to_result().into());
+        }
         // Over HTTP, the session is not idle while the client waits for this answer.
         let _busy = self.http.as_ref().and_then(|http| {
             self.http_session(&context.extensions)
@@ -245,6 +270,36 @@ impl ServerHandler for KernelMcp {
             response = super::tasks::into_task(response);
         }
         Ok(response)
+    }
+
+    /// `tools/list`: the tools of this request's toolset.
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let toolset = self.toolset_of(&context);
+        let tools = if toolset == self.toolset {
+            self.listed.as_ref().clone()
+        } else {
+            listed_tools(&self.tool_router, toolset)
+        };
+        let mut result = ListToolsResult::with_all_items(tools);
+        // As rmcp's generated list_tools does: 2026-07-28 peers get cache hints.
+        if context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28)
+        {
+            result = result
+                .with_ttl_ms(0)
+                .with_cache_scope(rmcp::model::CacheScope::Public);
+        }
+        Ok(result)
+    }
+
+    /// A tool of the server's toolset, as listed (the HTTP transport checks headers with it).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.listed.iter().find(|t| t.name == name).cloned()
     }
 
     /// `tasks/get`: a task is a run (see [`super::tasks`]).
@@ -333,13 +388,46 @@ impl ServerHandler for KernelMcp {
                 .enable_tasks()
                 .build(),
         )
-            .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Named, persistent sessions on real Jupyter kernels (Python, R, Octave, bash… whatever kernelspecs are installed). \
-                 Call execute with code (no session_id = the 'default' Python session); state persists between calls. \
-                 create_session(kernel=...) for other languages or isolated sessions; list_kernels shows what is installed. \
-                 Long runs return status 'running' with a run_id: call get_execution(run_id, wait_s). \
-                 interrupt_session stops a run and keeps variables; restart_session clears them.",
-            )
+        .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
+        .with_instructions(self.toolset.instructions())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::toolset::{DEFAULT_TOOLS, NamedSet};
+
+    #[test]
+    fn every_tool_is_in_the_default_set_or_a_named_set() {
+        for tool in KernelMcp::every_tool().list_all() {
+            let name = tool.name.as_ref();
+            let places = usize::from(DEFAULT_TOOLS.contains(&name))
+                + NamedSet::ALL
+                    .iter()
+                    .filter(|s| s.tools().contains(&name))
+                    .count();
+            assert_eq!(
+                places, 1,
+                "{name} must be in exactly one of DEFAULT_TOOLS and the named sets (src/mcp/toolset.rs)"
+            );
+        }
+    }
+
+    #[test]
+    fn the_set_lists_name_only_tools_that_exist() {
+        let names: Vec<String> = KernelMcp::every_tool()
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        let listed = DEFAULT_TOOLS
+            .iter()
+            .chain(crate::mcp::MINIMAL_TOOLS.iter())
+            .chain(crate::mcp::CODE_TOOLS.iter())
+            .chain(NamedSet::ALL.iter().flat_map(|s| s.tools()));
+        for t in listed {
+            assert!(names.iter().any(|n| n == t), "{t} is listed but is no tool");
+        }
     }
 }

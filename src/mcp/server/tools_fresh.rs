@@ -65,13 +65,17 @@ impl KernelMcp {
             fresh.reaped().await;
         }
         r.notices.push(FreshRun::notice(fresh.pid, finished));
-        Ok(render::execution(&r, limits.max_image_bytes))
+        Ok(render::execution(&r, limits).await)
     }
 }
 
 /// `get_execution` of a fresh run whose kernel is gone: its kept final result. Paging is not
 /// possible any more (the full output went with the helper).
-pub(crate) fn finished_fresh(r: &ExecutionResult, paging: bool, limits: &Limits) -> ToolResult {
+pub(crate) async fn finished_fresh(
+    r: &ExecutionResult,
+    paging: bool,
+    limits: &Limits,
+) -> ToolResult {
     if paging {
         return Err(ToolError::new(
             ErrorCode::Unsupported,
@@ -81,5 +85,5 @@ pub(crate) fn finished_fresh(r: &ExecutionResult, paging: bool, limits: &Limits)
             ),
         ));
     }
-    Ok(render::execution(r, limits.max_image_bytes))
+    Ok(render::execution(r, limits).await)
 }

@@ -118,7 +118,8 @@ impl KernelMcp {
         let key = self.scope.run_key(p.run_id);
         let handle = match self.registry().run(&key)? {
             RunRef::Finished(r) => {
-                return super::tools_fresh::finished_fresh(&r, p.stream.is_some(), self.limits());
+                return super::tools_fresh::finished_fresh(&r, p.stream.is_some(), self.limits())
+                    .await;
             }
             RunRef::Live(handle) => handle,
         };
@@ -184,7 +185,7 @@ impl KernelMcp {
     async fn cancel_execution(&self, Parameters(p): Parameters<RunIdParams>) -> ToolResult {
         let key = self.scope.run_key(p.run_id);
         let handle = match self.registry().run(&key)? {
-            RunRef::Finished(r) => return Ok(render::execution(&r, self.limits().max_image_bytes)),
+            RunRef::Finished(r) => return Ok(render::execution(&r, self.limits()).await),
             RunRef::Live(handle) => handle,
         };
         handle.cancel(key.run()).await?;
@@ -193,7 +194,7 @@ impl KernelMcp {
             wait_settled(&mut rx, Duration::from_secs(2)).await;
         }
         let r = self.run_record(&handle, &key).await?;
-        Ok(render::execution(&r, self.limits().max_image_bytes))
+        Ok(render::execution(&r, self.limits()).await)
     }
 }
 
@@ -217,7 +218,7 @@ impl KernelMcp {
         let (r, _) = self
             .follow_run(&handle, &run, rx, Some(settled), wait, ctx, true)
             .await?;
-        Ok(render::execution(&r, limits.max_image_bytes))
+        Ok(render::execution(&r, limits).await)
     }
 
     /// Wait for the run to settle (bounded by `wait`) and render it; see [`Self::follow_run`].
@@ -233,7 +234,7 @@ impl KernelMcp {
         let (r, _) = self
             .follow_run(handle, run, rx, None, wait, ctx, cancel_on_abort)
             .await?;
-        Ok(render::execution(&r, self.limits().max_image_bytes))
+        Ok(render::execution(&r, self.limits()).await)
     }
 
     /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the

@@ -14,7 +14,7 @@ use crate::mcp::results::{
 };
 use crate::mcp::schema::output;
 use crate::ops::variables_note;
-use crate::session::SessionInfo;
+use crate::session::{RunId, RunStatus, SessionHandle, SessionInfo};
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl KernelMcp {
@@ -118,7 +118,8 @@ impl KernelMcp {
         Ok(render::success(text, &detail, vec![]))
     }
 
-    /// Interrupt the running code (Ctrl-C); state is kept.
+    /// Interrupt the running code (Ctrl-C), keeping state; waits up to 5 s and says whether the
+    /// run stopped. One that did not goes on: restart_session stops it (losing state).
     #[tool(
         annotations(
             destructive_hint = false,
@@ -129,14 +130,46 @@ impl KernelMcp {
     )]
     async fn interrupt_session(&self, Parameters(p): Parameters<SessionIdParams>) -> ToolResult {
         let handle = self.session(&p.session_id)?;
-        let (info, run) = handle.interrupt().await?;
-        let text = match &run {
-            Some(r) => format!("interrupted run {r}\n{}", render::session_text(&info)),
+        let (_, run) = handle.interrupt().await?;
+        let grace = self.limits().interrupt_grace();
+        let outcome = match &run {
+            Some(r) => Some(stop_outcome(&handle, r, grace).await),
+            None => None,
+        };
+        let info = handle.info().await?;
+        let (run_status, stopped, notice) = match (&run, outcome) {
+            (Some(r), Some((status, waited))) => {
+                let stopped = status.is_final();
+                let notice = if stopped {
+                    format!(
+                        "Run {r} stopped ({}) {} ms after the interrupt; the session's variables are kept.",
+                        status.as_str(),
+                        waited.as_millis()
+                    )
+                } else {
+                    format!(
+                        "Run {r} is still {} {} s after the interrupt: the code ignores SIGINT or is blocked \
+                         where an interrupt cannot reach it. It goes on (get_execution(run_id=\"{r}\") waits for it); \
+                         restart_session(session_id=\"{}\") will stop it, and loses the session's variables.",
+                        status.as_str(),
+                        waited.as_secs_f64().round(),
+                        info.session_id
+                    )
+                };
+                (Some(status), Some(stopped), Some(notice))
+            }
+            _ => (None, None, None),
+        };
+        let text = match &notice {
+            Some(n) => format!("{n}\n{}", render::session_text(&info)),
             None => format!("nothing was running\n{}", render::session_text(&info)),
         };
         let v = Interrupted {
             info,
             interrupted_run_id: run,
+            run_status,
+            stopped,
+            notices: notice.into_iter().collect(),
         };
         Ok(render::success(text, &v, vec![]))
     }
@@ -213,4 +246,23 @@ impl KernelMcp {
             vec![],
         ))
     }
+}
+
+/// Wait up to `grace` for `run` to stop after an interrupt: its status then (final, or still
+/// `running` / `awaiting_input`) and how long the wait took. A run that is no longer kept
+/// counts as stopped (`interrupted`).
+async fn stop_outcome(
+    handle: &SessionHandle,
+    run: &RunId,
+    grace: std::time::Duration,
+) -> (RunStatus, std::time::Duration) {
+    let started = tokio::time::Instant::now();
+    let Ok(mut rx) = handle.watch_run(run).await else {
+        return (RunStatus::Interrupted, started.elapsed());
+    };
+    // An input() after the KeyboardInterrupt is a prompt, not a stop: only a final status
+    // ends the wait (the prompt shows as awaiting_input).
+    let _ = tokio::time::timeout(grace, rx.wait_for(|s| s.is_final())).await;
+    let status = *rx.borrow();
+    (status, started.elapsed())
 }

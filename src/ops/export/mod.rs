@@ -354,8 +354,10 @@ fn error_output(err: &ErrorInfo) -> Value {
     })
 }
 
-/// The outputs in the kernel's order (entries that kept [`HistoryEntry::order`]); an error
-/// with no place in the order (one the reply or a quirk reported) comes last.
+/// The outputs in the kernel's order (entries that kept [`HistoryEntry::order`]): only what
+/// came on iopub. An error with no place in the order (one only the `execute_reply` or a
+/// kernel's error line reported) is the run's status, not an output, as in nbclient's
+/// notebook.
 fn ordered_outputs(entry: &HistoryEntry, order: &[EntrySlot]) -> Vec<Value> {
     let mut outputs = Vec::with_capacity(order.len());
     let mut error_written = false;
@@ -377,9 +379,6 @@ fn ordered_outputs(entry: &HistoryEntry, order: &[EntrySlot]) -> Vec<Value> {
                 }
             }
         }
-    }
-    if let (Some(err), false) = (&entry.error, error_written) {
-        outputs.push(error_output(err));
     }
     outputs
 }
