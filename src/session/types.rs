@@ -116,6 +116,10 @@ pub struct SessionInfo {
     pub location: String,
     /// The kernel's id on its gateway.
     pub kernel_id: Option<String>,
+    // The OS sandbox (docs/sandbox.md), absent for `none`. No doc comment and not required:
+    // both would repeat in every tool's schema, which `--tools minimal` keeps under 5 kB.
+    #[serde(skip_serializing_if = "crate::kernel::Sandbox::is_none")]
+    pub sandbox: crate::kernel::Sandbox,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.
@@ -130,6 +134,9 @@ pub struct OutputItem {
     /// The first image in the bundle (base64 as sent by the kernel).
     pub image: Option<ImageData>,
     pub display_id: Option<String>,
+    /// Its position among the run's display outputs (`kernel-mcp://runs/{run_id}/outputs/{index}`);
+    /// a response that leaves outputs out keeps the others' indices.
+    pub index: usize,
     /// The MIME bundle as history and the notebook export keep it; not in the JSON.
     #[serde(skip)]
     pub bundle: std::sync::Arc<DisplayBundle>,

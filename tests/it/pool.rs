@@ -136,15 +136,18 @@ async fn a_pooled_kernel_taken_for_another_cwd_env_and_limit_has_exactly_those()
     assert_eq!(count, 1, "adapting ran nothing the session can count");
     let work = std::fs::canonicalize(&work).unwrap();
     assert_eq!(seen.trim(), format!("('{}', 'y', [])", work.display()));
-    let code = "import localmod, libmod, subprocess, sys\n\
-                child = subprocess.run(['sh', '-c', 'echo $POOL_TEST_VAR $PYTHONPATH; pwd'], capture_output=True, text=True).stdout.split()\n\
-                print(localmod.VALUE, libmod.NAME, sys.path[0], child)";
+    // PYTHONPATH is the session's, after the broker's helper as a cold launch puts it (so
+    // `kernel_mcp` still imports).
+    let code = "import localmod, libmod, kernel_mcp, os, subprocess, sys\n\
+                pp = os.environ['PYTHONPATH'].split(os.pathsep)\n\
+                var, cpp, pwd = subprocess.run(['sh', '-c', 'echo $POOL_TEST_VAR $PYTHONPATH; pwd'], capture_output=True, text=True).stdout.split()\n\
+                print(localmod.VALUE, libmod.NAME, pp[-1], sys.path[:len(pp)] == pp, var, cpp == os.environ['PYTHONPATH'], pwd)";
     let v = server.exec("adapted", code).await;
     assert_eq!(status(&v), "ok", "{v}");
     let lib = lib.display().to_string();
     assert_eq!(
         v["stdout"].as_str().unwrap().trim(),
-        format!("42 lib {lib} ['y', '{lib}', '{}']", work.display()),
+        format!("42 lib {lib} True y True {}", work.display()),
         "relative imports from the cwd, PYTHONPATH first in sys.path, subprocesses inherit both"
     );
     let v = server.exec("adapted", "print(len(In), _dh)").await;

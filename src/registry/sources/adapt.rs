@@ -14,9 +14,10 @@
 //! differs there starts cold — is everything fixed when its process started:
 //!
 //! - the kernelspec, the interpreter / environment prefix, the supervisor;
-//! - a sandbox policy (a sandboxed kernel must be sandboxed from its first instruction, so a
-//!   future sandboxed session needs a pool launched under its policy: add the policy to
-//!   [`fixed_at_launch`]);
+//! - the sandbox (policy and network): a sandboxed kernel must be sandboxed from its first
+//!   instruction, so a sandboxed session takes a pooled kernel only from a pool launched
+//!   under the same sandbox (see [`fixed_at_launch`]), and only with the pool's own cwd, env
+//!   and limit (the sandbox's rules were built from them);
 //! - environment variables the process reads as it starts: the interpreter's (`PYTHON*`
 //!   except `PYTHONPATH`, which is adapted), the dynamic loader's and allocator's (`LD_*`,
 //!   `MALLOC_*`, `GLIBC_TUNABLES`), the locale (`LANG`, `LC_*`), and where Jupyter and IPython
@@ -27,11 +28,12 @@
 //! - `/proc/PID/environ` of the kernel shows its launch environment (the process's own
 //!   environment, `os.environ` and what its subprocesses inherit are the session's).
 //!
-//! The hook for later needs: a broker endpoint given to a session as environment variables
-//! (and a helper module on `sys.path`) is an [`Adaptation`] field applied like `env`; the
+//! The broker's per-kernel variables (its helper on `PYTHONPATH`, the kernel's endpoint
+//! file) were set when the pool launched the kernel; a session's own `PYTHONPATH` is
+//! combined with the helper the way a launch combines them ([`with_launch_hook`]). The
 //! memory limit goes to the kernel's supervisor through its limit file
-//! ([`crate::kernel::Kernel::set_memory_limit`]), where a supervisor that enforces limits
-//! another way (a cgroup) picks it up the same way.
+//! ([`crate::kernel::Kernel::set_memory_limit`]), which changes its cgroup's limit where the
+//! kernel has one.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -40,7 +42,9 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::kernel::{Channel, Kernel, KernelEvent, KernelIo, KernelSpec, LaunchOptions};
+use crate::kernel::{
+    Channel, Kernel, KernelEvent, KernelIo, KernelSpec, LaunchOptions, SandboxPolicy,
+};
 
 /// Longest the adapting `execute_request` may take before the pool kernel is given up.
 const ADAPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,7 +86,31 @@ pub fn read_at_start(name: &str) -> bool {
 /// True when what the pool launched with and what the session asks for agree on everything
 /// fixed when the kernel process started (see the module docs).
 fn fixed_at_launch(pool: &LaunchOptions, session: &LaunchOptions) -> bool {
-    pool.env_prefix == session.env_prefix && pool.supervisor == session.supervisor
+    pool.env_prefix == session.env_prefix
+        && pool.supervisor == session.supervisor
+        && pool.sandbox == session.sandbox
+}
+
+/// Make `a`'s `PYTHONPATH` what a launch of `session` for the kernel whose connection file is
+/// `connection_file` would have set: the launch's hook (the broker's) adds its own entries
+/// to the session's value. Nothing changes when the session sets no `PYTHONPATH`.
+pub fn with_launch_hook(
+    a: &mut Adaptation,
+    spec: &KernelSpec,
+    session: &LaunchOptions,
+    connection_file: &std::path::Path,
+) {
+    let Some(hook) = &session.env_hook else {
+        return;
+    };
+    if !a.env.contains_key("PYTHONPATH") {
+        return;
+    }
+    let mut env = a.env.clone();
+    hook.apply(spec, connection_file, &mut env);
+    if let Some(p) = env.remove("PYTHONPATH") {
+        a.env.insert("PYTHONPATH".into(), p);
+    }
 }
 
 /// How a kernel of `spec` launched with `pool` options becomes what `session` options would
@@ -113,6 +141,11 @@ pub fn plan(
         env,
     };
     if adaptation.env.keys().any(|k| read_at_start(k)) {
+        return None;
+    }
+    // A sandbox's rules were built from the kernel's cwd and environment, and its limit file
+    // is not offered (the kernel could write it): only the exact launch.
+    if pool.sandbox.policy != SandboxPolicy::None && !adaptation.is_empty() {
         return None;
     }
     let python = spec.language.eq_ignore_ascii_case("python");
@@ -160,7 +193,8 @@ pub async fn apply(kernel: &mut Kernel, a: &Adaptation) -> Result<(), String> {
     let deadline = Instant::now() + ADAPT_TIMEOUT;
     tokio::time::timeout_at(deadline, kernel.send(Channel::Shell, &msg))
         .await
-        .map_err(|_| "the kernel did not take the request".to_string())??;
+        .map_err(|_| "the kernel did not take the request".to_string())?
+        .map_err(|e| e.to_string())?;
     let (mut reply, mut idle) = (None, false);
     let mut until = deadline;
     while reply.is_none() || !idle {
@@ -209,6 +243,8 @@ mod tests {
             startup_timeout: Duration::from_secs(60),
             supervisor: Some("/bin/kernel-mcp".into()),
             max_memory_mib: 4096,
+            sandbox: Default::default(),
+            env_hook: None,
         }
     }
 
@@ -261,6 +297,19 @@ mod tests {
         let mut s = opts();
         s.env_prefix = Some("/other".into());
         assert_eq!(plan(&py, &opts(), &s), None, "another interpreter");
+        let mut s = opts();
+        s.sandbox.policy = SandboxPolicy::Workspace;
+        assert_eq!(plan(&py, &opts(), &s), None, "a sandbox from the start");
+        let mut sandboxed = opts();
+        sandboxed.sandbox.policy = SandboxPolicy::Workspace;
+        let mut s = sandboxed.clone();
+        s.cwd = "/work".into();
+        assert_eq!(
+            plan(&py, &sandboxed, &s),
+            None,
+            "a sandbox built for the pool's cwd"
+        );
+        assert!(plan(&py, &sandboxed, &sandboxed).is_some_and(|a| a.is_empty()));
         let mut s = opts();
         s.cwd = "/work".into();
         assert_eq!(plan(&spec("R"), &opts(), &s), None, "no adapter for R");

@@ -8,8 +8,8 @@
 //! execution_count 1. A session that asks for its own working directory, environment
 //! variables or memory limit still gets a pooled kernel, adapted as it is taken (see
 //! [`super::adapt`]: one silent request that leaves no history, names or execution count);
-//! a session that differs in what is fixed at launch (another interpreter, variables read at
-//! start-up, a language without an adapter) starts cold.
+//! a session that differs in what is fixed at launch (another interpreter, a sandbox,
+//! variables read at start-up, a language without an adapter) starts cold.
 //!
 //! Pool kernels count toward `max_sessions` (the pool does not refill past it, and gives a
 //! kernel up when a cold session needs its room); each is supervised like a session's
@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::adapt::{self, Adaptation};
-use crate::kernel::{Kernel, KernelIo, KernelLauncher, LaunchOptions, LocalLauncher, StartError};
+use crate::kernel::{Kernel, KernelIo, KernelLauncher, LocalLauncher, StartError};
 
 /// How long a failed pool start waits before the pool tries that kernelspec again.
 const RETRY_AFTER: Duration = Duration::from_secs(30);
@@ -193,13 +193,16 @@ impl Pool {
         if slot.launcher.spec != launcher.spec {
             return None;
         }
-        let adaptation = adapt::plan(&launcher.spec, &slot.launcher.opts, &launcher.opts)?;
+        let mut adaptation = adapt::plan(&launcher.spec, &slot.launcher.opts, &launcher.opts)?;
         while let Some(mut kernel) = slot.ready.pop() {
             if kernel.exit_info().is_some() || !kernel.responsive() {
                 tracing::info!(kernel = %launcher.spec.name, "pool kernel died while waiting");
                 continue;
             }
             while kernel.try_next_event().is_some() {}
+            if let Some(file) = kernel.connection_file() {
+                adapt::with_launch_hook(&mut adaptation, &launcher.spec, &launcher.opts, file);
+            }
             tracing::info!(kernel = %launcher.spec.name, pid = kernel.pid(), ?adaptation, "session takes a pool kernel");
             return Some((kernel, adaptation));
         }
@@ -269,40 +272,6 @@ impl Pool {
     }
 }
 
-impl crate::registry::Registry {
-    /// Keep `wanted` started kernels for each (kernelspec name, N) in `pool`, launched as a
-    /// session with no cwd, env or memory limit of its own (see the module docs). Filling
-    /// starts with [`crate::registry::Registry::fill_pool`]. Errors: a kernelspec not found.
-    pub fn with_pool(self, pool: &[(String, usize)]) -> Result<Self, String> {
-        let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
-        for (name, wanted) in pool {
-            let spec = self
-                .search
-                .find(name)
-                .map_err(|e| format!("--pool {name}={wanted}: {e}"))?;
-            let opts = LaunchOptions {
-                cwd: cwd.clone(),
-                env: Default::default(),
-                env_prefix: self.env_prefix.clone(),
-                startup_timeout: Duration::from_secs(self.limits.startup_timeout_s),
-                supervisor: self.supervisor.clone(),
-                max_memory_mib: self.limits.max_memory_mib,
-            };
-            self.pool.add(LocalLauncher { spec, opts }, *wanted);
-        }
-        Ok(self)
-    }
-
-    /// Start the pool's kernels (on the sessions runtime), within the session limit.
-    pub fn fill_pool(&self) {
-        let room = self
-            .limits
-            .max_sessions
-            .saturating_sub(self.session_ids().len());
-        self.pool.fill(&self.sessions_runtime, room);
-    }
-}
-
 /// A session's launcher whose first kernel came from the pool; every later one (restart,
 /// recovery) starts cold, the way the session was asked for.
 pub struct PooledLauncher {
@@ -320,6 +289,10 @@ impl PooledLauncher {
 }
 
 impl KernelLauncher for PooledLauncher {
+    fn sandbox(&self) -> crate::kernel::Sandbox {
+        self.cold.opts.sandbox
+    }
+
     /// The pooled kernel, adapted to the session (the one step between taking a kernel and
     /// the session's first code, see [`adapt`]); a cold start when adapting fails.
     fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {

@@ -112,7 +112,7 @@ impl KernelIo for FakeKernel {
         &'a mut self,
         channel: Channel,
         msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), kernel_mcp::kernel::SendError>> {
         let wedged = self.wedged;
         let _ = self.sent.send((channel, msg.clone()));
         Box::pin(async move {
@@ -133,7 +133,7 @@ impl KernelIo for FakeKernel {
     fn try_next_event(&mut self) -> Option<KernelEvent> {
         self.events.try_recv().ok()
     }
-    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>> {
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), kernel_mcp::kernel::InterruptError>> {
         self.interrupts.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Ok(()) })
     }
@@ -147,6 +147,8 @@ impl KernelIo for FakeKernel {
 pub struct FakeLauncher {
     scripts: mpsc::UnboundedSender<Script>,
     wedged: bool,
+    /// The kernels are someone else's (an adopted kernel): never to be replaced.
+    adopts: bool,
 }
 
 impl KernelLauncher for FakeLauncher {
@@ -171,10 +173,26 @@ impl KernelLauncher for FakeLauncher {
         };
         Box::pin(async move { Ok(Box::new(kernel) as Box<dyn KernelIo>) })
     }
+
+    fn adopts(&self) -> bool {
+        self.adopts
+    }
 }
 
 /// A session on fake kernels: its handle and the receiver of each new kernel's script.
 pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    session_of(wedged, false).await
+}
+
+/// A session on a fake kernel someone else started (adopted).
+pub async fn adopted_session() -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    session_of(false, true).await
+}
+
+async fn session_of(
+    wedged: bool,
+    adopts: bool,
+) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
     let (tx, mut scripts) = mpsc::unbounded_channel();
     let spec = KernelSpec {
         name: "scripted".into(),
@@ -193,8 +211,12 @@ pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Sc
         launcher: Arc::new(FakeLauncher {
             scripts: tx,
             wedged,
+            adopts,
         }),
         journal_dir: None,
+        journal_private: false,
+        span: tracing::Span::none(),
+        observer: None,
     };
     let (handle, created) = SessionHandle::spawn(
         &tokio::runtime::Handle::current(),
@@ -202,8 +224,8 @@ pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Sc
         Arc::new(Limits::default()),
     );
     let first = scripts.recv().await.expect("a first kernel");
-    let info = created.await.expect("created").expect("started");
-    assert_eq!(info.generation, 1);
+    let started = created.await.expect("created").expect("started");
+    assert_eq!(started.info.generation, 1);
     (handle, scripts, first)
 }
 
