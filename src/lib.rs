@@ -31,5 +31,6 @@ pub mod registry;
 pub mod secrets;
 pub mod service;
 pub mod session;
+pub mod tls;
 pub mod trust;
 pub mod wire;
