@@ -92,6 +92,9 @@ pub struct ExecuteParams {
     /// Kernel history (default true).
     #[serde(default)]
     pub store_history: Option<bool>,
+    /// Run now beside a busy run (kernel subshell); not in history.
+    #[serde(default)]
+    pub subshell: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

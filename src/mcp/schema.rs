@@ -15,7 +15,8 @@
 //!
 //! **Input schemas.** [`compact_input`] drops what only costs bytes: `$schema`, `default:
 //! null`, number formats, and the `null` of an optional parameter's type (omitting it means
-//! the same). Descriptions stay (they are what the model reads), except in `--tools minimal`.
+//! the same). Descriptions stay (they are what the model reads), except in `--tools minimal`,
+//! which also leaves out the advanced parameters of [`FULL_ONLY_PARAMS`] (still accepted).
 
 use std::sync::Arc;
 
@@ -25,6 +26,10 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 /// Keywords an input schema does without.
+/// Parameters only the full toolset lists: what a small-context agent that starts a
+/// session, runs code and follows the run never needs (`execute(subshell)`).
+pub const FULL_ONLY_PARAMS: [&str; 1] = ["subshell"];
+
 const DROPPED: [&str; 6] = [
     "$schema", "default", "format", "minimum", "maximum", "title",
 ];
@@ -113,7 +118,7 @@ fn resolve<'a>(schema: &'a Value, defs: &'a Value) -> &'a Value {
 }
 
 /// Compact an input schema in place (see the module docs); `descriptions: false` also
-/// drops the parameters' descriptions.
+/// drops the parameters' descriptions and the [`FULL_ONLY_PARAMS`].
 pub fn compact_input(schema: &mut JsonObject, descriptions: bool) {
     let required: Vec<Value> = match schema.get("required") {
         Some(Value::Array(r)) => r.clone(),
@@ -123,6 +128,9 @@ pub fn compact_input(schema: &mut JsonObject, descriptions: bool) {
         schema.remove(k);
     }
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        if !descriptions {
+            props.retain(|name, _| !FULL_ONLY_PARAMS.contains(&name.as_str()));
+        }
         for (name, field) in props.iter_mut() {
             strip(field);
             if !descriptions && let Some(f) = field.as_object_mut() {

@@ -55,15 +55,17 @@ impl SessionHandle {
     }
 
     /// The user's variables (name, type, short summary), at most `MAX_VARIABLES`, and how
-    /// many there are in all. Never calls a user-defined `__repr__`.
-    /// Errors: `UNSUPPORTED` for kernels other than Python; `SESSION_BUSY` while a run executes.
+    /// many there are in all. Never calls a user-defined `__repr__`. While a run executes, the
+    /// kernel's subshell answers (see `session/actor/subshell.rs`).
+    /// Errors: `UNSUPPORTED` for kernels other than Python; `SESSION_BUSY` while a run executes
+    /// in a kernel without subshells.
     pub async fn variables(&self) -> Result<(Vec<Value>, usize), SessionError> {
         if !self.language().await?.is_python() {
             return Err(SessionError::Unsupported(
                 "Variables are listed for Python kernels only.".into(),
             ));
         }
-        let vars = python::eval_json(self, python::VARIABLES).await?;
+        let vars = python::eval_json_beside(self, python::VARIABLES).await?;
         let mut vars = match vars {
             Value::Array(v) => v,
             _ => Vec::new(),

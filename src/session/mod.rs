@@ -28,7 +28,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use actor::{Actor, Command};
-pub use actor::{ExecuteRequest, SessionDesc, Settled, Submitted};
+pub use actor::{
+    ExecuteRequest, MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT, SessionDesc, Settled, Submitted, WhileBusy,
+};
 pub use error::{ErrorCode, SessionError};
 pub use ids::RunId;
 pub use output::{StreamPage, clean_text};
@@ -211,20 +213,21 @@ impl SessionHandle {
             .await
     }
 
-    /// Send a shell request and wait up to `timeout` for its reply's content.
-    /// Errors: `SESSION_BUSY` (with `idle_only` while a run executes, or when no reply came
-    /// in time), `SESSION_DEAD`, `LIMIT_EXCEEDED` (too many requests waiting).
+    /// Send a shell request and wait up to `timeout` for its reply's content; while a run
+    /// executes, as `busy` says (refused, or sent to the kernel's subshell).
+    /// Errors: `SESSION_BUSY` (refused while a run executes, or no reply came in time),
+    /// `SESSION_DEAD`, `LIMIT_EXCEEDED` (too many requests waiting).
     pub async fn request(
         &self,
         msg_type: &str,
         content: serde_json::Value,
-        idle_only: bool,
+        busy: WhileBusy,
         timeout: Duration,
     ) -> Result<serde_json::Value, SessionError> {
         self.call(|reply| Command::Request {
             msg_type: msg_type.to_string(),
             content,
-            idle_only,
+            busy,
             timeout,
             reply,
         })

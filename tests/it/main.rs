@@ -44,6 +44,8 @@ mod session_actor;
 mod session_tools;
 mod sse_transport;
 mod stdout_purity;
+mod subshell_actor;
+mod subshells;
 mod tasks;
 mod wheel_install;
 mod wire_vectors;

@@ -329,7 +329,7 @@ async fn an_unanswered_shell_request_is_forgotten_at_its_deadline() {
         .request(
             "complete_request",
             json!({"code": "x", "cursor_pos": 1}),
-            true,
+            kernel_mcp::session::WhileBusy::Refuse,
             Duration::from_secs(10),
         )
         .await

@@ -30,6 +30,9 @@ impl Actor {
             Command::ClearQueue(reply) => {
                 let _ = reply.send(self.clear_queue());
             }
+            Command::Submit(req, reply, settled) if req.subshell => {
+                self.submit_side(req, reply, settled).await
+            }
             Command::Submit(req, reply, settled) => {
                 let submitted = self.submit(req);
                 if let (Ok((id, _)), Some(tx)) = (&submitted, settled) {
@@ -93,11 +96,11 @@ impl Actor {
             Command::Request {
                 msg_type,
                 content,
-                idle_only,
+                busy,
                 timeout,
                 reply,
             } => {
-                self.shell_request(msg_type, content, idle_only, timeout, reply)
+                self.shell_request(msg_type, content, busy, timeout, reply)
                     .await
             }
             Command::SendInput(id, value, reply) => {
@@ -117,27 +120,8 @@ impl Actor {
 }
 
 impl Actor {
-    fn submit(&mut self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
-        if self.kernel.is_none() && self.starting.is_none() {
-            return Err(SessionError::Dead {
-                session: self.desc.id.clone(),
-                why: "its kernel could not be started".into(),
-            });
-        }
-        if let Some(expected) = req.expected_generation {
-            let upcoming = if self.kernel.is_some() {
-                self.generation
-            } else {
-                self.generation + 1
-            };
-            if expected != upcoming {
-                return Err(SessionError::StateChanged {
-                    session: self.desc.id.clone(),
-                    generation: upcoming,
-                    expected,
-                });
-            }
-        }
+    pub(super) fn submit(&mut self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
+        self.check_generation(req.expected_generation)?;
         let mut run = Run::new(
             req.run_id.clone(),
             self.desc.id.clone(),
@@ -157,6 +141,32 @@ impl Actor {
                 waiting: full.waiting,
             })?;
         Ok((req.run_id, rx))
+    }
+
+    /// Fails unless the session has (or is starting) a kernel, at `expected` when given.
+    /// Errors: `SESSION_DEAD`, `STATE_CHANGED`.
+    pub(super) fn check_generation(&self, expected: Option<u64>) -> Result<(), SessionError> {
+        if self.kernel.is_none() && self.starting.is_none() {
+            return Err(SessionError::Dead {
+                session: self.desc.id.clone(),
+                why: "its kernel could not be started".into(),
+            });
+        }
+        if let Some(expected) = expected {
+            let upcoming = if self.kernel.is_some() {
+                self.generation
+            } else {
+                self.generation + 1
+            };
+            if expected != upcoming {
+                return Err(SessionError::StateChanged {
+                    session: self.desc.id.clone(),
+                    generation: upcoming,
+                    expected,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Interrupt the current run: an interrupt that is already under way and has not given
@@ -241,21 +251,37 @@ impl Actor {
         }
     }
 
+    /// A shell request: to the main shell when no run executes, else as `busy` says.
     async fn shell_request(
         &mut self,
         msg_type: String,
         content: Value,
-        idle_only: bool,
+        busy: WhileBusy,
         timeout: Duration,
         reply: Reply<Result<Value, SessionError>>,
     ) {
-        if idle_only && let Some(run) = self.runs.current_id() {
-            let _ = reply.send(Err(SessionError::Busy {
-                session: self.desc.id.clone(),
-                run: run.clone(),
-            }));
+        if self.runs.current_id().is_some() {
+            match busy {
+                WhileBusy::Refuse => {
+                    let _ = reply.send(Err(self.busy_error()));
+                }
+                WhileBusy::Subshell => self.request_beside(msg_type, content, timeout, reply).await,
+            }
             return;
         }
+        self.send_request(msg_type, content, timeout, reply, None)
+            .await
+    }
+
+    /// Send a shell request (to `subshell` when given) and wait for its reply by msg_id.
+    pub(super) async fn send_request(
+        &mut self,
+        msg_type: String,
+        content: Value,
+        timeout: Duration,
+        reply: Reply<Result<Value, SessionError>>,
+        subshell: Option<String>,
+    ) {
         if self.pending.len() >= MAX_PENDING_REQUESTS {
             let _ = reply.send(Err(SessionError::LimitExceeded(format!(
                 "Session '{}' already has {MAX_PENDING_REQUESTS} requests waiting for the kernel; wait for them.",
@@ -271,7 +297,8 @@ impl Actor {
             }));
             return;
         };
-        let msg = kernel.request(&msg_type, content);
+        let mut msg = kernel.request(&msg_type, content);
+        msg.header.subshell_id = subshell;
         match self.send(Channel::Shell, &msg).await {
             Ok(()) => {
                 let pending = Pending {

@@ -12,6 +12,13 @@ impl Actor {
                 msg_type: p.msg_type,
             }));
         }
+        self.end_side_runs(
+            RunStatus::Cancelled,
+            "Cancelled: the kernel was replaced while this subshell run executed.",
+        );
+        self.reset_subshells(&SessionError::Replaced {
+            msg_type: "a request waiting for the kernel's subshell".into(),
+        });
         let launcher = self.desc.launcher.clone();
         let grace = self.limits.shutdown_grace();
         self.starting = Some((
@@ -111,6 +118,10 @@ impl Actor {
             run.set_status(RunStatus::KernelDied);
             self.finish_current();
         }
+        self.end_side_runs(
+            RunStatus::KernelDied,
+            &format!("The kernel died ({info}) while this subshell run executed."),
+        );
         self.cancel_queued(&format!(
             "Cancelled: the kernel died ({info}) before this run started; it was not run in the new kernel."
         ));
@@ -129,6 +140,11 @@ impl Actor {
     /// End the session: cancel its runs, stop a start under way, shut the kernel down.
     pub(super) async fn destroy(&mut self) -> ShutdownRung {
         self.cancel_queued("Cancelled: the session was destroyed.");
+        self.end_side_runs(
+            RunStatus::Cancelled,
+            "The session was destroyed while this subshell run was executing.",
+        );
+        self.reset_subshells(&SessionError::gone(&self.desc.id));
         if let Some(run) = self.runs.current_mut() {
             run.notices
                 .push("The session was destroyed while this run was executing.".into());

@@ -17,7 +17,9 @@
 //! caller never restarts the kernel.
 //!
 //! This file holds the state, the loop and the records it hands out; `commands.rs` answers
-//! commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code.
+//! commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code;
+//! `subshell.rs` answers requests and runs side runs on a kernel subshell while a run
+//! executes.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -47,6 +49,9 @@ mod commands;
 mod expiry;
 mod lifecycle;
 mod running;
+mod subshell;
+
+pub use subshell::{MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT};
 
 /// Longest a message may take to be handed to the kernel's transport.
 const SEND_DEADLINE: Duration = Duration::from_secs(5);
@@ -78,6 +83,9 @@ pub struct ExecuteRequest {
     /// Sentences the run's result carries from the start (e.g. how a file reached a remote
     /// kernel).
     pub notices: Vec<String>,
+    /// Run beside the queue on a kernel subshell (never queued, never in history; see
+    /// `actor/subshell.rs`).
+    pub subshell: bool,
 }
 
 impl ExecuteRequest {
@@ -91,8 +99,19 @@ impl ExecuteRequest {
             stdin: Vec::new(),
             expected_generation: None,
             notices: Vec::new(),
+            subshell: false,
         }
     }
+}
+
+/// What a shell request does while a run executes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhileBusy {
+    /// Fail with `SESSION_BUSY`.
+    Refuse,
+    /// Go to the kernel's subshell (created on first need); `SESSION_BUSY` where the kernel
+    /// has none.
+    Subshell,
 }
 
 /// What a submitted run gives back: its id and a receiver of its status changes.
@@ -157,12 +176,12 @@ pub enum Command {
         reply: Reply<usize>,
     },
     /// A shell request (`complete_request`, `inspect_request`, a silent `execute_request`…)
-    /// answered with the reply's content, or an error at `timeout`. With `idle_only`, fails at
-    /// once while a run executes.
+    /// answered with the reply's content, or an error at `timeout`; while a run executes, as
+    /// `busy` says.
     Request {
         msg_type: String,
         content: Value,
-        idle_only: bool,
+        busy: WhileBusy,
         timeout: Duration,
         reply: Reply<Result<Value, SessionError>>,
     },
@@ -195,11 +214,15 @@ enum Event {
 }
 
 /// A deadline that came.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Due {
     Run(Deadline),
     /// The oldest pending shell request went unanswered.
     Request,
+    /// A side run's deadline (see `subshell.rs`).
+    Side(RunId, Deadline),
+    /// The kernel did not answer `create_subshell_request`.
+    Subshell,
 }
 
 type Starting = (
@@ -242,6 +265,11 @@ pub struct Actor {
     expires_after: Option<Duration>,
     /// Start of the current idle period for expiry (see `expiry.rs`).
     idle_since: chrono::DateTime<chrono::Utc>,
+    /// The kernel subshell and what waits for it (see `subshell.rs`).
+    subshells: subshell::Subshells,
+    /// While a fork of this session's kernel is being taken, no run starts; until then
+    /// at the latest.
+    fork_hold: Option<Instant>,
 }
 
 impl Actor {
@@ -282,6 +310,8 @@ impl Actor {
             settle_waiters: Vec::new(),
             expires_after: None,
             idle_since: now,
+            subshells: Default::default(),
+            fork_hold: None,
         };
         runtime.spawn(async move {
             actor.journal = actor.open_journal();
@@ -313,6 +343,8 @@ impl Actor {
                 Event::Started(result) => self.kernel_started(result),
                 Event::Due(Due::Run(d)) => self.run_deadline(d).await,
                 Event::Due(Due::Request) => self.expire_requests(),
+                Event::Due(Due::Side(id, d)) => self.side_run_deadline(id, d),
+                Event::Due(Due::Subshell) => self.subshell_timed_out().await,
             }
             self.advance().await;
             self.deliver_settled();
@@ -343,7 +375,8 @@ impl Actor {
         }
     }
 
-    /// The nearest deadline: the current run's, or the oldest pending request's.
+    /// The nearest deadline: the current run's, a side run's, the subshell's creation, or the
+    /// oldest pending request's.
     fn next_deadline(&self) -> Option<(Instant, Due)> {
         let run = self.runs.current().and_then(|run| {
             let timing = super::run::Timing {
@@ -363,7 +396,8 @@ impl Actor {
             .map(|p| p.deadline)
             .min()
             .map(|at| (at, Due::Request));
-        [run, request]
+        let subshell = self.subshells.deadline().map(|at| (at, Due::Subshell));
+        [run, request, self.side_deadline(), subshell]
             .into_iter()
             .flatten()
             .min_by_key(|(at, _)| *at)

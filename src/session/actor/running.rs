@@ -11,6 +11,7 @@ impl Actor {
     /// Finish the current run if it is complete, then start queued runs while the kernel is
     /// free. The one place a run begins.
     pub(super) async fn advance(&mut self) {
+        self.settle_side_runs();
         loop {
             if let Some(run) = self.runs.current_mut()
                 && run.phase.executing().is_some_and(|e| e.is_complete())
@@ -19,7 +20,7 @@ impl Actor {
                 run.set_status(status);
                 self.finish_current();
             }
-            if self.runs.current().is_some() || self.kernel.is_none() {
+            if self.runs.current().is_some() || self.kernel.is_none() || self.fork_hold.is_some() {
                 return;
             }
             let generation = self.generation;
@@ -141,6 +142,11 @@ impl Actor {
             }
             KernelEvent::Message(Channel::Shell, msg) if self.is_completeness_reply(&msg) => {
                 self.completeness_known(Some(msg.content)).await;
+            }
+            KernelEvent::Message(Channel::Control, msg)
+                if msg.msg_type() == "create_subshell_reply" =>
+            {
+                self.subshell_reply(&msg).await;
             }
             KernelEvent::Message(channel, msg) => {
                 self.apply_message(channel, msg);

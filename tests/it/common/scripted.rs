@@ -37,6 +37,16 @@ impl Script {
             .expect("the fake kernel was dropped")
     }
 
+    /// The next message of `msg_type` the actor sent on `channel` (others are skipped).
+    pub async fn next_of(&mut self, channel: Channel, msg_type: &str) -> Message {
+        loop {
+            let (ch, msg) = self.next_sent().await;
+            if ch == channel && msg.msg_type() == msg_type {
+                return msg;
+            }
+        }
+    }
+
     /// The next `execute_request` the actor sent.
     pub async fn next_execute(&mut self) -> Message {
         loop {
@@ -147,6 +157,8 @@ impl KernelIo for FakeKernel {
 pub struct FakeLauncher {
     scripts: mpsc::UnboundedSender<Script>,
     wedged: bool,
+    /// The `kernel_info_reply` content each kernel answers with.
+    info: Value,
 }
 
 impl KernelLauncher for FakeLauncher {
@@ -162,7 +174,7 @@ impl KernelLauncher for FakeLauncher {
             shutdowns: shutdowns.clone(),
         });
         let kernel = FakeKernel {
-            info: json!({"implementation": "scripted", "language_info": {"name": "python"}}),
+            info: self.info.clone(),
             sent: sent_tx,
             events: events_rx,
             interrupts,
@@ -175,6 +187,15 @@ impl KernelLauncher for FakeLauncher {
 
 /// A session on fake kernels: its handle and the receiver of each new kernel's script.
 pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    let info = json!({"implementation": "scripted", "language_info": {"name": "python"}});
+    session_with(wedged, info).await
+}
+
+/// [`session`] on kernels that answer `kernel_info_request` with `info`.
+pub async fn session_with(
+    wedged: bool,
+    info: Value,
+) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
     let (tx, mut scripts) = mpsc::unbounded_channel();
     let spec = KernelSpec {
         name: "scripted".into(),
@@ -193,6 +214,7 @@ pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Sc
         launcher: Arc::new(FakeLauncher {
             scripts: tx,
             wedged,
+            info,
         }),
         journal_dir: None,
     };
