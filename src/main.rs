@@ -114,8 +114,14 @@ enum Command {
         /// Stop the kernel when its process tree's memory exceeds this (MiB); 0 = none.
         #[arg(long, default_value_t = 0)]
         max_memory_mib: u64,
+        /// Supervise this child process instead of starting argv (a forked kernel).
+        #[arg(long)]
+        adopt_child: Option<i32>,
+        /// Watch this server process instead of the parent.
+        #[arg(long)]
+        server_pid: Option<i32>,
         /// The kernel's argv.
-        #[arg(last = true, required = true)]
+        #[arg(last = true, required_unless_present = "adopt_child")]
         argv: Vec<String>,
     },
     /// Check the setup: kernelspecs, Python environments, the service. Exit 0 when the
@@ -147,12 +153,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Supervise {
         max_memory_mib,
+        adopt_child,
+        server_pid,
         argv,
     }) = cli.command
     {
         return kernel_mcp::kernel::supervise::run(kernel_mcp::kernel::supervise::SuperviseArgs {
             argv,
             max_memory_mib,
+            adopt_child,
+            server_pid,
         });
     }
     // A file-size limit (RLIMIT_FSIZE) must fail a write, not kill the server and every session.

@@ -13,11 +13,13 @@ pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
 pub mod env_prefix;
+pub mod fork;
 pub(crate) mod process;
 pub mod remote;
 pub(crate) mod seam;
 pub(crate) mod spec;
 pub mod supervise;
+pub mod supervise_adopt;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;

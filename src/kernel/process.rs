@@ -151,6 +151,27 @@ impl KernelProcess {
         })
     }
 
+    /// A running process this server did not spawn (a fork of a kernel, see
+    /// [`super::fork`]) that leads its own process group: the kernel, or its supervisor
+    /// (`supervised`). `exit` turns `Some` once it is gone, and `output_tail` is fed by its
+    /// output pipes (see [`drain_pipes`]). Signals and the final sweep work as for a spawned
+    /// kernel; dropping it SIGKILLs its group and tree.
+    pub(crate) fn adopted(
+        pid: i32,
+        supervised: bool,
+        exit: watch::Receiver<Option<ExitInfo>>,
+        output_tail: OutputTail,
+    ) -> KernelProcess {
+        KernelProcess {
+            pid,
+            supervised,
+            kernel: std::sync::OnceLock::new(),
+            exit,
+            output_tail,
+            reaped: false,
+        }
+    }
+
     /// The kernel's process id (also its process group id).
     pub fn pid(&self) -> u32 {
         self.pid as u32
@@ -259,6 +280,32 @@ impl Drop for KernelProcess {
     fn drop(&mut self) {
         self.kill_all();
     }
+}
+
+/// The last bytes a kernel wrote, shared by the tasks that read its pipes.
+pub(crate) type OutputTail = Arc<Mutex<VecDeque<u8>>>;
+
+/// Read `stdout` and `stderr` (pipes of process `pid`) into a new tail, as a spawned kernel's
+/// are; the tasks end at EOF.
+pub(crate) fn drain_pipes(
+    pid: i32,
+    stdout: impl AsyncRead + Unpin + Send + 'static,
+    stderr: impl AsyncRead + Unpin + Send + 'static,
+) -> (OutputTail, Vec<tokio::task::JoinHandle<()>>) {
+    let tail: OutputTail = Arc::new(Mutex::new(VecDeque::new()));
+    let drains = vec![
+        tokio::spawn(drain_output(stdout, "stdout", pid, tail.clone())),
+        tokio::spawn(drain_output(stderr, "stderr", pid, tail.clone())),
+    ];
+    (tail, drains)
+}
+
+/// Append `line` to `tail` (bounded like the pipes' bytes), e.g. why we stopped a kernel.
+pub(crate) fn append_note(tail: &OutputTail, line: &str) {
+    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+    t.extend(b"\n".iter().chain(line.as_bytes()).chain(b"\n"));
+    let excess = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
+    t.drain(..excess);
 }
 
 /// Read a child pipe to its end into the shared tail buffer, logging whole lines.

@@ -118,6 +118,17 @@ pub trait KernelLauncher: Send + Sync {
         "local"
     }
 
+    /// How local kernels are launched (cwd, env, memory limit…), where this launcher starts
+    /// them from a kernelspec.
+    fn launch_options(&self) -> Option<&LaunchOptions> {
+        None
+    }
+
+    /// The session whose kernel this launcher's first kernel was forked from (`fork_session`).
+    fn forked_from(&self) -> Option<&str> {
+        None
+    }
+
     /// Replace `old` by a fresh kernel (restart): by default shut it down within about
     /// `2 × grace` and [`start`](KernelLauncher::start) another; a remote kernel restarts in
     /// place over REST.
@@ -148,6 +159,10 @@ impl KernelLauncher for LocalLauncher {
             let kernel = super::Kernel::start(&spec, &opts).await?;
             Ok(Box::new(kernel) as Box<dyn KernelIo>)
         })
+    }
+
+    fn launch_options(&self) -> Option<&LaunchOptions> {
+        Some(&self.opts)
     }
 }
 

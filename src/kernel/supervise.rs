@@ -16,6 +16,10 @@
 //! gets SIGKILL-proof by being traced or stopped in the kernel's D state lingers until it
 //! wakes.
 //!
+//! A forked kernel (`fork_session`) gets a supervisor too, which adopts the kernel instead of
+//! spawning it and watches the server instead of its parent; and any supervisor lets go of a
+//! subtree the server releases to a supervisor of its own (`supervise_adopt.rs`).
+//!
 //! The supervisor leads the kernel's process group (the server starts it with `setsid`) and the
 //! kernel stays in it, so an interrupt (SIGINT to the group) reaches the kernel; the supervisor
 //! ignores it. It mirrors the kernel's exit: the same code, or the same signal raised on itself,
@@ -28,7 +32,10 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::process::{descendants, tree_rss_bytes};
+use super::process::descendants;
+use super::supervise_adopt::{
+    RELEASE_SIGNAL, Released, ServerWatch, tree_rss_excluding, wait_signal_info,
+};
 
 /// How often the supervisor samples memory and checks that the server is alive.
 const TICK: Duration = Duration::from_millis(250);
@@ -44,6 +51,11 @@ pub struct SuperviseArgs {
     pub argv: Vec<String>,
     /// Stop the kernel when its whole tree's resident memory goes above this (MiB); 0 = none.
     pub max_memory_mib: u64,
+    /// Supervise this child instead of spawning `argv` (a forked kernel, see
+    /// `supervise_adopt.rs`).
+    pub adopt_child: Option<i32>,
+    /// Watch this server instead of the parent (no parent-death signal).
+    pub server_pid: Option<i32>,
 }
 
 /// Run the supervisor to the kernel's end; the exit mirrors the kernel's.
@@ -52,10 +64,15 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("kernel-mcp supervise: cannot become a child subreaper: {e}");
     }
-    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
-    if nix::unistd::getppid() != parent {
-        return ExitCode::from(1); // The server died before we armed the signal.
+    // A forked kernel's supervisor has the source kernel as parent: it watches the server.
+    let server = args.server_pid.map(ServerWatch::open);
+    if server.is_none() {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+        if nix::unistd::getppid() != parent {
+            return ExitCode::from(1); // The server died before we armed the signal.
+        }
     }
+    let server_pid = server.as_ref().map_or(parent.as_raw(), |s| s.pid());
     let mut watched = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -63,12 +80,17 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
         Signal::SIGINT,
         Signal::SIGHUP,
         Signal::SIGQUIT,
+        RELEASE_SIGNAL,
     ] {
         watched.add(s);
     }
     // Blocked here, consumed by `sigtimedwait`; the kernel gets an unblocked mask.
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None);
-    let kernel = match spawn_kernel(&args.argv) {
+    let spawned = match args.adopt_child {
+        Some(pid) => Ok(Pid::from_raw(pid)),
+        None => spawn_kernel(&args.argv),
+    };
+    let kernel = match spawned {
         Ok(pid) => pid,
         Err(e) => {
             eprintln!(
@@ -81,24 +103,31 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
     let limit = args.max_memory_mib.saturating_mul(1024 * 1024);
     let mut peak = 0u64;
     let mut last_sample = Instant::now() - TICK;
+    let mut released = Released::default();
     loop {
-        match wait_signal(&watched, TICK) {
-            Some(Signal::SIGCHLD) | None => {}
+        match wait_signal_info(&watched, TICK) {
+            Some((Signal::SIGCHLD, _)) | None => {}
+            // A subtree with a supervisor of its own (a fork) is no longer ours.
+            Some((s, info)) if s == RELEASE_SIGNAL => released.note(&info, server_pid),
             // The server's shutdown ladder signals the whole group: the kernel got it too and
             // decides; only a server that is gone makes us end the tree ourselves.
             Some(_) => {}
         }
         if let Some(status) = reap(kernel) {
-            end_tree();
+            end_tree(&released);
             return mirror(status);
         }
-        if nix::unistd::getppid() != parent {
-            end_tree();
+        let server_gone = match &server {
+            Some(s) => s.gone(),
+            None => nix::unistd::getppid() != parent,
+        };
+        if server_gone {
+            end_tree(&released);
             return ExitCode::from(1);
         }
         if limit > 0 && last_sample.elapsed() >= TICK {
             last_sample = Instant::now();
-            let rss = tree_rss_bytes(std::process::id() as i32);
+            let rss = tree_rss_excluding(std::process::id() as i32, &released.excluded());
             peak = peak.max(rss);
             if rss > limit {
                 eprintln!(
@@ -106,7 +135,7 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
                     peak / (1024 * 1024),
                     args.max_memory_mib
                 );
-                end_tree();
+                end_tree(&released);
                 let _ = reap(kernel);
                 return ExitCode::from(137);
             }
@@ -140,17 +169,6 @@ fn spawn_kernel(argv: &[String]) -> std::io::Result<Pid> {
     Ok(Pid::from_raw(child.id() as i32))
 }
 
-/// Wait up to `timeout` for one of `set`.
-fn wait_signal(set: &SigSet, timeout: Duration) -> Option<Signal> {
-    let ts = nix::libc::timespec {
-        tv_sec: timeout.as_secs() as nix::libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as nix::libc::c_long,
-    };
-    // SAFETY: `set` is a valid sigset_t; a null siginfo pointer is allowed.
-    let n = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
-    Signal::try_from(n).ok()
-}
-
 /// Reap every exited child; the kernel's status once it has exited.
 fn reap(kernel: Pid) -> Option<WaitStatus> {
     let mut kernel_status = None;
@@ -166,11 +184,18 @@ fn reap(kernel: Pid) -> Option<WaitStatus> {
     }
 }
 
-/// SIGKILL every descendant (the kernel's whole tree, orphans included) and reap them.
-fn end_tree() {
+/// SIGKILL every descendant (the kernel's whole tree, orphans included) and reap them; a
+/// released subtree is left alone.
+fn end_tree(released: &Released) {
     let me = std::process::id() as i32;
+    let ours = || {
+        let excluded = released.excluded();
+        let mut all = descendants(me);
+        all.retain(|p| !excluded.contains(p));
+        all
+    };
     for _ in 0..3 {
-        let all = descendants(me);
+        let all = ours();
         if all.is_empty() {
             return;
         }
@@ -178,7 +203,7 @@ fn end_tree() {
             let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
         let deadline = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < deadline && !descendants(me).is_empty() {
+        while Instant::now() < deadline && !ours().is_empty() {
             let _ = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG));
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -98,6 +98,14 @@ pub struct ExecuteParams {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct ForkSessionParams {
+    /// The session to copy (a local Python session, idle).
+    pub session_id: String,
+    /// The new session's id.
+    pub new_session_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetExecutionParams {
     /// From an execute result.
     pub run_id: String,

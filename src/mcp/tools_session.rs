@@ -1,5 +1,5 @@
-//! Tools about kernels and sessions: list kernels, create, list, get, interrupt, restart and
-//! destroy sessions, and server_info. Each validates its parameters, calls the registry or a
+//! Tools about kernels and sessions: list kernels, create, fork, list, get, interrupt, restart
+//! and destroy sessions, and server_info. Each validates its parameters, calls the registry or a
 //! session handle and renders the record.
 
 use std::path::PathBuf;
@@ -125,6 +125,21 @@ impl KernelMcp {
             }
         }
         Ok(render::success(text, &detail, vec![]))
+    }
+
+    /// A new session whose kernel is a copy of an idle Python session's live kernel
+    /// (variables included); the source is untouched.
+    #[tool(
+        annotations(destructive_hint = false, open_world_hint = false),
+        output_schema = output::<SessionInfo>()
+    )]
+    async fn fork_session(&self, Parameters(p): Parameters<ForkSessionParams>) -> ToolResult {
+        let source = self.registry.get(&p.session_id)?;
+        let info = self
+            .registry
+            .fork_session(&source, &p.new_session_id)
+            .await?;
+        Ok(render::success(render::session_text(&info), &info, vec![]))
     }
 
     /// Interrupt the running code (Ctrl-C); state is kept.

@@ -18,6 +18,7 @@ use sources::environments::EnvironmentStore;
 use sources::specs::adopted_spec;
 
 pub mod expiry;
+mod fork;
 pub(crate) mod fresh;
 pub mod scope;
 pub mod sources;

@@ -234,6 +234,37 @@ impl SessionHandle {
         .await?
     }
 
+    /// Send the fork helper's request (a silent execute_request) to the idle kernel and hold
+    /// every run until [`Self::end_fork`]; returns the reply's content.
+    /// Errors: `SESSION_BUSY` while a run executes or another fork is taken, `SESSION_DEAD`.
+    pub async fn fork_request(
+        &self,
+        content: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, SessionError> {
+        self.call(|reply| Command::Fork {
+            content,
+            timeout,
+            reply,
+        })
+        .await?
+    }
+
+    /// The fork is taken (or failed): the held runs may start.
+    pub async fn end_fork(&self) -> Result<(), SessionError> {
+        self.call(Command::EndFork).await
+    }
+
+    /// Append `entries` to the session's history (journalled), e.g. a fork's copy of its
+    /// source's.
+    pub async fn seed_history(
+        &self,
+        entries: Vec<history::HistoryEntry>,
+    ) -> Result<(), SessionError> {
+        self.call(|reply| Command::SeedHistory(entries, reply))
+            .await
+    }
+
     /// Answer the run's `input()` prompt. Errors: `EXECUTION_NOT_FOUND`, `NOT_AWAITING_INPUT`.
     pub async fn send_input(
         &self,

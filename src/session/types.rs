@@ -116,6 +116,10 @@ pub struct SessionInfo {
     pub location: String,
     /// The kernel's id on its gateway.
     pub kernel_id: Option<String>,
+    /// The session this one was forked from (`fork_session`): its first kernel started as a
+    /// copy of that session's kernel. Left out for every other session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.

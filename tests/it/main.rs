@@ -17,6 +17,7 @@ mod fault_drills;
 mod faults;
 mod fidelity;
 mod first_run;
+mod fork;
 mod fresh_files;
 mod fuzz;
 mod gateways;

@@ -331,6 +331,10 @@ impl KernelLauncher for PooledLauncher {
             None => self.cold.start(),
         }
     }
+
+    fn launch_options(&self) -> Option<&LaunchOptions> {
+        Some(&self.cold.opts)
+    }
 }
 
 #[cfg(test)]

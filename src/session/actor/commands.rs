@@ -103,6 +103,19 @@ impl Actor {
                 self.shell_request(msg_type, content, busy, timeout, reply)
                     .await
             }
+            Command::Fork {
+                content,
+                timeout,
+                reply,
+            } => self.begin_fork(content, timeout, reply).await,
+            Command::EndFork(reply) => {
+                self.fork_hold = None;
+                let _ = reply.send(());
+            }
+            Command::SeedHistory(entries, reply) => {
+                self.seed_history(entries);
+                let _ = reply.send(());
+            }
             Command::SendInput(id, value, reply) => {
                 let _ = reply.send(self.send_input(&id, value).await);
             }

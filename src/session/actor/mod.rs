@@ -47,6 +47,7 @@ use crate::wire::Message;
 
 mod commands;
 mod expiry;
+mod fork;
 mod lifecycle;
 mod running;
 mod subshell;
@@ -169,6 +170,17 @@ pub enum Command {
     CheckExpired(Reply<bool>),
     /// Cancel every queued run (not the running one); replies with their ids.
     ClearQueue(Reply<Vec<RunId>>),
+    /// Send the fork helper's request (`content`, a silent execute_request) to the idle main
+    /// shell and hold every run until [`Command::EndFork`] (see `fork.rs`).
+    Fork {
+        content: Value,
+        timeout: Duration,
+        reply: Reply<Result<Value, SessionError>>,
+    },
+    /// The fork is taken (or failed): runs may start again.
+    EndFork(Reply<()>),
+    /// Append entries to the history (a fork's copy of its source's), journalled.
+    SeedHistory(Vec<HistoryEntry>, Reply<()>),
     /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the count.
     DeleteHistory {
         start: Option<i64>,
@@ -223,6 +235,8 @@ enum Due {
     Side(RunId, Deadline),
     /// The kernel did not answer `create_subshell_request`.
     Subshell,
+    /// A fork held the runs for too long.
+    ForkHold,
 }
 
 type Starting = (
@@ -345,6 +359,7 @@ impl Actor {
                 Event::Due(Due::Request) => self.expire_requests(),
                 Event::Due(Due::Side(id, d)) => self.side_run_deadline(id, d),
                 Event::Due(Due::Subshell) => self.subshell_timed_out().await,
+                Event::Due(Due::ForkHold) => self.fork_hold_expired(),
             }
             self.advance().await;
             self.deliver_settled();
@@ -397,7 +412,8 @@ impl Actor {
             .min()
             .map(|at| (at, Due::Request));
         let subshell = self.subshells.deadline().map(|at| (at, Due::Subshell));
-        [run, request, self.side_deadline(), subshell]
+        let fork = self.fork_hold.map(|at| (at, Due::ForkHold));
+        [run, request, self.side_deadline(), subshell, fork]
             .into_iter()
             .flatten()
             .min_by_key(|(at, _)| *at)
@@ -536,6 +552,7 @@ impl Actor {
                 .as_ref()
                 .and_then(|k| k.kernel_id())
                 .map(String::from),
+            forked_from: self.desc.launcher.forked_from().map(String::from),
         }
     }
 }

@@ -156,11 +156,16 @@ impl Actor {
         }
     }
 
-    /// `SESSION_BUSY` for the current run (or the session itself while a fork holds it).
+    /// `SESSION_BUSY` for the current run (or for the fork that holds the runs).
     pub(super) fn busy_error(&self) -> SessionError {
-        SessionError::Busy {
-            session: self.desc.id.clone(),
-            run: self.runs.current_id().cloned().unwrap_or_else(RunId::new),
+        match self.runs.current_id() {
+            Some(run) => SessionError::Busy {
+                session: self.desc.id.clone(),
+                run: run.clone(),
+            },
+            None => SessionError::Forking {
+                session: self.desc.id.clone(),
+            },
         }
     }
 
