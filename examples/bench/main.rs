@@ -13,7 +13,9 @@
 //!   (g) through the service relay (`serve --shared`) vs direct stdio;
 //!   (h) tools/list bytes (full, `--tools minimal`) and a trivial result's text bytes;
 //!   (i) on a Jupyter Kernel Gateway started for the run: cold start and `execute 1+1`,
-//!       kernel-mcp (`--gateway`) next to a plain Python websockets client (gateway.rs).
+//!       kernel-mcp (`--gateway`) next to a plain Python websockets client (gateway.rs);
+//!   (j) `fork_session` of a session holding ~500 MB next to `create_session` plus its history
+//!       run again (fork.rs; `--no-fork` skips it).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -26,6 +28,7 @@
 //! `$VIRTUAL_ENV/bin/python`, else `./.venv/bin/python`), `KERNEL_MCP_BENCH_KERNEL`
 //! (kernelspec name, default python3).
 
+mod fork;
 mod gateway;
 mod mcp_side;
 mod raw;
@@ -60,6 +63,8 @@ pub struct Opts {
     pub no_relay: bool,
     /// Skip the Kernel Gateway rows.
     pub no_gateway: bool,
+    /// Skip the fork_session rows.
+    pub no_fork: bool,
 }
 
 #[tokio::main]
@@ -83,6 +88,7 @@ fn parse_opts() -> Res<Opts> {
         raw_reference: false,
         no_relay: false,
         no_gateway: false,
+        no_fork: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -99,10 +105,11 @@ fn parse_opts() -> Res<Opts> {
             "--raw-reference" => o.raw_reference = true,
             "--no-relay" => o.no_relay = true,
             "--no-gateway" => o.no_gateway = true,
+            "--no-fork" => o.no_fork = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
-                     --sessions --per --json --raw-reference --no-relay --no-gateway)"
+                     --sessions --per --json --raw-reference --no-relay --no-gateway --no-fork)"
                 )
                 .into());
             }
@@ -162,6 +169,11 @@ async fn run() -> Res<()> {
     let load_before = loadavg();
 
     let ours = mcp_side::measure(&bin, &o).await?;
+    let forks = if o.no_fork {
+        None
+    } else {
+        Some(fork::measure(&bin, &o).await?)
+    };
     eprintln!("bench: kernel-mcp side done; running the raw reference client");
     let raw = run_json_child(
         &std::env::current_exe()?,
@@ -182,7 +194,10 @@ async fn run() -> Res<()> {
     };
     let elapsed = total.elapsed();
 
-    let rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
+    let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
+    if let Some(f) = &forks {
+        rows.extend(table::fork_rows(f));
+    }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
     println!(
@@ -199,6 +214,7 @@ async fn run() -> Res<()> {
             "raw": raw,
             "jupyter_client": jc,
             "kernel_gateway": gw.as_ref().map(gateway::Figures::raw_json),
+            "fork": forks.as_ref().map(fork::ForkFigures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

@@ -45,8 +45,17 @@ impl Registry {
                     .into(),
             ));
         }
-        if lock(&self.sessions).contains_key(new_id) {
-            return Err(SessionError::AlreadyExists(new_id.to_string()));
+        {
+            let sessions = lock(&self.sessions);
+            if sessions.contains_key(new_id) {
+                return Err(SessionError::AlreadyExists(new_id.to_string()));
+            }
+            if sessions.len() >= self.limits.max_sessions {
+                return Err(SessionError::LimitExceeded(format!(
+                    "This server already runs {} sessions, its limit; destroy one you no longer need first.",
+                    sessions.len()
+                )));
+            }
         }
         let info = source.info().await?;
         let desc = source.desc().clone();
@@ -70,7 +79,15 @@ impl Registry {
         let supervisor = opts.as_ref().and_then(|o| o.supervisor.clone());
         let plan = ForkPlan::prepare(&desc.spec.name).map_err(started)?;
         let content = plan.request_content(supervisor.as_deref().map(|s| (s, max_memory_mib)));
-        let reply = source.fork_request(content, SCHEDULE_TIMEOUT).await?;
+        let reply = match source.fork_request(content, SCHEDULE_TIMEOUT).await {
+            Ok(reply) => reply,
+            // Refused: nothing of ours holds the source.
+            Err(e @ (SessionError::Busy { .. } | SessionError::Forking { .. })) => return Err(e),
+            Err(e) => {
+                let _ = source.end_fork().await;
+                return Err(e);
+            }
+        };
         let child = match parse_scheduled(&reply, &desc.spec.name) {
             Ok(pid) if pid == source_pid => {
                 let deadline = Instant::now() + startup_timeout;

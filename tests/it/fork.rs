@@ -296,3 +296,36 @@ async fn a_fork_ends_when_the_server_is_sigkilled() {
     );
     drop(server);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_of_a_fork_keeps_working_after_its_parent_fork_is_gone() {
+    require_venv();
+    let server = Server::start().await;
+    server.create_session("src").await;
+    server.exec("src", "depth = 0").await;
+    fork(&server, "src", "one").await;
+    let bump = server
+        .exec("one", "depth += 1\nprint('one', flush=True)\ndepth")
+        .await;
+    assert_eq!(bump["result"], "1", "{bump}");
+    let two = fork(&server, "one", "two").await;
+    assert_eq!(two["forked_from"], "one", "{two}");
+    // The first fork, now a source itself, still captures its output, C-level included.
+    let again = server
+        .exec(
+            "one",
+            "import os, gc\ngc.collect()\nprint('still', flush=True)\nos.system('echo c-level')\ndepth",
+        )
+        .await;
+    assert_eq!(again["stdout"], "still\nc-level\n", "{again}");
+    server.destroy("one").await;
+    let deep = server
+        .exec("two", "depth += 1\nprint('two', flush=True)\ndepth")
+        .await;
+    assert_eq!(deep["result"], "2", "{deep}");
+    assert_eq!(deep["stdout"], "two\n", "{deep}");
+    assert_eq!(server.exec("src", "depth").await["result"], "0");
+    server.destroy("two").await;
+    server.destroy("src").await;
+    server.shutdown().await;
+}

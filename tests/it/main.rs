@@ -18,6 +18,7 @@ mod faults;
 mod fidelity;
 mod first_run;
 mod fork;
+mod fork_actor;
 mod fresh_files;
 mod fuzz;
 mod gateways;

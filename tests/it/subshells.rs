@@ -28,6 +28,10 @@ async fn while_the_kernel_sleeps_complete_variables_and_a_subshell_execute_answe
         )
         .await;
     assert_eq!(status(&setup), "ok", "{setup}");
+    // The first completion imports IPython's completer machinery: not what is measured here.
+    server
+        .call("complete", json!({"session_id": "busy", "code": "numb"}))
+        .await;
     let (sleeping, _) = exec_args(
         &server,
         "busy",

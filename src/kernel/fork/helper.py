@@ -47,7 +47,8 @@ import traceback
 import warnings
 
 # Objects of the source's machinery the child must never finalize (see the module docs).
-_GRAVEYARD = []
+# Kept when the helper is loaded again (a fork of a fork): dropping them would finalize them.
+_GRAVEYARD = globals().get("_GRAVEYARD", [])
 
 # How long the helper waits for the main shell to be free before giving up (s).
 _IDLE_WAIT_S = 30.0

@@ -87,7 +87,11 @@ impl ForkPlan {
         info.write(&file)
             .map_err(|e| err(format!("writing {}: {e}", file.display())))?;
         let connection_file = FileGuard(Some(file));
-        let path = dir.join(format!("kernel-mcp-fork-{}.sock", id.simple()));
+        // Short: a Unix socket's path is limited to 107 bytes.
+        let path = dir.join(format!(
+            "kernel-mcp-fork-{}.sock",
+            &id.simple().to_string()[..12]
+        ));
         let rendezvous =
             UnixListener::bind(&path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         Ok(ForkPlan {
@@ -166,7 +170,8 @@ impl ForkPlan {
             let pid = pid as u32;
             let mut reader = BufReader::new(stream);
             let mut line = String::new();
-            let read = tokio::time::timeout(LINE_TIMEOUT, reader.read_line(&mut line)).await;
+            let by = deadline.min(Instant::now() + LINE_TIMEOUT);
+            let read = tokio::time::timeout_at(by, reader.read_line(&mut line)).await;
             if !matches!(read, Ok(Ok(n)) if n > 0) {
                 continue;
             }

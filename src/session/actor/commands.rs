@@ -283,10 +283,11 @@ impl Actor {
             return;
         }
         self.send_request(msg_type, content, timeout, reply, None)
-            .await
+            .await;
     }
 
     /// Send a shell request (to `subshell` when given) and wait for its reply by msg_id.
+    /// Returns false when it was not sent (the reply then has the error).
     pub(super) async fn send_request(
         &mut self,
         msg_type: String,
@@ -294,13 +295,13 @@ impl Actor {
         timeout: Duration,
         reply: Reply<Result<Value, SessionError>>,
         subshell: Option<String>,
-    ) {
+    ) -> bool {
         if self.pending.len() >= MAX_PENDING_REQUESTS {
             let _ = reply.send(Err(SessionError::LimitExceeded(format!(
                 "Session '{}' already has {MAX_PENDING_REQUESTS} requests waiting for the kernel; wait for them.",
                 self.desc.id
             ))));
-            return;
+            return false;
         }
         let Some(kernel) = self.kernel.as_ref() else {
             let why = format!("it is {}", self.status().as_str());
@@ -308,7 +309,7 @@ impl Actor {
                 session: self.desc.id.clone(),
                 why,
             }));
-            return;
+            return false;
         };
         let mut msg = kernel.request(&msg_type, content);
         msg.header.subshell_id = subshell;
@@ -321,11 +322,13 @@ impl Actor {
                     reply,
                 };
                 self.pending.insert(MsgId::from(msg.msg_id()), pending);
+                true
             }
             Err(e) => {
                 let _ = reply.send(Err(SessionError::Internal(format!(
                     "{msg_type} not sent: {e}"
                 ))));
+                false
             }
         }
     }

@@ -34,8 +34,13 @@ impl Actor {
             return;
         }
         self.fork_hold = Some(Instant::now() + FORK_HOLD_LIMIT);
-        self.send_request("execute_request".into(), content, timeout, reply, None)
+        let sent = self
+            .send_request("execute_request".into(), content, timeout, reply, None)
             .await;
+        if !sent {
+            // No kernel, or it took nothing: there is no fork to wait for.
+            self.fork_hold = None;
+        }
     }
 
     /// The registry never ended the fork: let the runs go.

@@ -142,7 +142,7 @@ impl Actor {
         match self.subshell().await {
             Availability::Ready(id) => {
                 self.send_request(msg_type, content, timeout, reply, Some(id))
-                    .await
+                    .await;
             }
             Availability::Pending => self.subshells.waiting.push(Deferred::Request {
                 msg_type,
@@ -338,7 +338,7 @@ impl Actor {
                     reply,
                 } if self.runs.current_id().is_none() => {
                     self.send_request(msg_type, content, timeout, reply, None)
-                        .await
+                        .await;
                 }
                 Deferred::Request {
                     msg_type,
