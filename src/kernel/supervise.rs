@@ -87,7 +87,7 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
     // Blocked here, consumed by `sigtimedwait`; the kernel gets an unblocked mask.
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None);
     let spawned = match args.adopt_child {
-        Some(pid) => Ok(Pid::from_raw(pid)),
+        Some(pid) => super::supervise_adopt::adopt(pid),
         None => spawn_kernel(&args.argv),
     };
     let kernel = match spawned {

@@ -70,6 +70,25 @@ impl ServerWatch {
     }
 }
 
+/// `pid` as the kernel to supervise, if it is this process's child.
+/// Errors: it is not (a supervisor can only reap and mirror its own child).
+pub fn adopt(pid: i32) -> std::io::Result<nix::unistd::Pid> {
+    let me = std::process::id() as i32;
+    let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+        });
+    if parent == Some(me) {
+        Ok(nix::unistd::Pid::from_raw(pid))
+    } else {
+        Err(std::io::Error::other(format!(
+            "process {pid} is not a child of this supervisor (pid {me})"
+        )))
+    }
+}
+
 /// Subtrees a supervisor has let go of (their roots' pids).
 #[derive(Debug, Default)]
 pub struct Released(Vec<i32>);
