@@ -11,10 +11,12 @@
 //!   (f) `--sessions` sessions × `--per` executes at once: p50, p99, executes/s and the
 //!       client's (kernel-mcp server's) CPU time per execute;
 //!   (g) through the service relay (`serve --shared`) vs direct stdio;
-//!   (h) tools/list bytes (full, `--tools minimal`) and a trivial result's text bytes;
+//!   (h) tools/list bytes (default, all, minimal, code) and a trivial result's text bytes;
 //!   (i) on a Jupyter Kernel Gateway started for the run: cold start and `execute 1+1`,
 //!       kernel-mcp (`--gateway`) next to a plain Python websockets client (gateway.rs);
-//!   (j) `fork_session` of a session holding ~500 MB next to `create_session` plus its history
+//!   (j) the broker: `mcp.call` of server-everything's `echo` from a cell, next to the same
+//!       call from an rmcp client straight to the server (broker.rs);
+//!   (k) `fork_session` of a session holding ~500 MB next to `create_session` plus its history
 //!       run again (fork.rs; `--no-fork` skips it).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
@@ -28,6 +30,7 @@
 //! `$VIRTUAL_ENV/bin/python`, else `./.venv/bin/python`), `KERNEL_MCP_BENCH_KERNEL`
 //! (kernelspec name, default python3).
 
+mod broker;
 mod fork;
 mod gateway;
 mod mcp_side;
@@ -63,6 +66,8 @@ pub struct Opts {
     pub no_relay: bool,
     /// Skip the Kernel Gateway rows.
     pub no_gateway: bool,
+    /// Skip the broker rows.
+    pub no_broker: bool,
     /// Skip the fork_session rows.
     pub no_fork: bool,
 }
@@ -88,6 +93,7 @@ fn parse_opts() -> Res<Opts> {
         raw_reference: false,
         no_relay: false,
         no_gateway: false,
+        no_broker: false,
         no_fork: false,
     };
     let mut args = std::env::args().skip(1);
@@ -105,11 +111,13 @@ fn parse_opts() -> Res<Opts> {
             "--raw-reference" => o.raw_reference = true,
             "--no-relay" => o.no_relay = true,
             "--no-gateway" => o.no_gateway = true,
+            "--no-broker" => o.no_broker = true,
             "--no-fork" => o.no_fork = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
-                     --sessions --per --json --raw-reference --no-relay --no-gateway --no-fork)"
+                     --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
+                     --no-fork)"
                 )
                 .into());
             }
@@ -192,9 +200,17 @@ async fn run() -> Res<()> {
         eprintln!("bench: starting a Kernel Gateway for the remote rows");
         gateway::measure(&bin, &o).await?
     };
+    let br = if o.no_broker {
+        None
+    } else {
+        broker::measure(&bin, &o).await?
+    };
     let elapsed = total.elapsed();
 
     let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
+    if let Some(b) = &br {
+        rows.extend(table::broker_rows(&o, b));
+    }
     if let Some(f) = &forks {
         rows.extend(table::fork_rows(f));
     }
@@ -214,6 +230,7 @@ async fn run() -> Res<()> {
             "raw": raw,
             "jupyter_client": jc,
             "kernel_gateway": gw.as_ref().map(gateway::Figures::raw_json),
+            "broker": br.as_ref().map(broker::Figures::raw_json),
             "fork": forks.as_ref().map(fork::ForkFigures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;

@@ -40,6 +40,18 @@ pub struct Ours {
     pub relay_exec_ms: Vec<f64>,
     /// (label, tools, bytes, cap)
     pub tools_list: Vec<(&'static str, usize, usize, usize)>,
+    /// create_session and execute 1+1 under `sandbox: workspace`, and the same unsandboxed,
+    /// interleaved in one server (empty where the host cannot sandbox).
+    pub sandbox: SandboxFigures,
+}
+
+/// The sandbox rows' figures (ms).
+#[derive(Default)]
+pub struct SandboxFigures {
+    pub create_boxed: Vec<f64>,
+    pub create_plain: Vec<f64>,
+    pub exec_boxed: Vec<f64>,
+    pub exec_plain: Vec<f64>,
 }
 
 impl Ours {
@@ -57,6 +69,12 @@ impl Ours {
             "flood": {"ms": self.flood_ms, "response_bytes": self.flood_response_bytes,
                       "server_peak_rss_kib": self.flood_peak_rss},
             "trivial_text_bytes": self.trivial_text_bytes,
+            "sandbox": {
+                "create_workspace_ms": crate::stats::summary(&self.sandbox.create_boxed),
+                "create_none_ms": crate::stats::summary(&self.sandbox.create_plain),
+                "execute_workspace_ms": crate::stats::summary(&self.sandbox.exec_boxed),
+                "execute_none_ms": crate::stats::summary(&self.sandbox.exec_plain),
+            },
             "concurrent": self.concurrent,
             "tools_list": self.tools_list.iter().map(|(l, t, b, c)| json!({"toolset": l, "tools": t, "bytes": b, "cap": c})).collect::<Vec<_>>(),
         })
@@ -94,7 +112,70 @@ pub async fn measure(bin: &Path, o: &Opts) -> Res<Ours> {
         m.relay_exec_ms = relay(bin, o).await?;
     }
     m.tools_list = tools_list_sizes(bin).await?;
+    m.sandbox = sandboxed(bin, o).await?;
     Ok(m)
+}
+
+/// (h) create_session and execute 1+1 with `sandbox: workspace` next to the same without,
+/// alternating in one server so both see the same machine load. Empty when the host cannot
+/// sandbox (`SANDBOX_UNAVAILABLE`).
+async fn sandboxed(bin: &Path, o: &Opts) -> Res<SandboxFigures> {
+    let mut f = SandboxFigures::default();
+    let dir = tempfile::tempdir()?;
+    let (client, pid) = spawn_with(bin, &[], &[]).await?;
+    for i in 0..o.starts {
+        for (policy, out) in [
+            ("none", &mut f.create_plain),
+            ("workspace", &mut f.create_boxed),
+        ] {
+            let id = format!("{policy}-{i}");
+            let t0 = Instant::now();
+            let r = call(
+                &client,
+                "create_session",
+                json!({"session_id": id, "kernel": o.kernel, "cwd": dir.path(), "sandbox": policy}),
+            )
+            .await?;
+            if r.is_error == Some(true) {
+                eprintln!("bench: no sandbox rows: {}", first_text(&r));
+                close(client, pid).await;
+                return Ok(SandboxFigures::default());
+            }
+            wait_until_ready(&client, &id, &r).await?;
+            out.push(ms(t0));
+            if i + 1 < o.starts {
+                destroy(&client, &id).await?;
+            }
+        }
+    }
+    let last = o.starts - 1;
+    let (plain, boxed) = (format!("none-{last}"), format!("workspace-{last}"));
+    for _ in 0..o.warmup {
+        execute_1p1(&client, &plain).await?;
+        execute_1p1(&client, &boxed).await?;
+    }
+    for _ in 0..o.n {
+        for (id, out) in [(&plain, &mut f.exec_plain), (&boxed, &mut f.exec_boxed)] {
+            let t0 = Instant::now();
+            execute_1p1(&client, id).await?;
+            out.push(ms(t0));
+        }
+    }
+    destroy(&client, &plain).await?;
+    destroy(&client, &boxed).await?;
+    close(client, pid).await;
+    eprintln!(
+        "bench: sandboxed create_session x{} and execute x{}: done",
+        o.starts, o.n
+    );
+    Ok(f)
+}
+
+fn first_text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.clone()))
+        .unwrap_or_default()
 }
 
 async fn sessions(client: &Client, server_pid: u32, o: &Opts, m: &mut Ours) -> Res<()> {
@@ -303,16 +384,18 @@ pub(crate) async fn close(client: Client, pid: Option<u32>) {
     }
 }
 
-/// (h) The size of `tools/list` (its JSON) for the full and the minimal toolset.
+/// (h) The size of `tools/list` (its JSON) for each toolset, with its cap (docs/tools.md).
 async fn tools_list_sizes(bin: &Path) -> Res<Vec<(&'static str, usize, usize, usize)>> {
     let mut out = Vec::new();
     for (label, args, cap) in [
-        ("full", &[][..], 24_000usize),
+        ("default", &[][..], 16_000usize),
+        ("--tools all", &["serve", "--tools", "all"][..], usize::MAX),
         (
             "--tools minimal",
             &["serve", "--tools", "minimal"][..],
             5_000,
         ),
+        ("--tools code", &["serve", "--tools", "code"][..], 4_000),
     ] {
         let (client, _) = spawn_with(bin, args, &[]).await?;
         let tools = client.list_all_tools().await?;
@@ -341,7 +424,7 @@ pub(crate) async fn spawn_with(
     Ok((client, pid))
 }
 
-async fn create(client: &Client, id: &str, kernel: &str) -> Res<CallToolResult> {
+pub(crate) async fn create(client: &Client, id: &str, kernel: &str) -> Res<CallToolResult> {
     let r = call(
         client,
         "create_session",

@@ -115,6 +115,30 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
             None,
         ));
     }
+    if !m.sandbox.exec_boxed.is_empty() {
+        // Ratios are sandboxed / unsandboxed (in the raw column), same server, interleaved:
+        // the goal is ≤ 1.05×.
+        rows.push(Row::new(
+            format!(
+                "create_session sandbox=workspace, p50 (n={}) | sandbox=none p50",
+                m.sandbox.create_boxed.len()
+            ),
+            Unit::Ms,
+            median(&m.sandbox.create_boxed),
+            median(&m.sandbox.create_plain),
+            None,
+        ));
+        rows.push(Row::new(
+            format!(
+                "execute 1+1 sandbox=workspace, p50 (n={}) | sandbox=none p50",
+                m.sandbox.exec_boxed.len()
+            ),
+            Unit::Ms,
+            median(&m.sandbox.exec_boxed),
+            median(&m.sandbox.exec_plain),
+            None,
+        ));
+    }
     let (r, j) = both(&["start_ms", "median"]);
     rows.push(Row::new(
         format!("cold start, p50 (n={}): create_session | raw start->ready | start_kernel+wait_for_ready", o.starts),
@@ -259,7 +283,34 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
     rows
 }
 
-/// (j): fork_session next to create_session + the history again (in the raw column: the
+/// (j) The broker rows: a cell's `mcp.call` in the kernel-mcp column, the direct rmcp call in
+/// the raw column.
+pub fn broker_rows(o: &Opts, b: &crate::broker::Figures) -> Vec<Row> {
+    [
+        ("p50", median(&b.cell_ms), median(&b.direct_ms)),
+        (
+            "p95",
+            percentile(&b.cell_ms, 95),
+            percentile(&b.direct_ms, 95),
+        ),
+    ]
+    .into_iter()
+    .map(|(what, cell, direct)| {
+        Row::new(
+            format!(
+                "broker: mcp.call echo from a cell, {what} (n={}) | rmcp client direct",
+                o.n
+            ),
+            Unit::Ms,
+            cell,
+            direct,
+            None,
+        )
+    })
+    .collect()
+}
+
+/// (k): fork_session next to create_session + the history again (in the raw column: the
 /// ratio is fork / rebuild), and the memory of the source and of a fresh fork.
 pub fn fork_rows(f: &ForkFigures) -> Vec<Row> {
     vec![

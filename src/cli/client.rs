@@ -1,6 +1,7 @@
 //! The MCP client that `exec`, `sessions`, `session`, `history` and `console` share: it
 //! connects to the per-user service over its Unix socket (starting the service when nobody
-//! listens, with the same code as `serve --shared`, [`relay::connect_or_start`]), calls tools
+//! listens, with the same code as `serve --shared`, [`relay::connect_or_start`], which sends
+//! nothing before the socket's directory and the listener's uid are found to be ours), calls tools
 //! and reads resources, and sorts what comes back into a value, a tool error (exit status 4)
 //! or a failure to talk to the service at all (exit status 1).
 //!
@@ -23,31 +24,13 @@ use kernel_mcp::service::{paths::ServicePaths, relay};
 /// into an error instead of a hung command.
 pub const CALL_DEADLINE: Duration = Duration::from_secs(120);
 
-/// Where the service is and how to start it when it is not running.
+/// Where the service is and how to start it when it is not running (built by
+/// [`super::dispatch`] from the global options).
 #[derive(Debug, Clone)]
 pub struct Target {
     pub paths: ServicePaths,
     /// The arguments that start it (`service --socket …`), see [`relay::service_args`].
     pub service_args: Vec<OsString>,
-}
-
-impl Target {
-    /// The service on `socket` (default: [`kernel_mcp::service::paths::default_socket`]),
-    /// started with these kernelspec directories and Python environment when missing.
-    pub fn new(
-        socket: Option<PathBuf>,
-        kernelspec_dirs: &[PathBuf],
-        python_env: Option<&std::path::Path>,
-        gateway_flags: &[OsString],
-    ) -> Target {
-        let paths =
-            ServicePaths::new(socket.unwrap_or_else(kernel_mcp::service::paths::default_socket));
-        let service_args = relay::service_args(&paths, kernelspec_dirs, python_env, gateway_flags);
-        Target {
-            paths,
-            service_args,
-        }
-    }
 }
 
 /// Why a command failed, and so its exit status.
@@ -97,7 +80,7 @@ pub struct Answer {
 
 /// One connection to the service.
 pub struct Client {
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, rmcp::model::ClientConfig>,
 }
 
 impl Client {
@@ -108,7 +91,10 @@ impl Client {
             .await
             .map_err(|e| CliError::Service(e.to_string()))?;
         let (read, write) = stream.into_split();
-        let service = tokio::time::timeout(CALL_DEADLINE, ().serve((read, write)))
+        // Every tool of the service (the console completes, `session renew` renews), whatever
+        // toolset the service gives agents.
+        let me = kernel_mcp::mcp::toolset::client_config(kernel_mcp::mcp::Toolset::all());
+        let service = tokio::time::timeout(CALL_DEADLINE, me.serve((read, write)))
             .await
             .map_err(|_| {
                 CliError::Service("the kernel-mcp service did not answer initialize".into())
@@ -189,29 +175,14 @@ fn answer(r: CallToolResult) -> Result<Answer, CliError> {
     Ok(Answer { value, text })
 }
 
-/// The runtime of one command (two workers: the console's live view runs beside its prompt). Errors: [`CliError::Local`].
-pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Local(format!("cannot start the async runtime: {e}")))
-}
-
-/// Run one command's body to its end on a fresh runtime: `Ok(code)` is the exit status,
-/// an error is reported on stderr and mapped to its status.
-pub fn run_command<F, Fut>(body: F) -> ExitCode
+/// Run one command's body to its end on `rt`: `Ok(code)` is the exit status, an error is
+/// reported on stderr and mapped to its status.
+pub fn run_command<F, Fut>(rt: &tokio::runtime::Runtime, body: F) -> ExitCode
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<ExitCode, CliError>>,
 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(e) => return report(&e),
-    };
-    let outcome = rt.block_on(body());
-    rt.shutdown_timeout(Duration::from_millis(200));
-    match outcome {
+    match rt.block_on(body()) {
         Ok(code) => code,
         Err(e) => report(&e),
     }

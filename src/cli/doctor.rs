@@ -4,8 +4,9 @@
 //! It reports the kernelspec directories searched and the kernelspecs in them, each with the
 //! program its `argv` resolves to and whether that program can run it (for Python kernels: the
 //! interpreter imports the kernel's module); the Python environments kernel-mcp would consider,
-//! in order, each with its Python and ipykernel versions; the per-user service socket and
-//! whether something listens on it; and versions. Every probe of an interpreter is bounded
+//! in order, each with its Python and ipykernel versions; the per-user service socket, whether
+//! its directory can be trusted and something listens on it, and where the HTTP face's token
+//! is; and versions. Every probe of an interpreter is bounded
 //! ([`PROBE_TIMEOUT`]) and they run in parallel, so doctor answers in seconds.
 //!
 //! Exit status: 0 when the default kernel can start, 1 otherwise (with the fix printed).
@@ -39,6 +40,8 @@ pub struct Report {
     pub service: Service,
     /// Each `--gateway`, with `error` when it does not answer (or refuses the token).
     pub gateways: Vec<kernel_mcp::registry::sources::remote::GatewayState>,
+    /// What this host can enforce for the OS sandbox and containment (docs/sandbox.md).
+    pub sandbox: kernel_mcp::kernel::sandbox::HostSupport,
     /// What to do, when `ok` is false (or a warning when it is true).
     pub advice: Vec<String>,
 }
@@ -77,25 +80,45 @@ pub struct SpecStatus {
 pub struct Service {
     pub socket: Option<PathBuf>,
     pub running: bool,
+    /// Why clients would refuse the socket's directory (another user's, open to others…).
+    pub problem: Option<String>,
+    /// The HTTP face while it is up (`service --http`): `url`, `token_file`, `token_source`.
+    pub http: Option<kernel_mcp::service::http::HttpRecord>,
+    /// The token generated for the HTTP face (`kernel-mcp token` prints it), when there is one.
+    pub token_file: Option<PathBuf>,
+}
+
+/// What can be seen of the service on `socket` without sending it anything.
+fn service_state(socket: Option<PathBuf>) -> Service {
+    let paths = socket
+        .clone()
+        .map(kernel_mcp::service::paths::ServicePaths::new);
+    let checked = paths.as_ref().map(|p| p.check_dir());
+    let problem = match &checked {
+        Some(Err(e)) => Some(e.to_string()),
+        _ => None,
+    };
+    let trusted = matches!(checked, Some(Ok(true)));
+    let paths = paths.filter(|_| trusted);
+    Service {
+        running: paths.as_ref().is_some_and(|p| p.running_pid().is_some()),
+        http: paths
+            .as_ref()
+            .and_then(kernel_mcp::service::http::read_record),
+        token_file: paths.map(|p| p.token_file).filter(|f| f.is_file()),
+        socket,
+        problem,
+    }
 }
 
 /// Gathers the report and prints it (JSON on `--json`). Never panics; probes are bounded.
 pub fn run(
+    runtime: &tokio::runtime::Runtime,
     search: &KernelSearch,
     flag: Option<&Path>,
     gateways: &[kernel_mcp::kernel::remote::Rest],
     json: bool,
 ) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("kernel-mcp doctor: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let mut report = runtime.block_on(gather(search, flag));
     report.gateways = runtime
         .block_on(kernel_mcp::registry::sources::remote::list_all(gateways))
@@ -193,9 +216,6 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
         }
     }
     let socket = service_socket(&|k| std::env::var(k).ok(), nix::unistd::getuid().as_raw());
-    let running = socket
-        .as_deref()
-        .is_some_and(|s| std::os::unix::net::UnixStream::connect(s).is_ok());
     Report {
         ok,
         kernel_mcp_version: env!("CARGO_PKG_VERSION"),
@@ -212,8 +232,9 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
             .collect(),
         kernelspecs,
         default_kernel,
-        service: Service { socket, running },
+        service: service_state(socket),
         gateways: Vec::new(),
+        sandbox: kernel_mcp::kernel::sandbox::HostSupport::current().clone(),
         advice,
     }
 }
@@ -300,7 +321,9 @@ async fn probe(python: &Path, module: &str) -> Probe {
          try: print(md.version('{module}'))\n\
          except Exception: print('yes')\n"
     );
-    let child = tokio::process::Command::new(python)
+    let mut probe = tokio::process::Command::new(python);
+    kernel_mcp::secrets::scrub(probe.as_std_mut());
+    let child = probe
         .args(["-c", &script])
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -321,10 +344,13 @@ async fn probe(python: &Path, module: &str) -> Probe {
     }
 }
 
-/// The per-user service socket: `$XDG_RUNTIME_DIR/kernel-mcp/service.sock`, else
-/// `${TMPDIR:-/tmp}/kernel-mcp-<uid>/service.sock`.
+/// The service socket: `$KERNEL_MCP_SOCKET`, else the per-user one,
+/// `$XDG_RUNTIME_DIR/kernel-mcp/service.sock`, else `${TMPDIR:-/tmp}/kernel-mcp-<uid>/service.sock`.
 pub fn service_socket(env: &dyn Fn(&str) -> Option<String>, uid: u32) -> Option<PathBuf> {
     let non_empty = |k: &str| env(k).filter(|v| !v.is_empty());
+    if let Some(socket) = non_empty("KERNEL_MCP_SOCKET") {
+        return Some(PathBuf::from(socket));
+    }
     if let Some(dir) = non_empty("XDG_RUNTIME_DIR") {
         return Some(Path::new(&dir).join("kernel-mcp/service.sock"));
     }
@@ -393,16 +419,40 @@ fn render(r: &Report) -> String {
     let _ = writeln!(o, "\nService:");
     match &r.service.socket {
         Some(s) => {
-            let state = if r.service.running {
-                "running"
-            } else {
-                "not running (standalone mode needs none)"
+            let state = match (&r.service.problem, r.service.running) {
+                (Some(_), _) => "REFUSED by every client",
+                (None, true) => "running",
+                (None, false) => "not running (standalone mode needs none)",
             };
             let _ = writeln!(o, "    {}  {state}", s.display());
+            if let Some(p) = &r.service.problem {
+                let _ = writeln!(o, "       {p}");
+            }
         }
         None => {
             let _ = writeln!(o, "    no socket path");
         }
+    }
+    match (&r.service.http, &r.service.token_file) {
+        (Some(h), _) => {
+            let from = match &h.token_file {
+                Some(f) => format!("the token is in {} (`kernel-mcp token`)", f.display()),
+                None => format!("its token came from the {}", h.token_source),
+            };
+            let _ = writeln!(o, "    HTTP face: {}  ({from})", h.url);
+        }
+        (None, Some(f)) => {
+            let _ = writeln!(
+                o,
+                "    HTTP face: not up; its generated token is in {} (`kernel-mcp token`)",
+                f.display()
+            );
+        }
+        (None, None) => {}
+    }
+    let _ = writeln!(o, "\nSandbox (docs/sandbox.md):");
+    for line in r.sandbox.describe() {
+        let _ = writeln!(o, "  {line}");
     }
     if !r.gateways.is_empty() {
         let _ = writeln!(o, "\nGateways:");
@@ -438,7 +488,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn service_socket_prefers_xdg_runtime_dir_then_tmpdir_then_tmp() {
+    fn service_socket_prefers_its_variable_then_xdg_runtime_dir_then_tmpdir_then_tmp() {
         let xdg = |k: &str| (k == "XDG_RUNTIME_DIR").then(|| "/run/user/7".to_string());
         assert_eq!(
             service_socket(&xdg, 7),
@@ -453,5 +503,7 @@ mod tests {
             service_socket(&|_| None, 7),
             Some(PathBuf::from("/tmp/kernel-mcp-7/service.sock"))
         );
+        let own = |k: &str| (k == "KERNEL_MCP_SOCKET").then(|| "/s/x.sock".to_string());
+        assert_eq!(service_socket(&own, 7), Some(PathBuf::from("/s/x.sock")));
     }
 }

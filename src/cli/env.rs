@@ -12,7 +12,7 @@ use kernel_mcp::registry::sources::environments::{Environment, EnvironmentStore}
 use kernel_mcp::session::SessionError;
 use serde_json::{Value, json};
 
-#[derive(Subcommand)]
+#[derive(Debug, Subcommand)]
 pub enum EnvCommand {
     /// List the registered environments.
     List {
@@ -50,18 +50,8 @@ pub enum EnvCommand {
     },
 }
 
-/// Run one `env` command to completion on a small runtime of its own.
-pub fn run(command: EnvCommand) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("kernel-mcp: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+/// Run one `env` command to completion on `runtime`.
+pub fn run(runtime: &tokio::runtime::Runtime, command: EnvCommand) -> ExitCode {
     let store = EnvironmentStore::from_env();
     runtime.block_on(async move {
         match execute(&store, command).await {

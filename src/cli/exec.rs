@@ -7,7 +7,10 @@
 //!
 //! Exit status: 0 `ok`; 1 `error` (or the service could not be reached); 3 `timeout`,
 //! `interrupted`, `cancelled`, `kernel_died`; 4 a tool error (unknown session without
-//! `--create`, kernel not found…); 2 a usage error (clap's own).
+//! `--create`, kernel not found…); 2 a usage error: clap's own, or code that cannot be read
+//! (`-f` of a missing or unreadable file, stdin that is not UTF-8), said with the path and
+//! the reason before any service is reached, so a script can tell a typo in a path from a
+//! failing cell.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -65,32 +68,49 @@ const QUIET_POLL: Duration = Duration::from_secs(25);
 /// After Ctrl-C, how long to wait for the run to report its end before exiting anyway.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
+/// Exit status of a usage error (DESIGN §8), as clap's own.
+const USAGE: u8 = 2;
+
 /// Run `kernel-mcp exec`.
-pub fn run(args: ExecArgs, target: Target) -> ExitCode {
-    super::client::run_command(|| exec(args, target))
+pub fn run(args: ExecArgs, target: Target, rt: &tokio::runtime::Runtime) -> ExitCode {
+    let code = match source(&args) {
+        Ok(code) => code,
+        Err(why) => {
+            eprintln!("kernel-mcp exec: {why}");
+            return ExitCode::from(USAGE);
+        }
+    };
+    super::client::run_command(rt, || exec(args, target, code))
 }
 
-async fn exec(args: ExecArgs, target: Target) -> Result<ExitCode, CliError> {
-    let code = source(&args)?;
+async fn exec(args: ExecArgs, target: Target, code: String) -> Result<ExitCode, CliError> {
     let client = Client::connect(&target).await?;
     let outcome = exec_on(&client, &args, code).await;
     client.close().await;
     outcome
 }
 
-/// The code to run, from -c, -f or stdin.
-fn source(args: &ExecArgs) -> Result<String, CliError> {
+/// The code to run, from -c, -f or stdin. Errors: a sentence with the path and the reason
+/// (a usage error: the code never reached a kernel).
+fn source(args: &ExecArgs) -> Result<String, String> {
     if let Some(c) = &args.code {
         return Ok(c.clone());
     }
     if let Some(f) = &args.file {
-        return std::fs::read_to_string(f)
-            .map_err(|e| CliError::Local(format!("cannot read {}: {e}", f.display())));
+        return std::fs::read_to_string(f).map_err(|e| {
+            let why = match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file".to_string(),
+                std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
+                std::io::ErrorKind::InvalidData => "it is not UTF-8 text".to_string(),
+                _ => e.to_string(),
+            };
+            format!("cannot read the code file {}: {why}", f.display())
+        });
     }
     let mut code = String::new();
     std::io::stdin()
         .read_to_string(&mut code)
-        .map_err(|e| CliError::Local(format!("cannot read the code from stdin: {e}")))?;
+        .map_err(|e| format!("cannot read the code from stdin: {e}"))?;
     Ok(code)
 }
 

@@ -10,7 +10,8 @@
 //! [`super::ordered_json`] (key order kept), TOML through `toml_edit` (comments and layout
 //! kept). The old and new entries are printed before anything is written; `--dry-run` stops
 //! there. The write is atomic (a temporary file in the same directory, renamed over the old
-//! one, which keeps its permissions). A file that does not parse is left alone.
+//! one, which keeps its permissions) and goes through a symlink to its target. A file that
+//! does not parse is left alone.
 //!
 //! Where each client reads its servers:
 //!
@@ -21,11 +22,11 @@
 //! | kiro | `~/.kiro/settings/mcp.json` | `.kiro/settings/mcp.json` | `mcpServers.NAME` |
 //! | cursor | `~/.cursor/mcp.json` | `.cursor/mcp.json` | `mcpServers.NAME` |
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use kernel_mcp::kernel::env_prefix::{EnvCandidate, EnvSource};
+use kernel_mcp::ops::files::{FileError, FileMode, WriteOptions, write_file_blocking};
 
 use super::ordered_json::Json;
 
@@ -254,22 +255,17 @@ pub fn update_toml(old: Option<&str>, name: &str, entry: &Entry) -> Result<Chang
     })
 }
 
-/// Writes `text` to `path` atomically: a temporary file next to it, flushed, renamed over it.
-/// The old file's permissions carry over; a new file gets the temporary file's (0600).
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    if let Ok(meta) = std::fs::metadata(path) {
-        std::fs::set_permissions(tmp.path(), meta.permissions())?;
-    }
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+/// Writes `text` to `path` atomically with the server's own file writer: a temporary file
+/// next to the real file, flushed to disk, renamed over it. A symlinked config (a dotfiles
+/// repository's, as stow, chezmoi and home-manager link them) is written through: its target
+/// gets the new text and the link stays a link. The old file's permissions carry over; a new
+/// file is 0600 (a client's config can hold credentials).
+pub fn write_atomic(path: &Path, text: &str) -> Result<(), FileError> {
+    let opts = WriteOptions {
+        mode: FileMode::KeepNewPrivate,
+        sync: true,
+    };
+    write_file_blocking(path, text.as_bytes(), opts)
 }
 
 /// Runs `kernel-mcp install`. `python_env` is the environment kernel-mcp selected.
@@ -359,7 +355,7 @@ pub fn run(args: &InstallArgs, python_env: Option<&EnvCandidate>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kernel-mcp install: cannot write {}: {e}", path.display());
+            eprintln!("kernel-mcp install: {e}");
             ExitCode::FAILURE
         }
     }

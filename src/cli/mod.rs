@@ -1,15 +1,25 @@
-//! The command-line front end for people (not the MCP server): `doctor` checks the setup,
-//! `install` writes an MCP client's config entry, `env` manages named Python environments;
-//! `exec`, `sessions`, `session`, `history` and `console` are MCP clients of the per-user
-//! service ([`client`]), so a person sees what the agent sees. These print to stdout; the
-//! server never does.
+//! The binary's command line. [`args`] is its shape (clap: every option, its environment
+//! variable and default, once); [`dispatch`] runs a parsed command on the runtime it needs, with the
+//! [`context`] every command shares;
+//! [`serve`] holds the serving commands (`serve`, `serve --shared`, `service`).
+//!
+//! The rest is for people (not the MCP server): `doctor` checks the setup, `install` writes an
+//! MCP client's config entry, `env` manages named Python environments, `token` prints the
+//! service's HTTP token; `exec`, `sessions`, `session`, `history` and `console` are MCP
+//! clients of the per-user service ([`client`]), so a person sees what the agent sees. These
+//! print to stdout; the server never does.
 
+pub mod args;
 pub mod client;
 pub mod console;
+pub mod context;
+pub mod dispatch;
 pub mod doctor;
 pub mod env;
 pub mod exec;
 pub mod follow;
 pub mod install;
 pub mod ordered_json;
+pub mod serve;
 pub mod sessions;
+pub mod token;

@@ -92,8 +92,8 @@ pub struct HistoryArgs {
 }
 
 /// Run `kernel-mcp sessions`.
-pub fn run_sessions(args: SessionsArgs, target: Target) -> ExitCode {
-    super::client::run_command(|| async move {
+pub fn run_sessions(args: SessionsArgs, target: Target, rt: &tokio::runtime::Runtime) -> ExitCode {
+    super::client::run_command(rt, || async move {
         let client = Client::connect(&target).await?;
         let r = client
             .call("list_sessions", json!({}), Duration::ZERO)
@@ -110,7 +110,7 @@ pub fn run_sessions(args: SessionsArgs, target: Target) -> ExitCode {
 }
 
 /// Run `kernel-mcp session …`.
-pub fn run_session(args: SessionArgs, target: Target) -> ExitCode {
+pub fn run_session(args: SessionArgs, target: Target, rt: &tokio::runtime::Runtime) -> ExitCode {
     let Some(session) = args.session.clone() else {
         eprintln!("kernel-mcp: session needs -s SESSION");
         return ExitCode::from(2);
@@ -134,7 +134,7 @@ pub fn run_session(args: SessionArgs, target: Target) -> ExitCode {
             ("renew_session", p)
         }
     };
-    super::client::run_command(|| async move {
+    super::client::run_command(rt, || async move {
         let client = Client::connect(&target).await?;
         let r = client.call(tool, params, Duration::from_secs(60)).await;
         client.close().await;
@@ -149,8 +149,8 @@ pub fn run_session(args: SessionArgs, target: Target) -> ExitCode {
 }
 
 /// Run `kernel-mcp history`.
-pub fn run_history(args: HistoryArgs, target: Target) -> ExitCode {
-    super::client::run_command(|| async move {
+pub fn run_history(args: HistoryArgs, target: Target, rt: &tokio::runtime::Runtime) -> ExitCode {
+    super::client::run_command(rt, || async move {
         let mut p = json!({"session_id": args.session});
         if let Some(s) = args.start {
             p["start"] = json!(s);

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use zeromq::{ReqSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
+use super::seam::{InterruptError, SendError};
 use super::{
     Channel, Channels, ConnectionInfo, ExitInfo, KernelEvent, KernelIo, KernelLauncher,
     ShutdownRung, StartError,
@@ -138,10 +139,7 @@ impl Adopted {
         let unresponsive = Arc::new(AtomicBool::new(false));
         let gone: OnGone = Box::new(move || {
             tracing::warn!("adopted kernel is gone: its ports are closed");
-            let _ = tx.send(KernelEvent::Exited(ExitInfo {
-                code: None,
-                signal: None,
-            }));
+            let _ = tx.send(KernelEvent::Exited(ExitInfo::unknown()));
         });
         let heartbeat = tokio::spawn(heartbeat(info, unresponsive.clone(), Some(gone)));
         tracing::info!(connection_file = %path.display(), "adopted kernel");
@@ -259,7 +257,7 @@ impl KernelIo for Adopted {
         &'a mut self,
         channel: Channel,
         msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), SendError>> {
         Box::pin(self.channels.send(channel, msg))
     }
 
@@ -275,10 +273,10 @@ impl KernelIo for Adopted {
     }
 
     /// `interrupt_request` on control: we never signal a process we did not start.
-    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>> {
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), InterruptError>> {
         Box::pin(async move {
             let msg = self.channels.request("interrupt_request", json!({}));
-            self.channels.send(Channel::Control, &msg).await
+            Ok(self.channels.send(Channel::Control, &msg).await?)
         })
     }
 

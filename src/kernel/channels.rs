@@ -18,6 +18,7 @@ use zeromq::{
 };
 
 use super::connection::ConnectionInfo;
+use super::seam::SendError;
 use crate::wire::{self, Message, Signer};
 
 /// A Jupyter channel we read from or write to.
@@ -144,16 +145,20 @@ impl Channels {
     }
 
     /// Sign and send `msg` on `channel` (not iopub). `Ok` means accepted locally, not delivered.
-    pub async fn send(&mut self, channel: Channel, msg: &Message) -> Result<(), String> {
+    /// Errors: [`SendError::ReadOnlyChannel`] for iopub, `Frame`, `Transport`.
+    pub async fn send(&mut self, channel: Channel, msg: &Message) -> Result<(), SendError> {
         let frames = wire::encode(msg, &self.signer);
-        let zmsg = ZmqMessage::try_from(frames).map_err(|e| e.to_string())?;
+        let zmsg = ZmqMessage::try_from(frames).map_err(|e| SendError::Frame(e.to_string()))?;
         let socket = match channel {
             Channel::Shell => &mut self.shell,
             Channel::Control => &mut self.control,
             Channel::Stdin => &mut self.stdin,
-            Channel::Iopub => return Err("cannot send on iopub".into()),
+            Channel::Iopub => return Err(SendError::ReadOnlyChannel(channel)),
         };
-        socket.send(zmsg).await.map_err(|e| e.to_string())
+        socket.send(zmsg).await.map_err(|e| SendError::Transport {
+            channel,
+            reason: e.to_string(),
+        })
     }
 }
 

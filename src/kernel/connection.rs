@@ -99,8 +99,14 @@ impl ConnectionInfo {
     }
 }
 
+/// Create `dir` (one level, mode 0700) for one kernel's connection file.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
 /// Directory for our connection files, created 0700: `$JUPYTER_RUNTIME_DIR`, else
-/// `$XDG_RUNTIME_DIR/kernel-mcp`, else `<tmp>/kernel-mcp-<uid>`.
+/// `$XDG_RUNTIME_DIR/kernel-mcp`, else `<tmp>/kernel-mcp-<uid>`. Errors: it cannot be created, or
+/// it is not ours alone (see [`crate::trust::check_dir`]).
 pub fn runtime_dir() -> std::io::Result<PathBuf> {
     let dir = if let Some(d) = std::env::var_os("JUPYTER_RUNTIME_DIR") {
         PathBuf::from(d)
@@ -113,6 +119,9 @@ pub fn runtime_dir() -> std::io::Result<PathBuf> {
         .recursive(true)
         .mode(0o700)
         .create(&dir)?;
+    // Connection files hold the kernels' HMAC keys: a directory another user planted (or can
+    // write in) would let them swap a file before the kernel reads it.
+    crate::trust::check_dir(&dir).map_err(std::io::Error::other)?;
     Ok(dir)
 }
 

@@ -9,6 +9,7 @@
 pub mod adopted;
 pub mod advice;
 pub(crate) mod argv;
+pub mod cgroup;
 pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
@@ -16,10 +17,11 @@ pub mod env_prefix;
 pub mod fork;
 pub(crate) mod process;
 pub mod remote;
+pub mod sandbox;
 pub(crate) mod seam;
 pub(crate) mod spec;
 pub mod supervise;
-pub mod supervise_adopt;
+pub mod usage;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -34,8 +36,9 @@ use tokio::time::Instant;
 pub use argv::{build_argv, expand_env};
 pub use channels::{Channel, Channels, KernelEvent};
 pub use connection::ConnectionInfo;
-pub use process::{ExitInfo, KernelProcess};
-pub use seam::{KernelIo, KernelLauncher, LocalLauncher};
+pub use process::{ExitCause, ExitInfo, KernelProcess};
+pub use sandbox::{Policy as SandboxPolicy, Sandbox, SandboxUnavailable};
+pub use seam::{InterruptError, KernelIo, KernelLauncher, LocalLauncher, SendError};
 pub use spec::{InterruptMode, KernelSpec};
 
 use crate::wire::Message;
@@ -63,6 +66,33 @@ pub struct LaunchOptions {
     pub supervisor: Option<PathBuf>,
     /// The kernel tree's memory limit (MiB) the supervisor enforces; 0 = none.
     pub max_memory_mib: u64,
+    /// The sandbox the supervisor applies (see [`sandbox`]); needs `supervisor`.
+    pub sandbox: Sandbox,
+    /// Adds to the environment of each kernel launched (the broker's, see `crate::broker`).
+    pub env_hook: Option<KernelEnvHook>,
+}
+
+/// A function that adds variables to one kernel's environment, given its kernelspec and its
+/// connection file (the broker puts its helper on `PYTHONPATH` and names the kernel's
+/// endpoint file). Called once per launch, before the kernel is spawned.
+#[derive(Clone)]
+pub struct KernelEnvHook(std::sync::Arc<EnvHookFn>);
+
+/// See [`KernelEnvHook`].
+type EnvHookFn = dyn Fn(&KernelSpec, &std::path::Path, &mut BTreeMap<String, String>) + Send + Sync;
+
+impl KernelEnvHook {
+    pub fn new(
+        f: impl Fn(&KernelSpec, &std::path::Path, &mut BTreeMap<String, String>) + Send + Sync + 'static,
+    ) -> KernelEnvHook {
+        KernelEnvHook(std::sync::Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for KernelEnvHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KernelEnvHook")
+    }
 }
 
 /// Why a kernel could not be started. The messages say what happened and carry the kernel's output.
@@ -87,6 +117,13 @@ pub enum StartError {
         kernel: String,
         timeout_s: f64,
         output_tail: String,
+    },
+    /// The session's sandbox cannot be enforced here (checked before the launch, and by the
+    /// supervisor, which then refuses to start the kernel).
+    #[error("kernel '{kernel}' was not started: {reason}")]
+    SandboxUnavailable {
+        kernel: String,
+        reason: SandboxUnavailable,
     },
 }
 
@@ -121,6 +158,10 @@ pub struct Kernel {
     exit_reported: bool,
     exit: tokio::sync::watch::Receiver<Option<ExitInfo>>,
     connection_file: PathBuf,
+    /// The connection file's own directory (a sandboxed kernel's), removed with it.
+    connection_dir: Option<PathBuf>,
+    /// The sandbox it runs in.
+    sandbox: Sandbox,
     /// Set by the heartbeat task while the kernel misses beats (liveness is the child's exit).
     unresponsive: std::sync::Arc<std::sync::atomic::AtomicBool>,
     heartbeat: Option<tokio::task::JoinHandle<()>>,
@@ -159,12 +200,41 @@ impl Kernel {
             kernel: spec.name.clone(),
             detail,
         };
+        let sandboxed = opts.sandbox.restricts();
+        if sandboxed {
+            let unavailable = |missing: Vec<String>| StartError::SandboxUnavailable {
+                kernel: spec.name.clone(),
+                reason: SandboxUnavailable {
+                    sandbox: opts.sandbox,
+                    missing,
+                },
+            };
+            if opts.supervisor.is_none() {
+                return Err(unavailable(vec![
+                    "the kernel-mcp binary that supervises kernels was not found, and only it applies a sandbox".into(),
+                ]));
+            }
+            sandbox::HostSupport::current()
+                .check(opts.sandbox)
+                .map_err(|e| unavailable(e.missing))?;
+        }
         let info = ConnectionInfo::allocate(&spec.name).map_err(|e| launch_err(e.to_string()))?;
-        let dir = connection::runtime_dir().map_err(|e| launch_err(e.to_string()))?;
-        let connection_file = dir.join(format!("kernel-mcp-{}.json", uuid::Uuid::new_v4()));
+        let mut dir = connection::runtime_dir().map_err(|e| launch_err(e.to_string()))?;
+        let uuid = uuid::Uuid::new_v4();
+        if sandboxed {
+            // A directory of its own: the kernel may write there (ipykernel rewrites its
+            // file), and must not see the other kernels' keys next to it.
+            dir = dir.join(format!("sandbox-{uuid}"));
+            connection::private_dir(&dir)
+                .map_err(|e| launch_err(format!("creating {}: {e}", dir.display())))?;
+        }
+        let connection_file = dir.join(format!("kernel-mcp-{uuid}.json"));
+        let guard = FileGuard {
+            file: Some(connection_file.clone()),
+            dir: sandboxed.then(|| dir.clone()),
+        };
         info.write(&connection_file)
             .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
-        let guard = FileGuard(Some(connection_file.clone()));
 
         let program_missing = |detail: String| {
             let program = spec.argv.first().map(String::as_str).unwrap_or_default();
@@ -190,15 +260,28 @@ impl Kernel {
                 "supervise".into(),
                 "--max-memory-mib".into(),
                 opts.max_memory_mib.to_string(),
-                "--".into(),
+                "--report-fd".into(),
+                process::REPORT_FD.to_string(),
+                "--sandbox".into(),
+                opts.sandbox.policy.as_str().into(),
+                "--connection-file".into(),
+                connection_file.display().to_string(),
             ];
+            if opts.sandbox.network {
+                wrapped.push("--sandbox-network".into());
+            }
+            wrapped.push("--".into());
             wrapped.append(&mut argv);
             argv = wrapped;
         }
-        let lookup = |k: &str| std::env::var(k).ok();
+        // `${KERNEL_MCP_TOKEN}` in a kernelspec's env expands to nothing (DESIGN §12).
+        let lookup = crate::secrets::env_lookup;
         let mut env: BTreeMap<String, String> =
             argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());
+        if let Some(hook) = &opts.env_hook {
+            (hook.0)(spec, &connection_file, &mut env);
+        }
         let process = KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some())
             .map_err(|e| {
                 let detail = format!("{}: {e}", argv.join(" "));
@@ -227,12 +310,19 @@ impl Kernel {
             } else {
                 String::new()
             };
+            let exit = process.exit_info().unwrap_or(ExitInfo::unknown());
+            if exit.cause == ExitCause::SandboxRefused {
+                return StartError::SandboxUnavailable {
+                    kernel: spec.name.clone(),
+                    reason: SandboxUnavailable {
+                        sandbox: opts.sandbox,
+                        missing: process.report().refused.unwrap_or_default(),
+                    },
+                };
+            }
             StartError::Exited {
                 kernel: spec.name.clone(),
-                exit: process.exit_info().unwrap_or(ExitInfo {
-                    code: None,
-                    signal: None,
-                }),
+                exit,
                 output_tail,
                 hint,
             }
@@ -257,6 +347,8 @@ impl Kernel {
             events: rx,
             events_open: true,
             exit_reported: false,
+            sandbox: opts.sandbox,
+            connection_dir: guard.dir.clone(),
             connection_file: guard.keep(),
             unresponsive: Default::default(),
             heartbeat: None,
@@ -351,8 +443,11 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        // The process kills its group on drop; the connection file goes here.
+        // The process kills its tree on drop; the connection file goes here.
         let _ = std::fs::remove_file(&self.connection_file);
+        if let Some(dir) = &self.connection_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         if let Some(h) = &self.heartbeat {
             h.abort();
         }
@@ -388,7 +483,7 @@ impl KernelIo for Kernel {
         &'a mut self,
         channel: Channel,
         msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), SendError>> {
         Box::pin(self.channels.send(channel, msg))
     }
 
@@ -402,7 +497,7 @@ impl KernelIo for Kernel {
 
     /// Per the kernelspec's `interrupt_mode`: SIGINT to the process group, or
     /// `interrupt_request` on control.
-    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>> {
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), InterruptError>> {
         Box::pin(async move {
             match self.spec.interrupt_mode {
                 InterruptMode::Signal => {
@@ -411,10 +506,14 @@ impl KernelIo for Kernel {
                 }
                 InterruptMode::Message => {
                     let msg = self.channels.request("interrupt_request", json!({}));
-                    self.channels.send(Channel::Control, &msg).await
+                    Ok(self.channels.send(Channel::Control, &msg).await?)
                 }
             }
         })
+    }
+
+    fn sandbox(&self) -> Sandbox {
+        self.sandbox
     }
 
     fn shutdown(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ShutdownRung> {
@@ -432,15 +531,18 @@ impl KernelIo for Kernel {
     }
 
     fn memory_bytes(&self) -> Option<u64> {
+        if let Some(used) = self.process.report().cgroup.and_then(|g| g.usage_bytes()) {
+            return Some(used);
+        }
         let root = self.process.pid() as i32;
         // Supervised, the kernel is among the supervisor's descendants; unsupervised, the
         // kernel is the root itself.
         let kernel = if self.process.kernel_pid() as i32 == root {
-            process::rss_bytes(root)
+            usage::pss_bytes(root)
         } else {
             0
         };
-        Some(process::tree_rss_bytes(root) + kernel)
+        Some(usage::tree_bytes(root) + kernel)
     }
 
     fn reads_terminal(&self) -> bool {
@@ -502,10 +604,7 @@ async fn exit_of(rx: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) -> Exi
     // The watch guard must not live across an await (it is not Send).
     let exit = rx.wait_for(|e| e.is_some()).await.map(|v| *v);
     match exit {
-        Ok(v) => v.unwrap_or(ExitInfo {
-            code: None,
-            signal: None,
-        }),
+        Ok(v) => v.unwrap_or(ExitInfo::unknown()),
         Err(_) => std::future::pending().await,
     }
 }
@@ -515,19 +614,27 @@ async fn until_exit(rx: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) {
     let _ = rx.wait_for(|e| e.is_some()).await.map(|_| ());
 }
 
-/// Removes the connection file unless [`FileGuard::keep`] hands it on.
-struct FileGuard(Option<PathBuf>);
+/// Removes the connection file (and its own directory) unless [`FileGuard::keep`] hands
+/// it on.
+struct FileGuard {
+    file: Option<PathBuf>,
+    dir: Option<PathBuf>,
+}
 
 impl FileGuard {
     fn keep(mut self) -> PathBuf {
-        self.0.take().unwrap_or_default()
+        self.dir = None;
+        self.file.take().unwrap_or_default()
     }
 }
 
 impl Drop for FileGuard {
     fn drop(&mut self) {
-        if let Some(p) = &self.0 {
+        if let Some(p) = &self.file {
             let _ = std::fs::remove_file(p);
+        }
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
         }
     }
 }

@@ -1,14 +1,21 @@
 //! The kernel's OS process: spawn in its own process group, capture its output, watch its exit,
-//! signal the group, and sweep descendants.
+//! signal it, and sweep descendants.
 //!
 //! The kernel never inherits our stdout (in stdio mode that is the MCP stream): its stdout and
 //! stderr are piped into a bounded ring buffer and `tracing` at debug level. stdin is null.
 //! `JPY_PARENT_PID` is set (ipykernel exits when we go) and, on Linux, `PR_SET_PDEATHSIG` makes
 //! the kernel get SIGKILL when the thread that spawned it exits, so no kernel outlives a
 //! SIGKILLed server.
+//!
+//! A supervised kernel (`kernel-mcp supervise`, see [`super::supervise`]) is the supervisor's
+//! child in a process group of its own: signals go to the supervisor, which forwards them, and
+//! the supervisor's [`report`](super::supervise::report) (a pipe on fd [`REPORT_FD`]) gives
+//! the kernel's pid, the cgroup that counts its memory and the typed cause of its end
+//! ([`ExitCause`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -19,10 +26,31 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
+use super::cgroup::Cgroup;
+use super::supervise::report::{ReportState, cause_of, read_report};
+
 /// Bytes of the kernel's stdout+stderr kept for error reports.
 const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
 /// How long after the kernel exits we wait for its pipes to drain before reporting the exit.
 const PIPE_DRAIN_GRACE: Duration = Duration::from_millis(300);
+/// The descriptor a supervisor writes its report to (`supervise --report-fd 3`).
+pub const REPORT_FD: i32 = 3;
+
+/// Why a kernel process ended, as far as kernel-mcp knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCause {
+    /// The kernel ended on its own, or by a signal from outside kernel-mcp.
+    Kernel,
+    /// Its supervisor stopped the kernel's tree over its memory limit.
+    MemoryLimit { used_mib: u64, limit_mib: u64 },
+    /// Its supervisor refused to start it: the sandbox cannot be enforced on this host.
+    SandboxRefused,
+    /// Its supervisor could not start it (the program could not be executed…).
+    SupervisorFailed,
+    /// Its supervisor ended without reporting the kernel's end (it was killed); the server
+    /// ended what was left of the tree.
+    SupervisorLost,
+}
 
 /// How a kernel process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,22 +59,70 @@ pub struct ExitInfo {
     pub code: Option<i32>,
     /// Signal number when it was killed by a signal.
     pub signal: Option<i32>,
+    /// Why, beyond the status.
+    pub cause: ExitCause,
 }
 
-impl fmt::Display for ExitInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.code, self.signal) {
-            (Some(code), _) => write!(f, "exit status {code}"),
-            (None, Some(sig)) => match Signal::try_from(sig) {
-                Ok(s) => write!(f, "killed by signal {sig} ({})", s.as_str()),
-                Err(_) => write!(f, "killed by signal {sig}"),
-            },
-            (None, None) => write!(f, "exited (status unknown)"),
+impl ExitInfo {
+    /// A kernel that exited with `code`.
+    pub fn exited(code: i32) -> ExitInfo {
+        ExitInfo {
+            code: Some(code),
+            signal: None,
+            cause: ExitCause::Kernel,
+        }
+    }
+
+    /// A kernel killed by signal `sig`.
+    pub fn signaled(sig: i32) -> ExitInfo {
+        ExitInfo {
+            code: None,
+            signal: Some(sig),
+            cause: ExitCause::Kernel,
+        }
+    }
+
+    /// A kernel whose status is unknown (a remote kernel gone, a failed wait).
+    pub fn unknown() -> ExitInfo {
+        ExitInfo {
+            code: None,
+            signal: None,
+            cause: ExitCause::Kernel,
         }
     }
 }
 
-/// A running (or exited) kernel process. Dropping it SIGKILLs the process group.
+impl fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let ExitCause::MemoryLimit {
+            used_mib,
+            limit_mib,
+        } = self.cause
+        {
+            return write!(
+                f,
+                "stopped over its memory limit: its processes used {used_mib} MiB, the limit is {limit_mib} MiB"
+            );
+        }
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exit status {code}")?,
+            (None, Some(sig)) => match Signal::try_from(sig) {
+                Ok(s) => write!(f, "killed by signal {sig} ({})", s.as_str())?,
+                Err(_) => write!(f, "killed by signal {sig}")?,
+            },
+            (None, None) => write!(f, "exited (status unknown)")?,
+        }
+        match self.cause {
+            ExitCause::SupervisorLost => {
+                write!(f, "; its supervisor was killed, kernel-mcp ended the rest")
+            }
+            ExitCause::SupervisorFailed => write!(f, "; its supervisor could not start it"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A running (or exited) kernel process. Dropping it SIGKILLs the kernel's tree.
 pub struct KernelProcess {
     /// The process we started: the kernel, or its supervisor.
     pid: i32,
@@ -56,12 +132,18 @@ pub struct KernelProcess {
     kernel: std::sync::OnceLock<i32>,
     exit: watch::Receiver<Option<ExitInfo>>,
     output_tail: Arc<Mutex<VecDeque<u8>>>,
+    /// What the supervisor reported.
+    report: Arc<Mutex<ReportState>>,
+    /// Set once we SIGKILLed the tree ourselves (then a silent supervisor is no surprise).
+    killed: Arc<std::sync::atomic::AtomicBool>,
     reaped: bool,
 }
 
 impl KernelProcess {
-    /// Spawn `argv` with `env` added to our environment, in `cwd`, as the leader of a new session
-    /// and process group. Errors: the program cannot be executed.
+    /// Spawn `argv` with `env` added to our environment less its secrets
+    /// ([`crate::secrets::scrub`]), in `cwd`, as the leader of a new session and process
+    /// group. A supervised `argv` gets the report pipe on [`REPORT_FD`].
+    /// Errors: the program cannot be executed.
     pub fn spawn(
         argv: &[String],
         env: &BTreeMap<String, String>,
@@ -72,6 +154,8 @@ impl KernelProcess {
             .split_first()
             .ok_or_else(|| std::io::Error::other("kernelspec argv is empty"))?;
         let mut cmd = tokio::process::Command::new(program);
+        // Our secrets stay here; what the caller passes in `env` is the kernel's.
+        crate::secrets::scrub(cmd.as_std_mut());
         cmd.args(args)
             .envs(env)
             .env("JPY_PARENT_PID", std::process::id().to_string())
@@ -80,11 +164,26 @@ impl KernelProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(false);
+        let pipe: Option<(OwnedFd, OwnedFd)> = if supervised {
+            Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+        } else {
+            None
+        };
+        let report_w = pipe.as_ref().map(|(_, w)| w.as_raw_fd());
         let parent = nix::unistd::getpid();
-        // SAFETY: only async-signal-safe calls (setsid, prctl, getppid, _exit) run between fork and exec.
+        // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl, prctl, getppid, _exit)
+        // run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
+                if let Some(w) = report_w {
+                    // dup2 clears close-on-exec on the copy; a copy onto itself keeps it.
+                    if w == REPORT_FD {
+                        nix::libc::fcntl(w, nix::libc::F_SETFD, 0);
+                    } else if nix::libc::dup2(w, REPORT_FD) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 #[cfg(target_os = "linux")]
                 {
                     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
@@ -100,6 +199,7 @@ impl KernelProcess {
         let mut child = cmd.spawn()?;
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         let output_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let report = Arc::new(Mutex::new(ReportState::default()));
         let mut drains = Vec::new();
         if let Some(out) = child.stdout.take() {
             drains.push(tokio::spawn(drain_output(
@@ -117,28 +217,36 @@ impl KernelProcess {
                 output_tail.clone(),
             )));
         }
+        if let Some((r, w)) = pipe {
+            drop(w); // the supervisor holds the only writer now: EOF means it is gone
+            match tokio::net::unix::pipe::Receiver::from_owned_fd(r) {
+                Ok(r) => drains.push(tokio::spawn(read_report(r, pid, report.clone()))),
+                Err(e) => tracing::warn!(pid, "the supervisor's report is unreadable: {e}"),
+            }
+        }
         let (tx, rx) = watch::channel(None);
+        let state = report.clone();
+        let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let killed_by_us = killed.clone();
         tokio::spawn(async move {
-            let info = match child.wait().await {
+            let status = match child.wait().await {
                 Ok(status) => {
                     use std::os::unix::process::ExitStatusExt;
                     ExitInfo {
                         code: status.code(),
                         signal: status.signal(),
+                        cause: ExitCause::Kernel,
                     }
                 }
                 Err(e) => {
                     tracing::warn!(pid, "waiting for kernel failed: {e}");
-                    ExitInfo {
-                        code: None,
-                        signal: None,
-                    }
+                    ExitInfo::unknown()
                 }
             };
-            // Announce the exit once its last words are in the tail (bounded: children of the
-            // kernel may hold the pipes open).
+            // Announce the exit once its last words are in the tail and the report is read
+            // (bounded: children of the kernel may hold the pipes open).
             let _ = tokio::time::timeout(PIPE_DRAIN_GRACE, futures::future::join_all(drains)).await;
-            tracing::debug!(pid, "kernel process ended: {info}");
+            let info = exit_cause(pid, supervised, status, &state, &killed_by_us);
             let _ = tx.send(Some(info));
         });
         Ok(KernelProcess {
@@ -147,32 +255,62 @@ impl KernelProcess {
             kernel: std::sync::OnceLock::new(),
             exit: rx,
             output_tail,
+            report,
+            killed,
             reaped: false,
         })
     }
 
     /// A running process this server did not spawn (a fork of a kernel, see
     /// [`super::fork`]) that leads its own process group: the kernel, or its supervisor
-    /// (`supervised`). `exit` turns `Some` once it is gone, and `output_tail` is fed by its
-    /// output pipes (see [`drain_pipes`]). Signals and the final sweep work as for a spawned
-    /// kernel; dropping it SIGKILLs its group and tree.
+    /// (`supervised`, whose report comes on `report`). `exited` resolves once it is gone (a
+    /// pidfd: only its parent may reap it, so its own status is what the report says);
+    /// `stdout` and `stderr` are its output pipes. Signals, the exit's cause and the final
+    /// sweep work as for a spawned kernel; dropping it SIGKILLs its group and tree.
     pub(crate) fn adopted(
         pid: i32,
         supervised: bool,
-        exit: watch::Receiver<Option<ExitInfo>>,
-        output_tail: OutputTail,
+        exited: futures::future::BoxFuture<'static, ()>,
+        stdout: impl AsyncRead + Unpin + Send + 'static,
+        stderr: impl AsyncRead + Unpin + Send + 'static,
+        report_pipe: Option<tokio::net::unix::pipe::Receiver>,
     ) -> KernelProcess {
+        let output_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let report = Arc::new(Mutex::new(ReportState::default()));
+        let mut drains = vec![
+            tokio::spawn(drain_output(stdout, "stdout", pid, output_tail.clone())),
+            tokio::spawn(drain_output(stderr, "stderr", pid, output_tail.clone())),
+        ];
+        if let Some(r) = report_pipe {
+            drains.push(tokio::spawn(read_report(r, pid, report.clone())));
+        }
+        let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = watch::channel(None);
+        let (state, killed_by_us) = (report.clone(), killed.clone());
+        tokio::spawn(async move {
+            exited.await;
+            let _ = tokio::time::timeout(PIPE_DRAIN_GRACE, futures::future::join_all(drains)).await;
+            let _ = tx.send(Some(exit_cause(
+                pid,
+                supervised,
+                ExitInfo::unknown(),
+                &state,
+                &killed_by_us,
+            )));
+        });
         KernelProcess {
             pid,
             supervised,
             kernel: std::sync::OnceLock::new(),
-            exit,
+            exit: rx,
             output_tail,
+            report,
+            killed,
             reaped: false,
         }
     }
 
-    /// The kernel's process id (also its process group id).
+    /// The process we started (the supervisor when supervised).
     pub fn pid(&self) -> u32 {
         self.pid as u32
     }
@@ -185,10 +323,18 @@ impl KernelProcess {
         if let Some(k) = self.kernel.get() {
             return *k as u32;
         }
-        match first_child(self.pid) {
+        let known = lock(&self.report)
+            .kernel_pid
+            .or_else(|| first_child(self.pid));
+        match known {
             Some(k) => *self.kernel.get_or_init(|| k) as u32,
             None => self.pid as u32,
         }
+    }
+
+    /// What the supervisor reported so far (empty for an unsupervised kernel).
+    pub fn report(&self) -> ReportState {
+        lock(&self.report).clone()
     }
 
     /// `Some` once the process has exited.
@@ -222,22 +368,23 @@ impl KernelProcess {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// Send `signal` to the process group, falling back to the process.
+    /// Send `signal` to the kernel: to its supervisor, which forwards it to the kernel's
+    /// process group; unsupervised, to the group directly (falling back to the process).
     pub fn signal(&self, signal: Signal) {
         if self.pid <= 0 || self.exit_info().is_some() && signal != Signal::SIGKILL {
             return;
         }
-        if killpg(Pid::from_raw(self.pid), signal).is_err() {
-            let _ = kill(Pid::from_raw(self.pid), signal);
-        }
+        signal_kernel(self.pid, self.supervised, signal);
     }
 
     /// A callback that stops this process although it has not exited: `note` goes to the end
     /// of [`Self::output_tail`] (so the death notice says why), then SIGTERM goes to the
-    /// group, and SIGKILL 3 s later if it is still there. For a kernel that closed its sockets
-    /// but lives on: its exit then arrives as any death does.
+    /// kernel, and SIGKILL to its whole tree 3 s later if it is still there. For a kernel
+    /// that closed its sockets but lives on: its exit then arrives as any death does.
     pub fn stopper(&self, note: &'static str) -> impl FnOnce() + Send + 'static {
         let (pid, tail, exit) = (self.pid, self.output_tail.clone(), self.exit.clone());
+        let (supervised, report) = (self.supervised, self.report.clone());
+        let killed = self.killed.clone();
         move || {
             if pid <= 0 || exit.borrow().is_some() {
                 return;
@@ -248,30 +395,30 @@ impl KernelProcess {
                 let excess = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
                 t.drain(..excess);
             }
-            let group = Pid::from_raw(pid);
-            let _ = killpg(group, Signal::SIGTERM);
-            let _ = killpg(group, Signal::SIGCONT);
+            signal_kernel(pid, supervised, Signal::SIGTERM);
+            signal_kernel(pid, supervised, Signal::SIGCONT);
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 if exit.borrow().is_none() {
-                    let _ = killpg(group, Signal::SIGKILL);
+                    killed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    let cgroup = lock(&report).cgroup.clone();
+                    kill_tree(pid, cgroup);
                 }
             });
         }
     }
 
-    /// SIGKILL the process group and every descendant found in /proc (processes that left the
-    /// group with `setsid`), then mark the process as cleaned up.
+    /// SIGKILL the kernel, every descendant found in /proc (processes that left its group
+    /// with `setsid`), its supervisor and everything in its cgroup; then mark the process as
+    /// cleaned up.
     pub fn kill_all(&mut self) {
         if self.pid <= 0 || self.reaped {
             return;
         }
-        let descendants = descendants(self.pid);
-        let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
-        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
-        for pid in descendants {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
+        self.killed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let cgroup = lock(&self.report).cgroup.clone();
+        kill_tree(self.pid, cgroup);
         self.reaped = true;
     }
 }
@@ -282,30 +429,78 @@ impl Drop for KernelProcess {
     }
 }
 
-/// The last bytes a kernel wrote, shared by the tasks that read its pipes.
-pub(crate) type OutputTail = Arc<Mutex<VecDeque<u8>>>;
-
-/// Read `stdout` and `stderr` (pipes of process `pid`) into a new tail, as a spawned kernel's
-/// are; the tasks end at EOF.
-pub(crate) fn drain_pipes(
+/// How the kernel process `pid` ended, given its `status`: for a supervised one, the cause its
+/// supervisor reported; a supervisor lost without a report has the rest of its tree ended.
+fn exit_cause(
     pid: i32,
-    stdout: impl AsyncRead + Unpin + Send + 'static,
-    stderr: impl AsyncRead + Unpin + Send + 'static,
-) -> (OutputTail, Vec<tokio::task::JoinHandle<()>>) {
-    let tail: OutputTail = Arc::new(Mutex::new(VecDeque::new()));
-    let drains = vec![
-        tokio::spawn(drain_output(stdout, "stdout", pid, tail.clone())),
-        tokio::spawn(drain_output(stderr, "stderr", pid, tail.clone())),
-    ];
-    (tail, drains)
+    supervised: bool,
+    status: ExitInfo,
+    report: &Mutex<ReportState>,
+    killed_by_us: &std::sync::atomic::AtomicBool,
+) -> ExitInfo {
+    let info = if supervised {
+        let state = lock(report).clone();
+        let mut info = cause_of(status, &state);
+        if info.cause == ExitCause::SupervisorLost
+            && killed_by_us.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            info.cause = ExitCause::Kernel;
+        } else if info.cause == ExitCause::SupervisorLost {
+            tracing::warn!(
+                pid,
+                "the kernel's supervisor was killed; ending the rest of its tree"
+            );
+            sweep_lost(pid, state.cgroup.clone());
+        }
+        info
+    } else {
+        status
+    };
+    tracing::debug!(pid, "kernel process ended: {info}");
+    info
 }
 
-/// Append `line` to `tail` (bounded like the pipes' bytes), e.g. why we stopped a kernel.
-pub(crate) fn append_note(tail: &OutputTail, line: &str) {
-    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
-    t.extend(b"\n".iter().chain(line.as_bytes()).chain(b"\n"));
-    let excess = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
-    t.drain(..excess);
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `signal` to the supervisor `pid` (which forwards it), or to an unsupervised kernel's group.
+fn signal_kernel(pid: i32, supervised: bool, signal: Signal) {
+    let target = Pid::from_raw(pid);
+    // Unsupervised: the group, falling back to the process. Supervised: the supervisor only.
+    if supervised || killpg(target, signal).is_err() {
+        let _ = kill(target, signal);
+    }
+}
+
+/// SIGKILL `root`'s descendants (twice, for what forked meanwhile), then `root` and its
+/// group, then what is left in `cgroup` — which a thread of its own empties and removes,
+/// so a caller on the runtime never waits.
+fn kill_tree(root: i32, cgroup: Option<Cgroup>) {
+    for _ in 0..2 {
+        for pid in descendants(root) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+    let _ = killpg(Pid::from_raw(root), Signal::SIGKILL);
+    let _ = kill(Pid::from_raw(root), Signal::SIGKILL);
+    if let Some(g) = cgroup {
+        for pid in g.pids() {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        let _ = std::thread::Builder::new()
+            .name("kernel-mcp-cgroup".into())
+            .spawn(move || {
+                g.kill_all();
+                g.remove();
+            });
+    }
+}
+
+/// After a supervisor died without reporting: its orphans are init's now, but a cgroup still
+/// holds them.
+fn sweep_lost(pid: i32, cgroup: Option<Cgroup>) {
+    kill_tree(pid, cgroup);
 }
 
 /// Read a child pipe to its end into the shared tail buffer, logging whole lines.
@@ -370,12 +565,6 @@ pub fn any_reads_terminal(pids: &[i32]) -> bool {
             && std::fs::read_link(path.join("fd/0"))
                 .is_ok_and(|t| t.starts_with("/dev/pts") || t.starts_with("/dev/tty"))
     })
-}
-
-/// The resident memory (bytes) of `root`'s descendants, from `/proc/<pid>/statm` (Linux; 0
-/// elsewhere). Processes that vanish while being read count as 0.
-pub fn tree_rss_bytes(root: i32) -> u64 {
-    descendants(root).into_iter().map(rss_bytes).sum()
 }
 
 /// The resident memory (bytes) of one process, from `/proc/<pid>/statm`; 0 when unknown.

@@ -21,6 +21,40 @@ use serde_json::Value;
 use super::{Channel, KernelEvent, KernelSpec, LaunchOptions, ShutdownRung, StartError};
 use crate::wire::Message;
 
+/// Why a message could not be handed to a kernel ([`KernelIo::send`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// iopub is the kernel's broadcast channel: nothing is sent there.
+    #[error("cannot send on {0}: the kernel only publishes there")]
+    ReadOnlyChannel(Channel),
+    /// The message could not be turned into frames.
+    #[error("the message could not be framed: {0}")]
+    Frame(String),
+    /// The socket (or websocket) refused the message.
+    #[error("the {channel} socket did not take the message: {reason}")]
+    Transport { channel: Channel, reason: String },
+    /// The connection has ended: the kernel is gone.
+    #[error("the kernel's connection is closed (the kernel is gone)")]
+    Closed,
+    /// The transport did not take the message within the caller's deadline.
+    #[error("the kernel did not take the message on {channel} within {after_s} s")]
+    Timeout { channel: Channel, after_s: u64 },
+    /// There is no kernel to send to (it is starting, or its start failed).
+    #[error("the session has no kernel")]
+    NoKernel,
+}
+
+/// Why an interrupt could not be delivered ([`KernelIo::interrupt`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InterruptError {
+    /// `interrupt_request` on the control channel could not be sent.
+    #[error("interrupt_request not sent: {0}")]
+    Send(#[from] SendError),
+    /// The gateway's `POST …/interrupt` failed (the message names the gateway, never a token).
+    #[error("the gateway did not interrupt the kernel: {0}")]
+    Gateway(String),
+}
+
 /// One live kernel connection, as the session actor sees it.
 ///
 /// Events arrive through [`KernelIo::next_event`]: messages from every channel in arrival
@@ -41,12 +75,12 @@ pub trait KernelIo: Send {
     fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message;
 
     /// Sign and send `msg` on `channel` (not iopub). `Ok` means handed to the transport.
-    /// Errors: a sentence saying why it could not be sent.
+    /// Errors: [`SendError`] saying why it could not be sent.
     fn send<'a>(
         &'a mut self,
         channel: Channel,
         msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), SendError>>;
 
     /// The next event. Cancel-safe: dropping the future loses nothing.
     fn next_event(&mut self) -> BoxFuture<'_, KernelEvent>;
@@ -56,8 +90,8 @@ pub trait KernelIo: Send {
 
     /// Interrupt the running code the way this kernel is interrupted (a signal to the
     /// process group, or `interrupt_request` on control). Best effort: the caller watches
-    /// the run's reply and repeats or escalates.
-    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>>;
+    /// the run's reply and repeats or escalates. Errors: [`InterruptError`].
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), InterruptError>>;
 
     /// Stop the kernel within about `2 × grace` (more only where a remote server is slow)
     /// and report the rung of the shutdown ladder that stopped it.
@@ -89,10 +123,16 @@ pub trait KernelIo: Send {
         0
     }
 
-    /// Resident memory of the kernel and every process it started (bytes), where it can be
-    /// measured.
+    /// Memory the kernel and every process it started use (bytes), where it can be
+    /// measured: the charge of its cgroup, else the sum of their PSS plus the shared memory
+    /// they hold.
     fn memory_bytes(&self) -> Option<u64> {
         None
+    }
+
+    /// The sandbox the kernel runs in (`none` for kernels kernel-mcp did not start).
+    fn sandbox(&self) -> crate::kernel::sandbox::Sandbox {
+        crate::kernel::sandbox::Sandbox::NONE
     }
 
     /// True while code in the kernel blocks reading its terminal (a kernel that never sends
@@ -129,19 +169,39 @@ pub trait KernelLauncher: Send + Sync {
         None
     }
 
+    /// The sandbox every kernel of this launcher runs in.
+    fn sandbox(&self) -> crate::kernel::sandbox::Sandbox {
+        crate::kernel::sandbox::Sandbox::NONE
+    }
+
     /// Replace `old` by a fresh kernel (restart): by default shut it down within about
     /// `2 × grace` and [`start`](KernelLauncher::start) another; a remote kernel restarts in
-    /// place over REST.
+    /// place over REST. A launcher that [`adopts`](KernelLauncher::adopts) refuses: the
+    /// kernel is someone else's (the session decides this first; this is the backstop).
+    /// Errors: [`StartError`] from the start, or the refusal.
     fn replace(
         &self,
         old: Box<dyn KernelIo>,
         grace: Duration,
     ) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
+        if self.adopts() {
+            // Dropping an adopted kernel's connection only disconnects from it.
+            drop(old);
+            return Box::pin(std::future::ready(Err(refuse_replace())));
+        }
         let start = self.start();
         Box::pin(async move {
             old.shutdown(grace).await;
             start.await
         })
+    }
+}
+
+/// The error of a [`KernelLauncher::replace`] on a kernel someone else started.
+pub(crate) fn refuse_replace() -> StartError {
+    StartError::Launch {
+        kernel: "adopted kernel".into(),
+        detail: "kernel-mcp did not start this kernel, so it never restarts or replaces it".into(),
     }
 }
 
@@ -153,6 +213,10 @@ pub struct LocalLauncher {
 }
 
 impl KernelLauncher for LocalLauncher {
+    fn sandbox(&self) -> crate::kernel::sandbox::Sandbox {
+        self.opts.sandbox
+    }
+
     fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
         let (spec, opts) = (self.spec.clone(), self.opts.clone());
         Box::pin(async move {

@@ -4,8 +4,9 @@
 //! - [`HttpAccess::new`] decides at start: a loopback bind needs nothing; a non-loopback bind
 //!   needs a token (else the server refuses to start, saying how to set one) and then allows
 //!   the configured host names (`--allowed-host`) and the bind address as `Host`.
-//! - [`guard`] (an axum middleware) answers 401 without `Authorization: Bearer <token>`
-//!   (compared in constant time; the token is never logged), 404 for a `DELETE` naming an
+//! - [`guard`] (an axum middleware) answers 401 without the token in one of the face's
+//!   accepted [`Presentation`]s (MCP: `Authorization: Bearer <token>`; compared in constant
+//!   time, never logged; [`super::token`] reads it), 404 for a `DELETE` naming an
 //!   MCP session that does not exist (rmcp answers 202), and 400 instead of rmcp's 415 for a
 //!   JSON body that does not parse (its type was right; its content was not).
 
@@ -14,20 +15,38 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
+use super::token::{Presentation, Token, presented};
+
 /// Loopback names rmcp allows as `Host` by default.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// Why the HTTP endpoint may not listen as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error(
+        "refusing to listen on {addr} without a token: anyone who can reach it could run code. \
+         Set one with --token-file PATH or KERNEL_MCP_TOKEN=<TOKEN> (e.g. `openssl rand -hex 32`); \
+         clients then send `Authorization: Bearer <TOKEN>`. Or listen on 127.0.0.1."
+    )]
+    TokenRequired { addr: SocketAddr },
+}
+
+/// The ways the MCP endpoint accepts its token.
+pub const MCP_PRESENTATIONS: &[Presentation] = &[Presentation::Bearer];
 
 /// Who may reach the HTTP endpoint.
 #[derive(Clone)]
 pub struct HttpAccess {
-    /// Required bearer token (`--token` / `KERNEL_MCP_TOKEN`), if any.
-    token: Option<Arc<str>>,
+    /// Required token, if any.
+    token: Option<Token>,
+    /// How a request may present it.
+    presentations: &'static [Presentation],
     /// Accepted `Host` values (names or addresses, optionally with `:port`); empty = any.
     pub allowed_hosts: Vec<String>,
     /// Accepted `Origin` patterns (scheme://host:port, `*` for any port).
@@ -38,6 +57,7 @@ impl std::fmt::Debug for HttpAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpAccess")
             .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("presentations", &self.presentations)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .finish()
@@ -46,27 +66,16 @@ impl std::fmt::Debug for HttpAccess {
 
 impl HttpAccess {
     /// The access rules for listening on `addr` with `token` and extra `hosts` (names
-    /// clients use to reach this machine). Errors: a non-loopback bind without a token, or an
-    /// empty token.
+    /// clients use to reach this machine); the token is presented as [`MCP_PRESENTATIONS`].
+    /// Errors: [`AccessError::TokenRequired`] for a non-loopback bind without a token.
     pub fn new(
         addr: SocketAddr,
-        token: Option<String>,
+        token: Option<Token>,
         hosts: &[String],
-    ) -> anyhow::Result<HttpAccess> {
-        let token = match token {
-            Some(t) if t.trim().is_empty() => anyhow::bail!(
-                "the token is empty; set --token or KERNEL_MCP_TOKEN to a long random string (e.g. `openssl rand -hex 32`)"
-            ),
-            Some(t) => Some(Arc::<str>::from(t.trim())),
-            None => None,
-        };
+    ) -> Result<HttpAccess, AccessError> {
         let loopback = addr.ip().is_loopback();
         if !loopback && token.is_none() {
-            anyhow::bail!(
-                "refusing to listen on {addr} without a token: anyone who can reach it could run code. \
-                 Set one with --token <TOKEN> or KERNEL_MCP_TOKEN=<TOKEN> (e.g. `openssl rand -hex 32`); \
-                 clients then send `Authorization: Bearer <TOKEN>`. Or listen on 127.0.0.1."
-            );
+            return Err(AccessError::TokenRequired { addr });
         }
         let mut names: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
         if !addr.ip().is_unspecified() && !loopback {
@@ -100,9 +109,18 @@ impl HttpAccess {
         };
         Ok(HttpAccess {
             token,
+            presentations: MCP_PRESENTATIONS,
             allowed_hosts,
             allowed_origins: origins,
         })
+    }
+
+    /// The same rules, with the token accepted in `presentations` instead of
+    /// [`MCP_PRESENTATIONS`] (a Jupyter face also takes `Authorization: token …` and
+    /// `?token=`).
+    pub fn with_presentations(mut self, presentations: &'static [Presentation]) -> HttpAccess {
+        self.presentations = presentations;
+        self
     }
 
     /// Whether the `Host` header names an allowed host (always, with no allow-list).
@@ -142,22 +160,15 @@ impl HttpAccess {
         self.token.is_some()
     }
 
-    /// Whether `headers` carry `Authorization: Bearer <token>` (always true without a token).
-    pub fn authorized(&self, headers: &HeaderMap) -> bool {
+    /// Whether the request (its `headers` and `uri`) presents the token in an accepted way
+    /// (always true without a token).
+    pub fn authorized(&self, headers: &HeaderMap, uri: &Uri) -> bool {
         let Some(token) = &self.token else {
             return true;
         };
-        let Some(value) = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-        else {
-            return false;
-        };
-        let Some((scheme, given)) = value.trim().split_once(' ') else {
-            return false;
-        };
-        scheme.eq_ignore_ascii_case("bearer")
-            && constant_time_eq(given.trim().as_bytes(), token.as_bytes())
+        presented(headers, uri, self.presentations)
+            .iter()
+            .any(|given| token.matches(given))
     }
 }
 
@@ -174,14 +185,6 @@ fn split_authority(a: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Equality that takes the same time wherever the first difference is.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// What [`guard`] needs: the access rules and the MCP session manager (to tell an unknown
 /// session from a live one).
 #[derive(Clone)]
@@ -192,7 +195,7 @@ pub struct Guard {
 
 /// The middleware described in the module docs.
 pub async fn guard(State(g): State<Guard>, request: Request, next: Next) -> Response {
-    if !g.access.authorized(request.headers()) {
+    if !g.access.authorized(request.headers(), request.uri()) {
         tracing::warn!(
             method = %request.method(),
             uri = %request.uri(),
@@ -201,7 +204,7 @@ pub async fn guard(State(g): State<Guard>, request: Request, next: Next) -> Resp
         return (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
-            "Unauthorized: send `Authorization: Bearer <token>` (the server's --token / KERNEL_MCP_TOKEN).",
+            "Unauthorized: send `Authorization: Bearer <token>` (the server's token: its --token-file, KERNEL_MCP_TOKEN, or for `kernel-mcp service --http` the file `kernel-mcp token` names).",
         )
             .into_response();
     }
@@ -256,7 +259,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("--token") && e.contains("KERNEL_MCP_TOKEN"),
+            e.contains("--token-file") && e.contains("KERNEL_MCP_TOKEN"),
             "{e}"
         );
         assert!(HttpAccess::new(addr("127.0.0.1:8000"), None, &[]).is_ok());
@@ -266,14 +269,14 @@ mod tests {
     fn a_token_on_a_lan_address_allows_that_address_and_the_configured_names() {
         let a = HttpAccess::new(
             addr("192.168.1.5:8000"),
-            Some("t".into()),
+            Some(token("t")),
             &["box.lan".into()],
         )
         .unwrap();
         assert!(a.allowed_hosts.contains(&"192.168.1.5".to_string()));
         assert!(a.allowed_hosts.contains(&"box.lan".to_string()));
         assert!(a.allowed_origins.contains(&"http://box.lan:*".to_string()));
-        let any = HttpAccess::new(addr("0.0.0.0:8000"), Some("t".into()), &[]).unwrap();
+        let any = HttpAccess::new(addr("0.0.0.0:8000"), Some(token("t")), &[]).unwrap();
         assert!(any.allowed_hosts.is_empty(), "{any:?}");
     }
 
@@ -295,16 +298,32 @@ mod tests {
 
     #[test]
     fn only_the_exact_bearer_token_is_authorized_and_debug_hides_it() {
-        let a = HttpAccess::new(addr("127.0.0.1:1"), Some("s3cret".into()), &[]).unwrap();
+        let a = HttpAccess::new(addr("127.0.0.1:1"), Some(token("s3cret")), &[]).unwrap();
         let with = |v: &str| {
             let mut h = HeaderMap::new();
             h.insert(header::AUTHORIZATION, v.parse().unwrap());
             h
         };
-        assert!(!a.authorized(&HeaderMap::new()));
-        assert!(!a.authorized(&with("Bearer wrong")));
-        assert!(!a.authorized(&with("Basic s3cret")));
-        assert!(a.authorized(&with("Bearer s3cret")));
+        let mcp: Uri = "/mcp".parse().unwrap();
+        assert!(!a.authorized(&HeaderMap::new(), &mcp));
+        assert!(!a.authorized(&with("Bearer wrong"), &mcp));
+        assert!(!a.authorized(&with("Basic s3cret"), &mcp));
+        assert!(!a.authorized(&with("token s3cret"), &mcp), "not MCP's way");
+        let query: Uri = "/mcp?token=s3cret".parse().unwrap();
+        assert!(!a.authorized(&HeaderMap::new(), &query), "not MCP's way");
+        assert!(a.authorized(&with("Bearer s3cret"), &mcp));
         assert!(!format!("{a:?}").contains("s3cret"));
+        let jupyter = a.with_presentations(&[
+            Presentation::Bearer,
+            Presentation::JupyterHeader,
+            Presentation::Query,
+        ]);
+        assert!(jupyter.authorized(&with("token s3cret"), &mcp));
+        assert!(jupyter.authorized(&HeaderMap::new(), &query));
+        assert!(!jupyter.authorized(&with("token nope"), &mcp));
+    }
+
+    fn token(s: &str) -> Token {
+        Token::new(s, "--token").unwrap()
     }
 }

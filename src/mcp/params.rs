@@ -1,10 +1,17 @@
 //! Tool parameters as the model types them (serde + JSON Schema). Doc comments become the
-//! schema descriptions. Validation beyond types happens in the tools.
+//! schema descriptions. `create_session`'s are parsed once into a [`NewSession`]: its
+//! exclusive choices become one [`KernelSource`], so nothing deeper checks combinations of
+//! `Option`s. Other validation beyond types happens in the tools.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+
+use super::error::ToolError;
+use crate::registry::{KernelSource, SessionOptions};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSessionParams {
@@ -44,6 +51,136 @@ pub struct CreateSessionParams {
     /// Adopt this kernel on gateway.
     #[serde(default)]
     pub kernel_id: Option<String>,
+    /// OS sandbox (default: server's)
+    #[serde(default)]
+    pub sandbox: Option<crate::kernel::SandboxPolicy>,
+    #[serde(default)]
+    pub sandbox_network: Option<bool>,
+}
+
+/// What `create_session` asks for, parsed: the name (`None`: one is made up), where the
+/// kernel comes from, and the options beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    pub session_id: Option<String>,
+    pub source: KernelSource,
+    pub options: SessionOptions,
+}
+
+impl TryFrom<CreateSessionParams> for NewSession {
+    type Error = ToolError;
+
+    /// Errors: `INVALID_ARGUMENT` for a bad name, several kernel sources at once, `kernel_id`
+    /// without `gateway`, `env` for an adopted kernel, a bad environment variable name, or a
+    /// time out of range.
+    fn try_from(p: CreateSessionParams) -> Result<NewSession, ToolError> {
+        if let Some(id) = &p.session_id
+            && !crate::session::ids::is_valid_name(id)
+        {
+            return Err(ToolError::invalid(format!(
+                "Invalid session_id '{id}': use 1-64 characters from letters, digits, '.', '_' and '-'."
+            )));
+        }
+        let source = kernel_source(
+            p.kernel,
+            p.python,
+            p.environment,
+            p.connection_file,
+            p.gateway,
+            p.kernel_id,
+        )?;
+        let env = p.env.unwrap_or_default();
+        if let Some(bad) = env.keys().find(|k| k.is_empty() || k.contains(['=', '\0'])) {
+            return Err(ToolError::invalid(format!(
+                "{bad:?} is not an environment variable name."
+            )));
+        }
+        if !env.is_empty() && !source.starts_a_kernel() {
+            return Err(ToolError::invalid(
+                "connection_file and kernel_id adopt a running kernel, which keeps the environment it was started with: give no env with them.",
+            ));
+        }
+        Ok(NewSession {
+            session_id: p.session_id,
+            source,
+            options: SessionOptions {
+                cwd: p.cwd.map(PathBuf::from),
+                env,
+                startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,
+                max_memory_mib: p.max_memory_mib,
+                expires_after: seconds(p.expires_after_s, "expires_after_s")?,
+                sandbox: p.sandbox,
+                sandbox_network: p.sandbox_network,
+            },
+        })
+    }
+}
+
+/// The one kernel source `create_session`'s arguments name.
+/// Errors: `INVALID_ARGUMENT` naming the arguments that cannot go together.
+fn kernel_source(
+    kernel: Option<String>,
+    python: Option<String>,
+    environment: Option<String>,
+    connection_file: Option<String>,
+    gateway: Option<String>,
+    kernel_id: Option<String>,
+) -> Result<KernelSource, ToolError> {
+    use KernelSource as S;
+    match (
+        kernel,
+        python,
+        environment,
+        connection_file,
+        gateway,
+        kernel_id,
+    ) {
+        (None, None, None, None, None, None) => Ok(S::Default),
+        (Some(k), None, None, None, None, None) => Ok(S::Kernelspec(k)),
+        (None, Some(py), None, None, None, None) => Ok(S::Python(py.into())),
+        (None, None, Some(e), None, None, None) => Ok(S::Environment(e)),
+        (None, None, None, Some(f), None, None) => Ok(S::ConnectionFile(f.into())),
+        (kernel, None, None, None, Some(gateway), None) => Ok(S::Gateway { gateway, kernel }),
+        (None, None, None, None, Some(gateway), Some(kernel_id)) => {
+            Ok(S::GatewayKernel { gateway, kernel_id })
+        }
+        (Some(_), None, None, None, Some(_), Some(_)) => Err(ToolError::invalid(
+            "kernel_id adopts a running kernel: give no kernel with it.",
+        )),
+        (_, _, _, _, None, Some(_)) => Err(ToolError::invalid(
+            "kernel_id names a kernel on a gateway: give `gateway` too.",
+        )),
+        (kernel, python, environment, connection_file, gateway, kernel_id) => {
+            let given: Vec<&str> = [
+                ("kernel", kernel.is_some()),
+                ("python", python.is_some()),
+                ("environment", environment.is_some()),
+                ("connection_file", connection_file.is_some()),
+                ("gateway", gateway.is_some()),
+                ("kernel_id", kernel_id.is_some()),
+            ]
+            .into_iter()
+            .filter_map(|(name, set)| set.then_some(name))
+            .collect();
+            Err(ToolError::invalid(format!(
+                "{} cannot go together: give one of kernel (a kernelspec), python (an interpreter or venv), environment (a registered one), connection_file (adopt a running kernel), or gateway with kernel or kernel_id.",
+                given.join(", ")
+            )))
+        }
+    }
+}
+
+/// `v` seconds as a duration. Errors: `INVALID_ARGUMENT` outside `0..=1e7` or not finite.
+pub(crate) fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, ToolError> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_finite() && (0.0..=1e7).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        Some(s) => Err(ToolError::invalid(format!(
+            "{name} must be a number of seconds between 0 and 10000000, not {s}."
+        ))),
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -159,7 +296,7 @@ pub struct HistoryParams {
 pub struct DeleteHistoryParams {
     /// The session's id.
     pub session_id: String,
-    /// First index to delete, 0-based; negative counts from the end (Python slice).
+    /// First index to delete, 0-based, negative from the end; must name an entry.
     pub start: i64,
     /// End index, exclusive. Omitted: only the entry at `start` is deleted.
     #[serde(default)]
@@ -170,7 +307,7 @@ pub struct DeleteHistoryParams {
 pub struct RerunHistoryParams {
     /// The session's id.
     pub session_id: String,
-    /// First index, 0-based (Python slice). Omitted: from the start.
+    /// First index, 0-based; must name an entry. Omitted: the start.
     #[serde(default)]
     pub start: Option<i64>,
     /// End index, exclusive. Omitted: to the end.
@@ -282,4 +419,106 @@ pub struct CheckpointParams {
     pub session_id: String,
     /// The checkpoint file (relative: the session's cwd).
     pub path: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(v: serde_json::Value) -> CreateSessionParams {
+        serde_json::from_value(v).expect("parameters")
+    }
+
+    fn parse(v: serde_json::Value) -> Result<NewSession, ToolError> {
+        NewSession::try_from(params(v))
+    }
+
+    #[test]
+    fn each_kernel_choice_is_one_source() {
+        let cases = [
+            (serde_json::json!({}), KernelSource::Default),
+            (
+                serde_json::json!({"kernel": "ir"}),
+                KernelSource::Kernelspec("ir".into()),
+            ),
+            (
+                serde_json::json!({"python": ".venv"}),
+                KernelSource::Python(".venv".into()),
+            ),
+            (
+                serde_json::json!({"environment": "proj"}),
+                KernelSource::Environment("proj".into()),
+            ),
+            (
+                serde_json::json!({"connection_file": "k.json"}),
+                KernelSource::ConnectionFile("k.json".into()),
+            ),
+            (
+                serde_json::json!({"gateway": "gw"}),
+                KernelSource::Gateway {
+                    gateway: "gw".into(),
+                    kernel: None,
+                },
+            ),
+            (
+                serde_json::json!({"gateway": "gw", "kernel": "python3"}),
+                KernelSource::Gateway {
+                    gateway: "gw".into(),
+                    kernel: Some("python3".into()),
+                },
+            ),
+            (
+                serde_json::json!({"gateway": "gw", "kernel_id": "abc"}),
+                KernelSource::GatewayKernel {
+                    gateway: "gw".into(),
+                    kernel_id: "abc".into(),
+                },
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(parse(args.clone()).expect("valid").source, want, "{args}");
+        }
+    }
+
+    #[test]
+    fn exclusive_choices_together_are_invalid_and_named() {
+        for args in [
+            serde_json::json!({"kernel": "python3", "python": "/usr/bin/python3"}),
+            serde_json::json!({"environment": "proj", "kernel": "python3"}),
+            serde_json::json!({"connection_file": "k.json", "python": "p"}),
+            serde_json::json!({"gateway": "gw", "python": "p"}),
+            serde_json::json!({"gateway": "gw", "kernel": "k", "kernel_id": "id"}),
+            serde_json::json!({"kernel_id": "id"}),
+            serde_json::json!({"connection_file": "k.json", "env": {"A": "1"}}),
+            serde_json::json!({"gateway": "gw", "kernel_id": "id", "env": {"A": "1"}}),
+            serde_json::json!({"env": {"A=B": "1"}}),
+            serde_json::json!({"session_id": "no spaces"}),
+            serde_json::json!({"startup_timeout_s": -1.0}),
+        ] {
+            let e = parse(args.clone()).expect_err("invalid");
+            assert_eq!(e.code, crate::session::ErrorCode::InvalidArgument, "{args}");
+        }
+        let e = parse(serde_json::json!({"kernel": "a", "environment": "b"})).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("kernel, environment cannot go together"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn the_options_sit_beside_the_source() {
+        let new = parse(serde_json::json!({
+            "session_id": "s", "cwd": "/tmp", "env": {"A": "1"},
+            "startup_timeout_s": 5, "max_memory_mib": 100, "expires_after_s": 0
+        }))
+        .unwrap();
+        assert_eq!(new.session_id.as_deref(), Some("s"));
+        assert_eq!(new.options.cwd, Some(PathBuf::from("/tmp")));
+        assert_eq!(new.options.env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(new.options.startup_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(new.options.max_memory_mib, Some(100));
+        assert_eq!(new.options.expires_after, Some(Duration::ZERO));
+    }
 }

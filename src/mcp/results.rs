@@ -52,12 +52,20 @@ pub struct SessionDetail {
     pub variables_note: Option<String>,
 }
 
-/// `interrupt_session`: SessionInfo and the run it interrupted.
+/// `interrupt_session`: SessionInfo (after the wait), the run it interrupted, and whether
+/// that run stopped within the interrupt grace.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Interrupted {
     #[serde(flatten)]
     pub info: SessionInfo,
     pub interrupted_run_id: Option<RunId>,
+    /// The interrupted run's status when the call returned: final when it stopped, else
+    /// `running` (or `awaiting_input`); null when nothing was running.
+    pub run_status: Option<RunStatus>,
+    /// True when the run reached a final status within the grace; null when nothing ran.
+    pub stopped: Option<bool>,
+    /// Plain sentences: how long it took, or that the run goes on and what will stop it.
+    pub notices: Vec<String>,
 }
 
 /// `destroy_session`.
@@ -84,6 +92,20 @@ pub struct ServerInfo {
     pub server_instance: String,
     /// When this server process started (RFC 3339).
     pub started_at: String,
+    /// Default policy and host support (docs/sandbox.md).
+    pub sandbox: SandboxInfo,
+}
+
+/// `server_info.sandbox` (docs/sandbox.md).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SandboxInfo {
+    // The policy of a session that does not choose one, and the least any may ask for
+    // (`--sandbox`).
+    pub default_policy: crate::kernel::SandboxPolicy,
+    // Whether sandboxed sessions may reach the network (`--sandbox-network`).
+    pub network: bool,
+    // What this host's kernel offers.
+    pub host: crate::kernel::sandbox::HostSupport,
 }
 
 /// A page of one part of a run (`get_execution` with `stream`).

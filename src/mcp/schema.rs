@@ -1,5 +1,6 @@
-//! Tool schemas as they go on the wire, made compact so the whole `tools/list` stays small
-//! (under 16 kB; under 5 kB for `--tools minimal`).
+//! Tool schemas as they go on the wire, made compact so `tools/list` stays small (the
+//! default toolset under 16 kB; `--tools minimal` under 5 kB and `--tools code` under 4 kB on
+//! the wire; see `toolset.rs`).
 //!
 //! **Output schemas.** Each tool declares the Rust type its `structuredContent` is
 //! serialized from, in one line: `#[tool(output_schema = schema::output::<T>())]`, where
@@ -15,8 +16,8 @@
 //!
 //! **Input schemas.** [`compact_input`] drops what only costs bytes: `$schema`, `default:
 //! null`, number formats, and the `null` of an optional parameter's type (omitting it means
-//! the same). Descriptions stay (they are what the model reads), except in `--tools minimal`,
-//! which also leaves out the advanced parameters of [`FULL_ONLY_PARAMS`] (still accepted).
+//! the same). Descriptions stay (they are what the model reads), except in `--tools minimal`.
+//! The terse toolsets (`minimal`, `code`) declare [`terse_output`] as every output schema.
 
 use std::sync::Arc;
 
@@ -26,10 +27,6 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 /// Keywords an input schema does without.
-/// Parameters only the full toolset lists: what a small-context agent that starts a
-/// session, runs code and follows the run never needs (`execute(subshell)`).
-pub const FULL_ONLY_PARAMS: [&str; 1] = ["subshell"];
-
 const DROPPED: [&str; 6] = [
     "$schema", "default", "format", "minimum", "maximum", "title",
 ];
@@ -44,6 +41,15 @@ pub fn output<T: JsonSchema>() -> Arc<JsonObject> {
         .into_generator();
     let raw = serde_json::to_value(generator.into_root_schema_for::<T>()).unwrap_or(json!({}));
     Arc::new(from_schema(&raw))
+}
+
+/// The output schema of every tool in a terse toolset (`--tools minimal`, `--tools code`):
+/// `{"type": "object"}`, which every result (the error shape included) validates against.
+/// The field lists of [`output`] cost about 300 bytes a tool; docs/tools.md has them.
+pub fn terse_output() -> Arc<JsonObject> {
+    let mut root = JsonObject::new();
+    root.insert("type".into(), json!("object"));
+    Arc::new(root)
 }
 
 /// The output schema of a schemars root schema, as described in the module docs.
@@ -118,7 +124,7 @@ fn resolve<'a>(schema: &'a Value, defs: &'a Value) -> &'a Value {
 }
 
 /// Compact an input schema in place (see the module docs); `descriptions: false` also
-/// drops the parameters' descriptions and the [`FULL_ONLY_PARAMS`].
+/// drops the parameters' descriptions.
 pub fn compact_input(schema: &mut JsonObject, descriptions: bool) {
     let required: Vec<Value> = match schema.get("required") {
         Some(Value::Array(r)) => r.clone(),
@@ -128,21 +134,24 @@ pub fn compact_input(schema: &mut JsonObject, descriptions: bool) {
         schema.remove(k);
     }
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
-        if !descriptions {
-            props.retain(|name, _| !FULL_ONLY_PARAMS.contains(&name.as_str()));
-        }
         for (name, field) in props.iter_mut() {
             strip(field);
             if !descriptions && let Some(f) = field.as_object_mut() {
+                // The terse set names the parameters and their types only; the server
+                // still checks the values (an unknown one is `INVALID_ARGUMENT`).
                 f.remove("description");
+                f.remove("enum");
             }
-            if !required.contains(&json!(name))
-                && let Some(Value::Array(types)) = field.get_mut("type")
-            {
-                types.retain(|t| t != "null");
-                if types.len() == 1 {
-                    let only = types[0].clone();
-                    field["type"] = only;
+            if !required.contains(&json!(name)) {
+                if let Some(Value::Array(types)) = field.get_mut("type") {
+                    types.retain(|t| t != "null");
+                    if types.len() == 1 {
+                        let only = types[0].clone();
+                        field["type"] = only;
+                    }
+                }
+                if let Some(Value::Array(values)) = field.get_mut("enum") {
+                    values.retain(|v| !v.is_null());
                 }
             }
         }

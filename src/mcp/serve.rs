@@ -7,6 +7,7 @@
 //! Ordering: [`Runtimes`] builds the runtime MCP is served on, and the serve functions refuse
 //! any other kind (see [`in_order_runtime`]).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,11 +15,37 @@ use rmcp::ServiceExt;
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 use super::http::{Guard, HttpAccess, guard};
+use super::http_sessions::{HttpSessions, track};
 use super::{KernelMcp, Toolset};
 use crate::registry::Registry;
 
 /// Longest the server takes to exit once the client has gone or a signal arrived.
 pub(crate) const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Why serving MCP stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "MCP must be served on a current-thread runtime (got {flavor}): requests would reach sessions out of order"
+    )]
+    WrongRuntime { flavor: String },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("serving HTTP on {addr} failed: {source}")]
+    Http {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the MCP connection could not be set up: {0}")]
+    Initialize(Box<rmcp::service::ServerInitializeError>),
+    #[error("the MCP connection's task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// The two runtimes of a server process.
 ///
@@ -62,31 +89,41 @@ impl Runtimes {
     }
 }
 
+impl From<rmcp::service::ServerInitializeError> for ServeError {
+    fn from(e: rmcp::service::ServerInitializeError) -> ServeError {
+        ServeError::Initialize(Box::new(e))
+    }
+}
+
 /// Errors unless the caller runs on a current-thread runtime, the one kind that keeps
-/// pipelined requests in order (see [`Runtimes`]).
-pub fn in_order_runtime() -> anyhow::Result<()> {
+/// pipelined requests in order (see [`Runtimes`]). Errors: [`ServeError::WrongRuntime`].
+pub fn in_order_runtime() -> Result<(), ServeError> {
     match Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(RuntimeFlavor::CurrentThread) => Ok(()),
-        other => anyhow::bail!(
-            "MCP must be served on a current-thread runtime (got {other:?}): requests would reach sessions out of order"
-        ),
+        other => Err(ServeError::WrongRuntime {
+            flavor: format!("{other:?}"),
+        }),
     }
 }
 
 /// Serve MCP over stdio until the client disconnects or a termination signal arrives, then
 /// shut every kernel down.
-pub async fn serve_stdio(registry: Arc<Registry>, toolset: Toolset) -> anyhow::Result<()> {
+pub async fn serve_stdio(registry: Arc<Registry>, toolset: Toolset) -> Result<(), ServeError> {
     in_order_runtime()?;
     let server = KernelMcp::with_toolset(registry.clone(), toolset);
     let outcome = tokio::select! {
         r = async {
             match server.serve(rmcp::transport::stdio_pipes()).await {
-                Ok(service) => service.waiting().await.map(|reason| tracing::info!(?reason, "MCP connection ended")).map_err(anyhow::Error::from),
+                Ok(service) => {
+                    let reason = service.waiting().await?;
+                    tracing::info!(?reason, "MCP connection ended");
+                    Ok(())
+                }
                 Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
                     tracing::info!("client closed the connection before initializing");
                     Ok(())
                 }
-                Err(e) => Err(anyhow::Error::from(e)),
+                Err(e) => Err(ServeError::from(e)),
             }
         } => r,
         s = termination() => {
@@ -111,22 +148,28 @@ pub async fn serve_stdio(registry: Arc<Registry>, toolset: Toolset) -> anyhow::R
 /// shut every kernel down. `access` comes from [`HttpAccess::new`] (token, allowed hosts).
 pub async fn serve_http(
     registry: Arc<Registry>,
-    addr: std::net::SocketAddr,
+    addr: SocketAddr,
     access: HttpAccess,
     toolset: Toolset,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     in_order_runtime()?;
     let factory_registry = registry.clone();
-    let outcome = serve_http_until(
-        move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
-        addr,
-        access,
-        async {
-            let s = termination().await;
-            tracing::info!("received {s}; shutting down");
-        },
-    )
-    .await;
+    let outcome = match bind(addr).await {
+        Ok(listener) => {
+            serve_http_on(
+                listener,
+                move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
+                access,
+                super::http_sessions::DEFAULT_KEEP_ALIVE,
+                async {
+                    let s = termination().await;
+                    tracing::info!("received {s}; shutting down");
+                },
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_DEADLINE);
         std::process::exit(1);
@@ -135,18 +178,30 @@ pub async fn serve_http(
     outcome
 }
 
-/// Streamable HTTP on `addr` (path `/mcp`) with a handler from `handler` per MCP session,
-/// until `stop` resolves. The caller owns the sessions' shutdown (the service serves HTTP
-/// beside its socket on one registry).
-pub async fn serve_http_until(
+/// Bind the TCP listener of an HTTP face (port 0: one the OS picks; `local_addr` says which).
+/// Errors: [`ServeError::Bind`].
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Streamable HTTP on `listener` (path `/mcp`) with a handler from `handler` per MCP
+/// session, until `stop` resolves. An idle MCP session that holds no `default` session is
+/// closed after `keep_alive` (see [`super::http_sessions`]). The caller owns the sessions'
+/// shutdown (the service serves HTTP beside its socket on one registry).
+/// Errors: [`ServeError::Http`].
+pub async fn serve_http_on(
+    listener: tokio::net::TcpListener,
     handler: impl Fn() -> KernelMcp + Send + Sync + 'static,
-    addr: std::net::SocketAddr,
     access: HttpAccess,
+    keep_alive: Duration,
     stop: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
+    let addr = local_addr(&listener);
     let ct = tokio_util::sync::CancellationToken::new();
     // Browsers send Origin: only pages served from the allowed hosts may call us.
     let config = StreamableHttpServerConfig::default()
@@ -156,16 +211,27 @@ pub async fn serve_http_until(
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, hosts = ?access.allowed_hosts, "listening beyond loopback; requests need the bearer token");
     }
-    let sessions = Arc::new(LocalSessionManager::default());
-    let service = StreamableHttpService::new(move || Ok(handler()), sessions.clone(), config);
-    let router = axum::Router::new().nest_service("/mcp", service).layer(
-        axum::middleware::from_fn_with_state(Guard { access, sessions }, guard),
+    // rmcp's own idle timer would end a session whose client still holds its id, and the
+    // connection's `default` with it: `HttpSessions` decides instead.
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = None;
+    let sessions = Arc::new(manager);
+    let lifetimes = HttpSessions::new(sessions.clone(), keep_alive);
+    lifetimes.spawn_reaper(ct.child_token());
+    let tracked = lifetimes.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(handler().over_http(tracked.clone())),
+        sessions.clone(),
+        config,
     );
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(
-        "serving MCP over streamable HTTP at http://{}/mcp",
-        listener.local_addr()?
-    );
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(lifetimes, track))
+        .layer(axum::middleware::from_fn_with_state(
+            Guard { access, sessions },
+            guard,
+        ));
+    tracing::info!("serving MCP over streamable HTTP at http://{addr}/mcp");
     let shutdown = ct.clone();
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
@@ -173,17 +239,25 @@ pub async fn serve_http_until(
             shutdown.cancel();
         })
         .await
-        .map_err(anyhow::Error::from)
+        .map_err(|source| ServeError::Http { addr, source })
+}
+
+/// The address a listener is bound to (`0.0.0.0:0` if the OS will not say, which it always
+/// does for a bound TCP socket).
+fn local_addr(listener: &tokio::net::TcpListener) -> SocketAddr {
+    listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
 }
 
 /// Serve the legacy HTTP+SSE transport (MCP 2024-11-05: `GET /sse`, `POST /messages`) on
 /// `addr` until a termination signal, then shut every kernel down.
 pub async fn serve_sse(
     registry: Arc<Registry>,
-    addr: std::net::SocketAddr,
+    addr: SocketAddr,
     access: HttpAccess,
     toolset: Toolset,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     in_order_runtime()?;
     let guard_state = Guard {
         access: access.clone(),
@@ -193,18 +267,23 @@ pub async fn serve_sse(
     };
     let router = super::sse::router(registry.clone(), toolset, access)
         .layer(axum::middleware::from_fn_with_state(guard_state, guard));
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(
-        "serving MCP over legacy HTTP+SSE at http://{}/sse",
-        listener.local_addr()?
-    );
-    let outcome = axum::serve(listener, router)
-        .with_graceful_shutdown(async {
-            let s = termination().await;
-            tracing::info!("received {s}; shutting down");
-        })
-        .await
-        .map_err(anyhow::Error::from);
+    let outcome = match bind(addr).await {
+        Ok(listener) => {
+            let bound = local_addr(&listener);
+            tracing::info!("serving MCP over legacy HTTP+SSE at http://{bound}/sse");
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let s = termination().await;
+                    tracing::info!("received {s}; shutting down");
+                })
+                .await
+                .map_err(|source| ServeError::Http {
+                    addr: bound,
+                    source,
+                })
+        }
+        Err(e) => Err(e),
+    };
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_DEADLINE);
         std::process::exit(1);

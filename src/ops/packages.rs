@@ -114,7 +114,9 @@ pub async fn run_installer(
             "The installer command is empty.".into(),
         ));
     };
-    let mut child = tokio::process::Command::new(program)
+    let mut installer = tokio::process::Command::new(program);
+    crate::secrets::scrub(installer.as_std_mut());
+    let mut child = installer
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,14 +1,14 @@
 //! `fork_session` (DESIGN §18): a new session whose kernel is a copy of a live local IPython
 //! kernel, taken between two of its runs (`kernel::fork` has the mechanics, the source's side
-//! is `session/actor/fork.rs`). And [`Registry::create_from_launcher`], which files a session
-//! whose first kernel is already started (the fork; any kernel source that hands over a
-//! running kernel can use it).
+//! is `session/actor/fork.rs`). The new session is filed like any other (the table, its
+//! expiry, the broker's endpoint), with a launcher whose first kernel is the fork.
 //!
-//! The fork runs under the source's launch options: its cwd, environment and memory limit;
-//! its sandbox is the source's too, inherited by the process itself. A restart of the fork
-//! starts a fresh kernel the way the source's were started. Kernels that cannot be forked
-//! (another language, a gateway's, an adopted one, ipykernel before 7) are `UNSUPPORTED`,
-//! saying why and what to use instead.
+//! The fork runs under the source's launch options: its cwd, environment and memory limit,
+//! under a supervisor of its own; its sandbox is the source's, inherited by the process
+//! itself, which is why only sessions without a restricting sandbox policy can be forked. A
+//! restart of the fork starts a fresh kernel the way the source's were started. Kernels that
+//! cannot be forked (another language, a gateway's, an adopted one, ipykernel before 7, a
+//! sandboxed one) are `UNSUPPORTED`, saying why and what to use instead.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +16,11 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{Registry, lock, validate_session_id};
+use super::scope::key::{DEFAULT_SESSION, SessionKey};
+use super::table::Live;
+use super::{Registry, lock, session_span};
 use crate::kernel::fork::{ForkError, ForkPlan, ForkedLauncher, parse_scheduled};
-use crate::session::{SessionDesc, SessionError, SessionHandle, SessionInfo};
+use crate::session::{SessionDesc, SessionError, SessionInfo};
 
 /// How long the source may take to answer the helper's scheduling request.
 const SCHEDULE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,35 +29,33 @@ const SCHEDULE_TIMEOUT: Duration = Duration::from_secs(30);
 const INSTEAD: &str = "To carry state to a new session otherwise, checkpoint_session / restore it, or create_session and rerun_history.";
 
 impl Registry {
-    /// Fork session `source` (its handle, as the caller's view resolved it) into a new
-    /// session `new_id`. The source is not disturbed: same pid, generation and status; runs
-    /// submitted while the fork is taken wait for it (well under a second).
-    /// Errors: `INVALID_ARGUMENT` (a bad or reserved id), `SESSION_ALREADY_EXISTS`,
-    /// `LIMIT_EXCEEDED` (sessions), `SESSION_BUSY` (a run executes), `UNSUPPORTED` (this
-    /// kernel cannot be forked), `KERNEL_START_FAILED` (the copy did not come up).
+    /// Fork the session of `source` into a new session filed under `new`. The source is not
+    /// disturbed: same pid, generation and status; runs submitted while the fork is taken
+    /// wait for it (well under a second).
+    /// Errors: `SESSION_NOT_FOUND` (the source), `INVALID_ARGUMENT` (`default`),
+    /// `SESSION_ALREADY_EXISTS`, `LIMIT_EXCEEDED` (sessions), `SESSION_BUSY` (a run executes),
+    /// `UNSUPPORTED` (this kernel cannot be forked), `KERNEL_START_FAILED` (the copy did not
+    /// come up).
     pub async fn fork_session(
         &self,
-        source: &SessionHandle,
-        new_id: &str,
+        source: &SessionKey,
+        new: &SessionKey,
     ) -> Result<SessionInfo, SessionError> {
-        validate_session_id(new_id)?;
-        if new_id == super::DEFAULT_SESSION {
+        let source = self.get(source)?;
+        if new.name() == DEFAULT_SESSION {
             return Err(SessionError::InvalidArgument(
                 "`default` is each connection's implicit session; give the fork another name."
                     .into(),
             ));
         }
-        {
-            let sessions = lock(&self.sessions);
-            if sessions.contains_key(new_id) {
-                return Err(SessionError::AlreadyExists(new_id.to_string()));
-            }
-            if sessions.len() >= self.limits.max_sessions {
-                return Err(SessionError::LimitExceeded(format!(
-                    "This server already runs {} sessions, its limit; destroy one you no longer need first.",
-                    sessions.len()
-                )));
-            }
+        let live = self.live_count();
+        if live >= self.limits.max_sessions {
+            return Err(SessionError::LimitExceeded(format!(
+                "This server already runs {live} sessions, its limit; destroy one you no longer need first."
+            )));
+        }
+        if lock(&self.table).live(new.slot()).is_some() {
+            return Err(SessionError::AlreadyExists(new.name().to_string()));
         }
         let info = source.info().await?;
         let desc = source.desc().clone();
@@ -78,7 +78,12 @@ impl Registry {
 
         let supervisor = opts.as_ref().and_then(|o| o.supervisor.clone());
         let plan = ForkPlan::prepare(&desc.spec.name).map_err(started)?;
-        let content = plan.request_content(supervisor.as_deref().map(|s| (s, max_memory_mib)));
+        let env_hook = opts.as_ref().and_then(|o| o.env_hook.as_ref());
+        let content = plan.request_content(
+            supervisor.as_deref().map(|s| (s, max_memory_mib)),
+            &desc.spec,
+            env_hook,
+        );
         let reply = match source.fork_request(content, SCHEDULE_TIMEOUT).await {
             Ok(reply) => reply,
             // Refused: nothing of ours holds the source.
@@ -111,81 +116,47 @@ impl Registry {
         // The copy is taken (or will not be): the source's runs go on.
         let _ = source.end_fork().await;
         let child = child?;
-        tracing::info!(source = %info.session_id, fork = new_id, pid = child.pid(), "kernel forked");
+        tracing::info!(source = %info.session_id, fork = new.name(), pid = child.pid(), "kernel forked");
         let deadline = Instant::now() + startup_timeout;
         let kernel = child
-            .start(&desc.spec, supervisor.is_some(), max_memory_mib, deadline)
+            .start(&desc.spec, info.sandbox, supervisor.is_some(), deadline)
             .await
             .map_err(started)?;
         let launcher = ForkedLauncher::new(kernel, desc.launcher.clone(), info.session_id.clone());
+        let observer = self
+            .broker
+            .as_ref()
+            .and_then(|b| b.attach(new.name(), &desc.spec, &desc.cwd));
         let fork_desc = SessionDesc {
-            id: new_id.to_string(),
+            id: new.name().to_string(),
             spec: desc.spec.clone(),
             cwd: desc.cwd.clone(),
             launcher: Arc::new(launcher),
             journal_dir: self.journal_dir.clone(),
+            journal_private: new.is_private(),
+            span: session_span(new.slot()),
+            observer,
         };
         let (entries, _) = source.history(None, None).await.unwrap_or_default();
-        let expires_after = self.limits.default_expires_after_s.map(Duration::from_secs);
-        let (handle, _) = self
-            .create_from_launcher(new_id.to_string(), fork_desc, expires_after)
-            .await?;
+        let (handle, created) = {
+            let mut table = lock(&self.table);
+            if table.live(new.slot()).is_some() {
+                return Err(SessionError::AlreadyExists(new.name().to_string()));
+            }
+            let (handle, created) =
+                crate::session::SessionHandle::spawn(&self.runtime, fork_desc, self.limits.clone());
+            let live = Live {
+                handle: handle.clone(),
+                journal: None,
+            };
+            table.insert(new.slot().clone(), live)?;
+            (handle, created)
+        };
+        self.started(new.slot(), &handle, created, None).await?;
         let _ = handle
             .seed_history(entries.into_iter().map(|(_, e)| e).collect())
             .await;
         handle.info().await
-    }
-
-    /// File a new session under `key` whose launcher hands over an already started kernel
-    /// (or starts one), and wait until its first kernel is installed; its idle expiry is
-    /// `expires_after` (`None` or zero: never). Nothing half-created remains on failure.
-    /// Errors: `SESSION_ALREADY_EXISTS`, `LIMIT_EXCEEDED`, `KERNEL_START_FAILED`.
-    pub(crate) async fn create_from_launcher(
-        &self,
-        key: String,
-        desc: SessionDesc,
-        expires_after: Option<Duration>,
-    ) -> Result<(SessionHandle, SessionInfo), SessionError> {
-        let id = desc.id.clone();
-        let (mut handle, created_rx);
-        {
-            let mut sessions = lock(&self.sessions);
-            if sessions.contains_key(&key) {
-                return Err(SessionError::AlreadyExists(id));
-            }
-            if sessions.len() >= self.limits.max_sessions {
-                return Err(SessionError::LimitExceeded(format!(
-                    "This server already runs {} sessions, its limit; destroy one you no longer need first.",
-                    sessions.len()
-                )));
-            }
-            (handle, created_rx) =
-                SessionHandle::spawn(&self.sessions_runtime, desc, self.limits.clone());
-            handle = handle.filed_under(key.clone());
-            sessions.insert(key.clone(), handle.clone());
-        }
-        let mut result = created_rx
-            .await
-            .unwrap_or_else(|_| Err(SessionError::gone(&id)));
-        if result.is_ok() {
-            lock(&self.expired).remove(&key);
-            if let Some(after) = expires_after.filter(|d| !d.is_zero()) {
-                result = handle.renew(Some(Some(after))).await;
-            }
-        }
-        match result {
-            Ok(info) => Ok((handle, info)),
-            Err(e) => {
-                let _ = handle.destroy().await;
-                let ours = lock(&self.sessions)
-                    .get(&key)
-                    .is_some_and(|h| h.same_session(&handle));
-                if ours {
-                    self.forget(&key);
-                }
-                Err(e)
-            }
-        }
     }
 }
 
@@ -207,6 +178,12 @@ fn forkable(info: &SessionInfo, desc: &SessionDesc) -> Result<u32, SessionError>
         return Err(unsupported(format!(
             "its kernel runs on the gateway '{}'; only local kernels can be forked",
             info.location
+        )));
+    }
+    if info.sandbox.restricts() {
+        return Err(unsupported(format!(
+            "it runs in the '{}' sandbox, whose kernel may neither bind the fork's new ports nor reach the socket the fork is handed over on; only sessions with sandbox \"none\" can be forked",
+            info.sandbox
         )));
     }
     if desc.launcher.adopts() {

@@ -4,6 +4,9 @@
 //! (newline-delimited JSON-RPC; rmcp serves any `AsyncRead + AsyncWrite`). A peer with
 //! another uid is told why in one JSON-RPC error line and disconnected.
 //!
+//! With `--http` it also serves streamable HTTP on the same sessions, behind a token
+//! ([`super::http`]).
+//!
 //! It ends on SIGTERM/SIGINT/SIGHUP, after `idle_exit` with no session and no connection, or
 //! once its socket file is removed or replaced and no connection is left (nobody can reach it);
 //! every exit path shuts every kernel down (a SIGKILLed service leaves none either: the
@@ -12,19 +15,24 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use nix::fcntl::{Flock, FlockArg};
 use rmcp::ServiceExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 
-use super::paths::ServicePaths;
+use super::http::{self, HttpOptions, HttpRecord};
+use super::paths::{DirError, ServicePaths};
 use crate::mcp::KernelMcp;
-use crate::mcp::serve::{SHUTDOWN_DEADLINE, in_order_runtime, serve_http_until, termination};
+use crate::mcp::http::{AccessError, HttpAccess};
+use crate::mcp::serve::{
+    SHUTDOWN_DEADLINE, ServeError, bind, in_order_runtime, serve_http_on, termination,
+};
+use crate::mcp::token::TokenError;
 use crate::registry::Registry;
 
 /// Most connections served at once; one more is refused with a JSON-RPC error line.
@@ -39,8 +47,48 @@ pub struct ServiceOptions {
     pub paths: ServicePaths,
     /// Exit after this long with no session and no connection; `None`: never.
     pub idle_exit: Option<Duration>,
-    /// Also serve streamable HTTP here (each HTTP session a connection of its own).
-    pub http: Option<std::net::SocketAddr>,
+    /// Also serve streamable HTTP (each HTTP session a connection of its own).
+    pub http: Option<HttpOptions>,
+    /// How long an idle HTTP session that holds no `default` session is kept
+    /// (see `mcp::http_sessions`).
+    pub http_keep_alive: Duration,
+}
+
+/// Why the service could not start, or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Dir(#[from] DirError),
+    #[error(
+        "a kernel-mcp service (pid {pid}) already serves {socket}; connect to it (`kernel-mcp serve --shared`) or stop it first"
+    )]
+    AlreadyRunning { pid: String, socket: PathBuf },
+    #[error("cannot {action} {path}: {source}")]
+    File {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("the HTTP face: {0}")]
+    Token(#[from] TokenError),
+    #[error(transparent)]
+    Access(#[from] AccessError),
+}
+
+/// A [`ServiceError::File`] for `action` on `path`.
+fn file_error(
+    action: &'static str,
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> ServiceError {
+    let path = path.to_path_buf();
+    move |source| ServiceError::File {
+        action,
+        path,
+        source,
+    }
 }
 
 /// The lock that says "a service runs on this socket", held until the process exits.
@@ -49,72 +97,83 @@ pub struct AliveLock {
 }
 
 /// Take the alive lock of `paths` and record our pid in it.
-/// Errors: another service holds it (naming its pid), or the file cannot be opened.
-pub fn take_alive_lock(paths: &ServicePaths) -> anyhow::Result<AliveLock> {
+/// Errors: [`ServiceError::AlreadyRunning`] (naming its pid), or the file cannot be opened.
+pub fn take_alive_lock(paths: &ServicePaths) -> Result<AliveLock, ServiceError> {
+    let path = &paths.alive_lock;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .open(&paths.alive_lock)
-        .with_context(|| format!("cannot open {}", paths.alive_lock.display()))?;
+        .open(path)
+        .map_err(file_error("open", path))?;
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(l) => l,
         Err((mut file, _)) => {
             let mut pid = String::new();
             let _ = file.read_to_string(&mut pid);
-            anyhow::bail!(
-                "a kernel-mcp service (pid {}) already serves {}; connect to it (`kernel-mcp serve --shared`) or stop it first",
-                pid.trim(),
-                paths.socket.display()
-            );
+            return Err(ServiceError::AlreadyRunning {
+                pid: pid.trim().to_string(),
+                socket: paths.socket.clone(),
+            });
         }
     };
-    lock.set_len(0)?;
-    lock.rewind()?;
-    writeln!(lock, "{}", std::process::id())?;
+    let mut record = || -> std::io::Result<()> {
+        lock.set_len(0)?;
+        lock.rewind()?;
+        writeln!(lock, "{}", std::process::id())
+    };
+    record().map_err(file_error("write our pid into", path))?;
     Ok(AliveLock { _lock: lock })
 }
 
 /// Run the service until a signal or the idle timeout, then shut every kernel down.
-pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Result<()> {
+///
+/// # Errors
+/// [`ServiceError`]: the socket's directory is not ours ([`DirError`]), another service holds
+/// the socket, the socket or the HTTP face cannot be set up; or the HTTP face failed.
+pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), ServiceError> {
     in_order_runtime()?;
     let paths = &opts.paths;
-    paths.prepare_dir().map_err(anyhow::Error::msg)?;
+    paths.prepare_dir()?;
     let _alive = take_alive_lock(paths)?;
     // We hold the alive lock, so a socket file here was left by a service that is gone.
     match std::fs::remove_file(&paths.socket) {
         Ok(()) => tracing::info!(socket = %paths.socket.display(), "replaced a stale socket"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).context(format!("cannot remove {}", paths.socket.display())),
+        Err(e) => return Err(file_error("remove", &paths.socket)(e)),
     }
-    let listener = UnixListener::bind(&paths.socket)
-        .with_context(|| format!("cannot listen on {}", paths.socket.display()))?;
-    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))?;
-    let inode = std::fs::symlink_metadata(&paths.socket)?.ino();
+    let listener =
+        UnixListener::bind(&paths.socket).map_err(file_error("listen on", &paths.socket))?;
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(file_error("make private", &paths.socket))?;
+    let inode = std::fs::symlink_metadata(&paths.socket)
+        .map_err(file_error("inspect", &paths.socket))?
+        .ino();
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut http = match &opts.http {
+        Some(face) => {
+            let served = start_http(paths, face, opts.http_keep_alive, registry.clone(), async {
+                let _ = http_stopped.await;
+            });
+            match served.await {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    drop(listener);
+                    let _ = std::fs::remove_file(&paths.socket);
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
     tracing::info!(
         socket = %paths.socket.display(),
         pid = std::process::id(),
         idle_exit_s = opts.idle_exit.map(|d| d.as_secs()),
         "kernel-mcp service listening"
     );
-    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut http = match opts.http {
-        Some(addr) => {
-            let factory = registry.clone();
-            let access = crate::mcp::http::HttpAccess::new(addr, None, &[])?;
-            Some(tokio::spawn(serve_http_until(
-                move || KernelMcp::for_connection(factory.clone(), Default::default()),
-                addr,
-                access,
-                async {
-                    let _ = http_stopped.await;
-                },
-            )))
-        }
-        None => None,
-    };
     let connections = Arc::new(AtomicUsize::new(0));
     let mut idle_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(IDLE_TICK);
@@ -152,7 +211,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
                 http = None;
                 let why = match r {
                     Ok(Ok(())) => "stopped".to_string(),
-                    Ok(Err(e)) => format!("{e:#}"),
+                    Ok(Err(e)) => e.to_string(),
                     Err(e) => e.to_string(),
                 };
                 break format!("the HTTP listener ended: {why}");
@@ -162,6 +221,9 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
     let _ = stop_http.send(());
     if let Some(h) = http {
         let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+    }
+    if opts.http.is_some() {
+        http::remove_record(paths);
     }
     tracing::info!("service stopping: {reason}");
     drop(listener);
@@ -177,6 +239,41 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> anyhow::Resul
     registry.shutdown_all().await;
     tracing::info!("service stopped");
     Ok(())
+}
+
+/// Resolve the HTTP face's token, bind its listener, write its record and serve it in a task
+/// until `stop`. Errors: the token, the bind or the record.
+async fn start_http(
+    paths: &ServicePaths,
+    face: &HttpOptions,
+    keep_alive: Duration,
+    registry: Arc<Registry>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<tokio::task::JoinHandle<Result<(), ServeError>>, ServiceError> {
+    let (token, token_file, token_source) = http::resolve_token(paths, &face.token)?;
+    let access = HttpAccess::new(face.addr, Some(token), &[])?;
+    let listener = bind(face.addr).await?;
+    let bound = listener.local_addr().unwrap_or(face.addr);
+    let record = HttpRecord {
+        url: format!("http://{bound}/mcp"),
+        pid: std::process::id(),
+        token_file,
+        token_source: token_source.into(),
+    };
+    http::write_record(paths, &record).map_err(file_error("write", &paths.http_record))?;
+    tracing::info!(
+        url = %record.url,
+        token_file = ?record.token_file,
+        token_source,
+        "the HTTP face requires `Authorization: Bearer <token>`"
+    );
+    Ok(tokio::spawn(serve_http_on(
+        listener,
+        move || KernelMcp::for_connection(registry.clone(), Default::default()),
+        access,
+        keep_alive,
+        stop,
+    )))
 }
 
 /// Serve `stream` if its peer is us and there is room, else tell it why and hang up.

@@ -42,9 +42,23 @@ where
     )
 }
 
+/// Why the service logs to stderr only.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("neither XDG_STATE_HOME nor HOME is set")]
+    NoStateDir,
+    #[error("cannot {action} {path}: {source}")]
+    File {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Log to the service log file and stderr. Returns the file's path, or why there is none
 /// (then only stderr is used).
-pub fn init_service() -> Result<PathBuf, String> {
+pub fn init_service() -> Result<PathBuf, LogError> {
     let file = open_log();
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
@@ -68,15 +82,19 @@ pub fn init_service() -> Result<PathBuf, String> {
     outcome
 }
 
-fn open_log() -> Result<(PathBuf, std::fs::File), String> {
-    let path = super::paths::log_file().ok_or("neither XDG_STATE_HOME nor HOME is set")?;
+fn open_log() -> Result<(PathBuf, std::fs::File), LogError> {
+    let path = super::paths::log_file().ok_or(LogError::NoStateDir)?;
     if let Some(dir) = path.parent() {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            .map_err(|source| LogError::File {
+                action: "create",
+                path: dir.to_path_buf(),
+                source,
+            })?;
     }
     if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
         let _ = std::fs::rename(&path, path.with_extension("log.old"));
@@ -86,6 +104,10 @@ fn open_log() -> Result<(PathBuf, std::fs::File), String> {
         .append(true)
         .mode(0o600)
         .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(|source| LogError::File {
+            action: "open",
+            path: path.clone(),
+            source,
+        })?;
     Ok((path, f))
 }

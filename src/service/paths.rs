@@ -1,11 +1,14 @@
-//! Where the per-user service lives on disk: its socket, the lock files next to it, and its
-//! log under the state directory. The socket's directory is private (0700, ours); a directory
-//! that someone else owns, or that others can enter, is refused rather than used, because
-//! whoever can reach the socket can run code as us.
+//! Where the per-user service lives on disk: its socket, the files next to it (locks, the
+//! HTTP face's token and record) and its log under the state directory. The socket's
+//! directory must be ours and not writable by others ([`crate::trust::check_dir`]), because
+//! whoever controls it can listen in the service's place. A missing directory is created 0700;
+//! an existing one is used as it is or refused with the reason, never re-moded.
 
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+use crate::trust::{self, TrustError};
 
 /// File name of the socket inside its directory.
 const SOCKET_NAME: &str = "service.sock";
@@ -29,6 +32,19 @@ pub fn default_socket() -> PathBuf {
     }
 }
 
+/// Why the socket's directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error("cannot create the socket directory {dir}: {source}")]
+    Create {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("refusing the socket directory: {0}")]
+    Untrusted(#[from] TrustError),
+}
+
 /// The files that belong to one socket path.
 #[derive(Debug, Clone)]
 pub struct ServicePaths {
@@ -39,10 +55,15 @@ pub struct ServicePaths {
     /// Held by a relay while it checks for a service and starts one, so that relays started
     /// together start one service.
     pub start_lock: PathBuf,
+    /// The token the service generated for its HTTP face (0600), when none was given.
+    pub token_file: PathBuf,
+    /// While the HTTP face is up: where it listens and where its token is (JSON, 0600).
+    pub http_record: PathBuf,
 }
 
 impl ServicePaths {
-    /// The paths for `socket` (its lock files sit beside it: `<socket>.lock`, `<socket>.start`).
+    /// The paths for `socket` (its other files sit beside it: `<socket>.lock`,
+    /// `<socket>.start`, `<socket>.token`, `<socket>.http`).
     pub fn new(socket: PathBuf) -> ServicePaths {
         let with = |suffix: &str| {
             let mut s = socket.clone().into_os_string();
@@ -52,49 +73,60 @@ impl ServicePaths {
         ServicePaths {
             alive_lock: with(".lock"),
             start_lock: with(".start"),
+            token_file: with(".token"),
+            http_record: with(".http"),
             socket,
         }
     }
 
-    /// Create the socket's directory (0700) if missing, and check that it is ours and private.
-    /// Errors: a sentence naming the directory and what is wrong with it.
-    pub fn prepare_dir(&self) -> Result<(), String> {
-        let dir = self.socket.parent().filter(|d| !d.as_os_str().is_empty());
-        let Some(dir) = dir else {
-            return Ok(()); // A bare file name: the current directory, which the user chose.
-        };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| format!("cannot create the socket directory {}: {e}", dir.display()))?;
-        let meta = fs::symlink_metadata(dir)
-            .map_err(|e| format!("cannot inspect the socket directory {}: {e}", dir.display()))?;
-        if !meta.is_dir() {
-            return Err(format!(
-                "the socket directory {} is not a directory (a symlink or a file); remove it or pass --socket elsewhere",
-                dir.display()
-            ));
+    /// The socket's directory (`.` for a bare file name).
+    pub fn dir(&self) -> &Path {
+        match self.socket.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
         }
-        let uid = nix::unistd::getuid().as_raw();
-        if meta.uid() != uid {
-            return Err(format!(
-                "the socket directory {} belongs to uid {}, not to us (uid {uid}); pass --socket with a path in a directory of your own",
-                dir.display(),
-                meta.uid()
-            ));
+    }
+
+    /// Check the socket's directory before trusting anything in it (see the module docs).
+    /// `Ok(false)`: it does not exist yet (so no service listens there).
+    /// Errors: [`TrustError`] saying what is wrong and the fix.
+    pub fn check_dir(&self) -> Result<bool, TrustError> {
+        match trust::check_dir(self.dir()) {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_missing() => Ok(false),
+            Err(e) => Err(e),
         }
-        // A directory we created just now is 0700 already; an existing one of ours is
-        // tightened, since its socket must not be reachable by anyone else.
-        if meta.mode() & 0o077 != 0 {
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| {
-                format!(
-                    "the socket directory {} is open to others and cannot be made private: {e}",
-                    dir.display()
-                )
-            })?;
+    }
+
+    /// Create the socket's directory (0700, with any missing parents) if missing, and check
+    /// it. Errors: [`DirError`] naming the directory and what is wrong with it.
+    pub fn prepare_dir(&self) -> Result<(), DirError> {
+        if !self.check_dir()? {
+            let dir = self.dir();
+            // A directory someone else made in the meantime fails the check below.
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|source| DirError::Create {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?;
+            trust::check_dir(dir)?;
         }
         Ok(())
+    }
+
+    /// The pid in the alive lock, when that process still runs (so a service is up).
+    pub fn running_pid(&self) -> Option<i32> {
+        let pid: i32 = fs::read_to_string(&self.alive_lock)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let alive =
+            pid > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+        alive.then_some(pid)
     }
 }
 
@@ -123,7 +155,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lock_files_sit_beside_the_socket() {
+    fn the_services_files_sit_beside_the_socket() {
         let p = ServicePaths::new(PathBuf::from("/run/u/kernel-mcp/service.sock"));
         assert_eq!(
             p.alive_lock,
@@ -133,23 +165,32 @@ mod tests {
             p.start_lock,
             Path::new("/run/u/kernel-mcp/service.sock.start")
         );
+        assert_eq!(
+            p.token_file,
+            Path::new("/run/u/kernel-mcp/service.sock.token")
+        );
+        assert_eq!(p.dir(), Path::new("/run/u/kernel-mcp"));
+        assert_eq!(ServicePaths::new("x.sock".into()).dir(), Path::new("."));
     }
 
     #[test]
-    fn a_directory_open_to_others_is_made_private() {
+    fn an_existing_directory_open_to_others_is_refused_and_keeps_its_mode() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("svc");
         fs::create_dir(&dir).expect("mkdir");
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
-        ServicePaths::new(dir.join("service.sock"))
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = ServicePaths::new(dir.join("service.sock"))
             .prepare_dir()
-            .expect("prepared");
-        let mode = fs::metadata(&dir).expect("meta").mode() & 0o777;
-        assert_eq!(mode, 0o700);
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("writable by other users"), "{err}");
+        assert_eq!(fs::metadata(&dir).expect("meta").mode() & 0o7777, 0o777);
     }
 
     #[test]
     fn a_missing_directory_is_created_private() {
+        use std::os::unix::fs::MetadataExt;
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("a/b");
         ServicePaths::new(dir.join("service.sock"))
@@ -167,7 +208,8 @@ mod tests {
         std::os::unix::fs::symlink(&real, &link).expect("symlink");
         let err = ServicePaths::new(link.join("service.sock"))
             .prepare_dir()
-            .expect_err("a symlink must be refused");
+            .expect_err("a symlink must be refused")
+            .to_string();
         assert!(err.contains("not a directory"), "{err}");
     }
 }

@@ -1,8 +1,10 @@
 //! `kernel-mcp serve --shared`: the stdio entry point as a byte relay to the per-user service.
 //!
-//! It connects to the service's socket; when nobody listens it starts the service detached
-//! (its own session via `setsid`, stdio on /dev/null, logging to its file) and waits for the
-//! socket. A start lock (flock) around "connect, else start and wait" makes relays started
+//! It connects to the service's socket only after checking that the socket's directory is
+//! ours and not writable by others, and sends nothing until the peer's uid (`SO_PEERCRED`) is
+//! ours too ([`crate::trust`]): a listener planted by another user is refused with the reason.
+//! When nobody listens it starts the service detached (its own session via `setsid`, stdio on
+//! /dev/null, logging to its file) and waits for the socket. A start lock (flock) around "connect, else start and wait" makes relays started
 //! together start one service; the service itself replaces a stale socket file. Then bytes
 //! flow both ways untouched. When the client closes stdin the relay half-closes the socket,
 //! lets the service answer what is in flight, and exits 0; when the service goes away first it
@@ -20,7 +22,8 @@ use nix::fcntl::{Flock, FlockArg};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 
-use super::paths::ServicePaths;
+use super::paths::{DirError, ServicePaths};
+use crate::trust::{self, TrustError};
 
 /// Longest a relay waits for a service it started (or for another relay's start) to listen.
 const START_DEADLINE: Duration = Duration::from_secs(30);
@@ -32,6 +35,14 @@ const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 pub enum RelayError {
     #[error("cannot start the kernel-mcp service: {0}")]
     Start(String),
+    #[error("refusing to talk to the kernel-mcp service at {socket}: {source}")]
+    Untrusted {
+        socket: String,
+        #[source]
+        source: TrustError,
+    },
+    #[error("cannot start the kernel-mcp service: {0}")]
+    Dir(#[from] DirError),
     #[error(
         "the kernel-mcp service at {socket} closed the connection (it exited or was killed; see {log}); restart the MCP client to reconnect"
     )]
@@ -68,19 +79,24 @@ pub fn service_args(
 }
 
 /// Connect to the service of `paths`, starting it with `service_args` (the arguments after
-/// the executable, e.g. `service --socket PATH`) when none listens.
+/// the executable, e.g. `service --socket PATH`) when none listens. Every connection is
+/// checked with [`connect_trusted`] before it is returned.
+///
+/// # Errors
+/// [`RelayError::Untrusted`] for a socket directory or a listener that is not ours (nothing
+/// was sent); [`RelayError::Start`] / [`RelayError::Dir`] when no service could be started.
 pub async fn connect_or_start(
     paths: &ServicePaths,
     service_args: &[OsString],
 ) -> Result<UnixStream, RelayError> {
-    if let Ok(s) = UnixStream::connect(&paths.socket).await {
+    if let Some(s) = connect_trusted(paths).await? {
         return Ok(s);
     }
-    paths.prepare_dir().map_err(RelayError::Start)?;
+    paths.prepare_dir()?;
     let deadline = Instant::now() + START_DEADLINE;
     let _start = start_lock(&paths.start_lock, deadline).await?;
     // Another relay may have started it while we waited for the lock.
-    if let Ok(s) = UnixStream::connect(&paths.socket).await {
+    if let Some(s) = connect_trusted(paths).await? {
         return Ok(s);
     }
     let exe = std::env::current_exe()
@@ -101,7 +117,7 @@ pub async fn connect_or_start(
         .spawn()
         .map_err(|e| RelayError::Start(format!("cannot run {}: {e}", exe.display())))?;
     loop {
-        if let Ok(s) = UnixStream::connect(&paths.socket).await {
+        if let Some(s) = connect_trusted(paths).await? {
             // Reap it in the background should it exit while we relay (no zombie for long).
             std::thread::spawn(move || child.wait());
             return Ok(s);
@@ -122,6 +138,27 @@ pub async fn connect_or_start(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Connect to the socket of `paths` if its directory passes [`trust::check_dir`] and the
+/// listener's uid is ours; `Ok(None)` when no service listens (no directory, no socket, or
+/// nobody accepting). Nothing is written to the stream here.
+///
+/// # Errors
+/// [`RelayError::Untrusted`]: the directory or the listener is not ours.
+pub async fn connect_trusted(paths: &ServicePaths) -> Result<Option<UnixStream>, RelayError> {
+    let untrusted = |source| RelayError::Untrusted {
+        socket: paths.socket.display().to_string(),
+        source,
+    };
+    if !paths.check_dir().map_err(untrusted)? {
+        return Ok(None);
+    }
+    let Ok(stream) = UnixStream::connect(&paths.socket).await else {
+        return Ok(None);
+    };
+    trust::check_peer(&stream, &paths.socket).map_err(untrusted)?;
+    Ok(Some(stream))
 }
 
 /// Take the start lock, waiting until `deadline`.

@@ -30,6 +30,7 @@ pub enum ErrorCode {
     SessionExpired,
     GatewayUnavailable,
     Unauthorized,
+    SandboxUnavailable,
 }
 
 impl ErrorCode {
@@ -54,6 +55,7 @@ impl ErrorCode {
             ErrorCode::SessionExpired => "SESSION_EXPIRED",
             ErrorCode::GatewayUnavailable => "GATEWAY_UNAVAILABLE",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
         }
     }
 }
@@ -147,6 +149,9 @@ pub enum SessionError {
     /// A gateway refused our token.
     #[error("{message}")]
     Unauthorized { gateway: String, message: String },
+    /// The session's sandbox cannot be enforced (DESIGN §13): never started less sandboxed.
+    #[error("{0}")]
+    SandboxUnavailable(crate::kernel::SandboxUnavailable),
 }
 
 impl SessionError {
@@ -176,6 +181,7 @@ impl SessionError {
             E::Internal(_) => ErrorCode::InternalError,
             E::GatewayUnavailable { .. } => ErrorCode::GatewayUnavailable,
             E::Unauthorized { .. } => ErrorCode::Unauthorized,
+            E::SandboxUnavailable(_) => ErrorCode::SandboxUnavailable,
         }
     }
 
@@ -214,6 +220,12 @@ impl SessionError {
             E::GatewayUnavailable { gateway, .. } | E::Unauthorized { gateway, .. } => {
                 json!({"gateway": gateway})
             }
+            E::SandboxUnavailable(e) => json!({
+                "sandbox": e.sandbox.policy,
+                "sandbox_network": e.sandbox.network,
+                "missing": e.missing,
+                "host": crate::kernel::sandbox::HostSupport::current(),
+            }),
             _ => Value::Null,
         }
     }

@@ -116,10 +116,14 @@ pub struct SessionInfo {
     pub location: String,
     /// The kernel's id on its gateway.
     pub kernel_id: Option<String>,
-    /// The session this one was forked from (`fork_session`): its first kernel started as a
-    /// copy of that session's kernel. Left out for every other session.
+    // The session this one was forked from (`fork_session`), absent for every other session.
+    // No doc comment: it would repeat in every tool's schema.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+    // The OS sandbox (docs/sandbox.md), absent for `none`. No doc comment and not required:
+    // both would repeat in every tool's schema, which `--tools minimal` keeps under 5 kB.
+    #[serde(skip_serializing_if = "crate::kernel::Sandbox::is_none")]
+    pub sandbox: crate::kernel::Sandbox,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.
@@ -134,6 +138,9 @@ pub struct OutputItem {
     /// The first image in the bundle (base64 as sent by the kernel).
     pub image: Option<ImageData>,
     pub display_id: Option<String>,
+    /// Its position among the run's display outputs (`kernel-mcp://runs/{run_id}/outputs/{index}`);
+    /// a response that leaves outputs out keeps the others' indices.
+    pub index: usize,
     /// The MIME bundle as history and the notebook export keep it; not in the JSON.
     #[serde(skip)]
     pub bundle: std::sync::Arc<DisplayBundle>,

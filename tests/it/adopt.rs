@@ -204,3 +204,71 @@ async fn our_own_stopped_kernel_is_unresponsive_and_comes_back_when_continued() 
     );
     server.shutdown().await;
 }
+
+/// Python that ignores interrupts until `flag` exists (a person stops it by creating it).
+fn stuck_until(flag: &std::path::Path) -> String {
+    format!(
+        "import os, time\nwhile not os.path.exists({:?}):\n    try:\n        time.sleep(0.1)\n    except KeyboardInterrupt:\n        pass",
+        flag.display().to_string()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_never_restarts_an_adopted_kernel_and_says_the_person_must() {
+    let person = Person::start().await;
+    let server = Server::start().await;
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "theirs", "connection_file": person.file}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(server.exec("theirs", "x = 41").await["status"], "ok");
+
+    let flag = person._dir.path().join("stop");
+    let run = structured(
+        &server
+            .call(
+                "execute",
+                json!({"session_id": "theirs", "code": stuck_until(&flag), "timeout_s": 1, "wait_s": 40}),
+            )
+            .await,
+    );
+    assert_eq!(run["status"], "timeout", "{run}");
+    let notices = run["notices"].to_string().to_lowercase();
+    assert!(
+        notices.contains("cannot restart"),
+        "the run says kernel-mcp cannot restart it: {run}"
+    );
+    assert!(
+        !notices.contains("state in it is lost") && !notices.contains("was restarted"),
+        "the run claims a restart that did not happen: {run}"
+    );
+    let info = structured(
+        &server
+            .call("get_session", json!({"session_id": "theirs"}))
+            .await,
+    );
+    assert_eq!(info["generation"], 1, "{info}");
+
+    // The person stops the code; the state was never lost.
+    std::fs::write(&flag, "").unwrap();
+    let next = server.exec("theirs", "x + 1").await;
+    assert_eq!(next["result"], "42", "{next}");
+    assert_eq!(next["state_reset"], false, "{next}");
+    assert_eq!(next["generation"], 1, "{next}");
+    assert!(
+        pid_alive(person.child.id()),
+        "the adopted kernel was stopped"
+    );
+
+    let r = structured(
+        &server
+            .call("destroy_session", json!({"session_id": "theirs"}))
+            .await,
+    );
+    assert_eq!(r["shutdown"], "detached", "{r}");
+    server.shutdown().await;
+    assert!(pid_alive(person.child.id()));
+}

@@ -56,6 +56,43 @@ async fn exec_exits_0_1_3_4_and_2_as_the_run_ends() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_of_a_file_that_cannot_be_read_is_a_usage_error_naming_path_and_reason() {
+    let svc = TestService::new();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let missing = run(
+        &svc,
+        d,
+        &["exec", "-s", "s", "--create", "-f", "missing.py"],
+    )
+    .await;
+    assert_eq!(
+        missing.code,
+        Some(2),
+        "a missing file is a usage error: {missing:?}"
+    );
+    assert!(
+        missing.stderr.contains("missing.py"),
+        "names the path: {missing:?}"
+    );
+    assert!(
+        missing.stderr.to_lowercase().contains("no such file"),
+        "says why: {missing:?}"
+    );
+    assert_eq!(missing.stdout, "", "{missing:?}");
+    let a_dir = run(&svc, d, &["exec", "-s", "s", "--create", "-f", "."]).await;
+    assert_eq!(
+        a_dir.code,
+        Some(2),
+        "a directory is a usage error: {a_dir:?}"
+    );
+    // Code that raised still exits 1, so a script can tell the two apart.
+    std::fs::write(d.join("raises.py"), "1/0\n").unwrap();
+    let raised = run(&svc, d, &["exec", "-s", "s", "--create", "-f", "raises.py"]).await;
+    assert_eq!(raised.code, Some(1), "{raised:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_json_prints_the_execution_result_with_its_status() {
     let svc = TestService::new();
     let dir = tempfile::tempdir().unwrap();

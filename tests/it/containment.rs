@@ -137,3 +137,207 @@ async fn a_kernel_over_its_memory_limit_dies_with_a_notice_and_the_next_run_work
     server.destroy("free").await;
     server.shutdown().await;
 }
+
+/// Start `sleep 999` in a session of its own and return its pid (alive).
+async fn start_escapee(server: &Server, session: &str) -> u32 {
+    let v = server
+        .exec(
+            session,
+            "import subprocess\nesc = subprocess.Popen(['sleep', '999'], start_new_session=True)\nprint(esc.pid)",
+        )
+        .await;
+    assert_eq!(status(&v), "ok", "{v}");
+    let pid: u32 = v["stdout"]
+        .as_str()
+        .unwrap_or("")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(pid_alive(pid));
+    pid
+}
+
+/// The supervisor of a session's kernel: the kernel's parent.
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let rest = &stat[stat.rfind(')').expect("comm") + 1..];
+    rest.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernel_code_cannot_kill_its_supervisor_and_an_escaped_child_ends_with_the_session() {
+    let server = Server::start().await;
+    server.create_session("k").await;
+    let kernel = server.kernel_pid("k").await;
+    let supervisor = parent_of(kernel);
+    let escapee = start_escapee(&server, "k").await;
+    let v = server
+        .exec(
+            "k",
+            "import os, signal\ntry:\n    os.kill(os.getppid(), signal.SIGKILL)\n    print('killed')\nexcept PermissionError:\n    print('refused')",
+        )
+        .await;
+    assert_eq!(v["stdout"].as_str().unwrap_or("").trim(), "refused", "{v}");
+    assert!(
+        pid_alive(supervisor),
+        "the supervisor {supervisor} was killed"
+    );
+    server.destroy("k").await;
+    assert!(
+        all_gone(&[escapee]).await,
+        "the escaped child {escapee} outlived destroy_session"
+    );
+    server.shutdown().await;
+}
+
+/// `os.killpg(0, 9)` in Python and `kill -9 0` in a shell reach only the kernel's own group:
+/// the kernel dies, its supervisor ends the escaped child, the session gets a new kernel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_kernels_process_group_spares_the_supervisor_and_ends_the_escaped_child() {
+    let server = Server::start().await;
+    server.create_session("g").await;
+    for code in [
+        "import os\nos.killpg(0, 9)",
+        "import subprocess\nsubprocess.run('kill -9 0', shell=True)",
+    ] {
+        let kernel = server.kernel_pid("g").await;
+        let supervisor = parent_of(kernel);
+        let escapee = start_escapee(&server, "g").await;
+        let v = server.exec("g", code).await;
+        assert_eq!(status(&v), "kernel_died", "{code}: {v}");
+        assert!(
+            all_gone(&[escapee]).await,
+            "{code}: the escaped child {escapee} lives on"
+        );
+        assert!(!pid_alive(supervisor) || parent_of(supervisor) == server.pid());
+        let next = server.exec("g", "1 + 1").await;
+        assert_eq!(next["result"], "2", "{code}: the next run works: {next}");
+    }
+    server.destroy("g").await;
+    server.shutdown().await;
+}
+
+/// Python that fills a 300 MiB buffer and maps it into three forked workers: about 360 MiB
+/// in all, ~1.3 GiB if each worker's copy-on-write pages counted in full.
+const COW_POOL: &str = "import multiprocessing as mp\ndata = b'x' * (300 * 1024 * 1024)\ndef size(_):\n    return len(data)\npool = mp.get_context('fork').Pool(3)\nprint(pool.map(size, range(3)))";
+
+async fn cow_pool_fits(env: &[(&str, &std::ffi::OsStr)]) {
+    let server = Server::start_with(env, &[]).await;
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "cow", "max_memory_mib": 1024}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", dump(&r));
+    let r = server
+        .call(
+            "execute",
+            json!({"session_id": "cow", "code": COW_POOL, "wait_s": 60}),
+        )
+        .await;
+    let v = structured(&r);
+    assert_eq!(status(&v), "ok", "{}", dump(&r));
+    assert!(
+        v["stdout"].as_str().unwrap_or("").contains("314572800"),
+        "{v}"
+    );
+    // Counted as used while the workers live: the buffer once, not four times.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let info = structured(
+        &server
+            .call("get_session", json!({"session_id": "cow"}))
+            .await,
+    );
+    let mib = info["memory_mib"].as_u64().expect("memory_mib");
+    assert!((300..900).contains(&mib), "memory_mib {mib}: {info}");
+    let v = server.exec("cow", "pool.terminate(); print('done')").await;
+    assert_eq!(status(&v), "ok", "{v}");
+    server.destroy("cow").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forked_pool_sharing_its_parents_pages_fits_a_limit_it_really_fits_in() {
+    cow_pool_fits(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_cgroup_a_forked_pool_is_counted_by_pss_and_fits_too() {
+    cow_pool_fits(&[("KERNEL_MCP_TEST_NO_CGROUP", std::ffi::OsStr::new("1"))]).await;
+}
+
+/// 600 MiB written into a memfd (no RSS, no mapping) under a 300 MiB limit.
+const MEMFD_FLOOD: &str = "import os, time\nfd = os.memfd_create('flood')\nchunk = b'y' * (10 * 1024 * 1024)\nfor _ in range(60):\n    os.write(fd, chunk)\n    time.sleep(0.02)\ntime.sleep(2)\nprint('survived')";
+
+async fn memfd_is_stopped(env: &[(&str, &std::ffi::OsStr)]) {
+    let server = Server::start_with(env, &[]).await;
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "shm", "max_memory_mib": 300}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", dump(&r));
+    let r = server
+        .call(
+            "execute",
+            json!({"session_id": "shm", "code": MEMFD_FLOOD, "wait_s": 60}),
+        )
+        .await;
+    let v = structured(&r);
+    assert_eq!(status(&v), "kernel_died", "{}", dump(&r));
+    let notices = v["notices"].to_string();
+    assert!(
+        notices.contains("memory limit") && notices.contains("300 MiB"),
+        "{notices}"
+    );
+    let next = server.exec("shm", "1 + 1").await;
+    assert_eq!(next["result"], "2", "{next}");
+    server.destroy("shm").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_in_a_memfd_counts_and_stops_a_kernel_over_its_limit() {
+    memfd_is_stopped(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_cgroup_memory_in_a_memfd_still_counts() {
+    memfd_is_stopped(&[("KERNEL_MCP_TEST_NO_CGROUP", std::ffi::OsStr::new("1"))]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_memory_mib_is_the_servers_ceiling_a_session_may_only_ask_below() {
+    let server = Server::start_with_args(&["serve", "--max-memory-mib", "512"]).await;
+    for asked in [1024, 0] {
+        let r = server
+            .call(
+                "create_session",
+                json!({"session_id": "big", "max_memory_mib": asked}),
+            )
+            .await;
+        assert!(is_error(&r), "{asked}: {}", dump(&r));
+        assert_eq!(
+            structured(&r)["error_code"],
+            "INVALID_ARGUMENT",
+            "{}",
+            dump(&r)
+        );
+        assert!(
+            text(&r).contains("ceiling of 512 MiB") || text(&r).contains("ceiling is 512 MiB"),
+            "{}",
+            text(&r)
+        );
+    }
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "small", "max_memory_mib": 256}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", dump(&r));
+    server.destroy("small").await;
+    server.shutdown().await;
+}

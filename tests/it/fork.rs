@@ -75,7 +75,64 @@ async fn a_fork_sees_the_sources_million_element_list_and_its_changes_stay_in_th
         supervisor_cmd.contains("supervise") && supervisor_cmd.contains("--adopt-child"),
         "the fork runs under a supervisor of its own: {supervisor_cmd}"
     );
-    assert_eq!(pgid(fork_pid), Some(supervisor), "which leads its group");
+    assert_eq!(
+        pgid(fork_pid),
+        Some(fork_pid),
+        "the fork leads a group of its own, as a spawned kernel does (its supervisor forwards signals to it)"
+    );
+
+    // Contained as a spawned kernel is: it can signal neither its supervisor nor its source.
+    let probe = format!(
+        "import os, signal\nout = []\nfor pid in (os.getppid(), {src_pid}):\n    try:\n        os.kill(pid, signal.SIGKILL)\n        out.append('killed')\n    except PermissionError:\n        out.append('refused')\nprint(*out)"
+    );
+    let v = server.exec("copy", &probe).await;
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or("").trim(),
+        "refused refused",
+        "{v}"
+    );
+    // Its memory is counted in a cgroup of its own, beside the source's, not inside it.
+    let memory_cgroup = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| {
+                l.split(':')
+                    .nth(1)
+                    .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+                    || l.starts_with("0::")
+            })
+            .map(|l| l.rsplit(':').next().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    let (src_group, fork_group) = (memory_cgroup(src_pid), memory_cgroup(fork_pid));
+    if src_group.contains("kernel-mcp-") {
+        assert!(fork_group.contains("kernel-mcp-"), "{fork_group}");
+        assert_ne!(fork_group, src_group);
+        assert!(
+            !fork_group.starts_with(&format!("{src_group}/")),
+            "{fork_group} is inside {src_group}"
+        );
+    }
+    // The broker's endpoint is the fork session's own.
+    let endpoint = "__import__('os').environ.get('KERNEL_MCP_ENDPOINT')";
+    let (src_end, fork_end) = (
+        server.exec("src", endpoint).await,
+        server.exec("copy", endpoint).await,
+    );
+    let fork_file = forked["connection_file"].as_str().expect("connection_file");
+    assert_eq!(
+        fork_end["result"]
+            .as_str()
+            .map(|s| s.trim_matches('\'').to_string()),
+        Some(
+            std::path::Path::new(fork_file)
+                .with_extension("mcp")
+                .display()
+                .to_string()
+        ),
+        "{fork_end} (the source's: {src_end})"
+    );
 
     let seen = server
         .exec(
@@ -188,6 +245,47 @@ async fn a_fork_restarts_into_a_fresh_kernel_and_a_busy_source_is_session_busy()
         .await;
     server.destroy("copy").await;
     server.destroy("src").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_of_a_sandboxed_session_is_unsupported_saying_why() {
+    require_venv();
+    let server = Server::start().await;
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "boxed", "sandbox": "workspace"}),
+        )
+        .await;
+    if is_error(&r) {
+        assert_eq!(
+            structured(&r)["error_code"],
+            "SANDBOX_UNAVAILABLE",
+            "{}",
+            dump(&r)
+        );
+        eprintln!("skipped: this host cannot sandbox: {}", dump(&r));
+        server.shutdown().await;
+        return;
+    }
+    let r = server
+        .call(
+            "fork_session",
+            json!({"session_id": "boxed", "new_session_id": "boxed2"}),
+        )
+        .await;
+    let e = structured(&r);
+    assert_eq!(e["error_code"], "UNSUPPORTED", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("'workspace' sandbox"),
+        "{e}"
+    );
+    assert_eq!(info(&server, "boxed").await["status"], "idle");
+    server.destroy("boxed").await;
     server.shutdown().await;
 }
 

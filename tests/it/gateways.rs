@@ -306,15 +306,35 @@ async fn a_cut_websocket_reconnects_and_the_run_completes_with_every_line() {
         json!({"session_id": "c", "gateway": "kg"}),
     )
     .await;
+    // Jupyter's channels have no acknowledgements: a message the gateway wrote just before
+    // the cut is lost with the connection (the server buffers for a reconnect only once it
+    // sees the close). So cut in the quiet second after a line, as a network would fail
+    // between two outputs; every line printed after the cut must arrive.
     let run = exec(
         &seen,
         &server,
         "c",
-        "import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.5)",
-        json!({"wait_s": 1.5}),
+        "import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.5 if i != 2 else 3)",
+        json!({"wait_s": 0.5}),
     )
     .await;
     assert_eq!(status(&run), "running", "{run}");
+    let mut seen_lines = 0;
+    for _ in 0..300 {
+        let page = seen
+            .call(
+                &server,
+                "get_execution",
+                json!({"run_id": run["run_id"], "wait_s": 0}),
+            )
+            .await;
+        seen_lines = page["stdout"].as_str().unwrap_or("").lines().count();
+        if seen_lines >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen_lines, 3, "line 2 (then a 3 s pause) never arrived");
     let cut = proxy.cut();
     assert!(cut >= 1, "no connection to cut");
     let done = finish(&seen, &server, &run).await;
@@ -438,7 +458,12 @@ async fn a_kernel_deleted_on_the_server_ends_the_run_kernel_died() {
     let done = finish(&seen, &server, &run).await;
     let took = t0.elapsed();
     assert_eq!(status(&done), "kernel_died", "{done}");
-    assert!(took < Duration::from_secs(15), "kernel_died took {took:?}");
+    // A server may answer 404 for a while for a kernel it is moving (Enterprise Gateway with
+    // kernel persistence): the kernel counts as gone once the grace has passed, not before.
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(40),
+        "kernel_died took {took:?}: expected the 10 s grace"
+    );
     eprintln!("kernel deleted → kernel_died after {took:?}");
     server.destroy("k").await;
     seen.assert_no_token(&server, &gw.token);

@@ -217,3 +217,64 @@ fn existing_file_permissions_survive_the_rewrite() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
 }
+
+#[test]
+fn a_symlinked_config_is_written_through_the_link_and_stays_a_link() {
+    // As stow, chezmoi and home-manager set it up: ~/.claude.json -> a dotfiles repository,
+    // by a relative link.
+    let d = dirs();
+    let real = d.home.join("dotfiles/claude.json");
+    write(&real, OTHER_JSON);
+    let link = d.home.join(".claude.json");
+    std::os::unix::fs::symlink("dotfiles/claude.json", &link).unwrap();
+    let out = install(&d, &["--client", "claude"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(
+        meta.file_type().is_symlink(),
+        "the link became a plain file"
+    );
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("dotfiles/claude.json")
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    assert!(
+        v["mcpServers"]["kernel-mcp"]["command"].is_string(),
+        "the real file has no entry: {v}"
+    );
+    assert_eq!(v["mcpServers"]["other"]["command"], "/usr/bin/other-mcp");
+    // No temporary file is left beside the link or the real file.
+    for dir in [&d.home, &d.home.join("dotfiles")] {
+        let names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| !n.ends_with(".tmp") && !n.starts_with(".tmp")),
+            "{names:?}"
+        );
+    }
+}
+
+#[test]
+fn a_new_config_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dirs();
+    let out = install(&d, &["--client", "claude"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let mode = std::fs::metadata(d.home.join(".claude.json"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+}

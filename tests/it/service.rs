@@ -267,22 +267,12 @@ async fn an_http_client_and_a_socket_client_of_the_service_share_a_session() {
         .expect("spawn the service");
     use tokio::io::AsyncBufReadExt;
     let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let port: u16 = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-                return rest.split('/').next().and_then(|p| p.parse().ok());
-            }
-        }
-        None
-    })
-    .await
-    .expect("the service announces its HTTP address")
-    .expect("a port");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let face = crate::common::service::http_face(&svc).await;
     let socket_client = svc.relay().await;
     socket_client.create_session("both").await;
     assert_eq!(value(&socket_client, "both", "x = 5; x").await, "5");
-    let web = crate::common::http::HttpClient::connect(port).await;
+    let web = crate::common::http::HttpClient::connect_as(face.port, Some(&face.token)).await;
     let r = web
         .call("execute", json!({"session_id": "both", "code": "x * 10"}))
         .await;

@@ -63,6 +63,50 @@ async fn a_timeout_interrupts_repeats_the_interrupt_then_restarts_the_kernel_aft
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_timeout_in_an_adopted_kernel_ends_the_run_but_never_replaces_the_kernel() {
+    let (handle, mut kernels, mut k1) = adopted_session().await;
+    let req = ExecuteRequest {
+        timeout: Some(Duration::from_secs(2)),
+        ..ExecuteRequest::new("while True: pass")
+    };
+    let (run, mut rx) = submit(&handle, req).await;
+    let stuck = k1.next_execute().await;
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(60)).await,
+        RunStatus::Timeout
+    );
+    assert_eq!(k1.interrupted(), 5, "interrupted as any kernel is");
+    assert_eq!(
+        k1.shutdowns.load(Ordering::SeqCst),
+        0,
+        "an adopted kernel is never shut down to replace it"
+    );
+    let result = handle.get_run(&run).await.expect("the run");
+    let notices = result.notices.join(" ");
+    assert!(notices.contains("cannot restart"), "{notices}");
+    assert!(!notices.contains("state in it is lost"), "{notices}");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(kernels.try_recv().is_err(), "a new kernel was started");
+
+    // The person stops the code; the next run goes to the same kernel, state kept.
+    k1.reply(&stuck, "error");
+    k1.idle(&stuck);
+    let (next_run, mut next) = submit(&handle, ExecuteRequest::new("1")).await;
+    let req = k1.next_execute().await;
+    k1.reply(&req, "ok");
+    k1.idle(&req);
+    assert_eq!(
+        settle(&mut next, Duration::from_secs(10)).await,
+        RunStatus::Ok
+    );
+    let r = handle.get_run(&next_run).await.expect("the run");
+    assert!(!r.state_reset, "{:?}", r.notices);
+    assert_eq!(r.generation, 1);
+    assert_eq!(handle.info().await.expect("info").generation, 1);
+    handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_interrupt_is_resent_until_the_run_stops_and_keeps_the_kernel() {
     let (handle, mut kernels, mut k1) = session(false).await;
     let (_, mut rx) = submit(&handle, ExecuteRequest::new("sleep")).await;
@@ -128,10 +172,7 @@ async fn death_ends_the_running_run_cancels_the_queued_ones_and_starts_a_new_ker
     let (_, mut third) = submit(&handle, ExecuteRequest::new("c")).await;
     let req = k1.next_execute().await;
     k1.stdout(&req, "partial\n");
-    let _ = k1.events.send(KernelEvent::Exited(ExitInfo {
-        code: None,
-        signal: Some(9),
-    }));
+    let _ = k1.events.send(KernelEvent::Exited(ExitInfo::signaled(9)));
     assert_eq!(
         settle(&mut first, Duration::from_secs(5)).await,
         RunStatus::KernelDied

@@ -54,14 +54,8 @@ const STOP_WAIT: Duration = Duration::from_secs(8);
 type LineEditor = Editor<editor::ConsoleHelper, FileHistory>;
 
 /// Run the console to its end (Ctrl-D: 0).
-pub fn run(args: ConsoleArgs, target: Target) -> ExitCode {
-    let rt = match super::client::runtime() {
-        Ok(rt) => rt,
-        Err(e) => return super::client::report(&e),
-    };
-    let outcome = console(&rt, args, target);
-    rt.shutdown_timeout(Duration::from_millis(200));
-    match outcome {
+pub fn run(args: ConsoleArgs, target: Target, rt: &tokio::runtime::Runtime) -> ExitCode {
+    match console(rt, args, target) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => super::client::report(&e),
     }

@@ -16,12 +16,16 @@ child therefore:
 1. leaves the source's session and process group (``setsid``): interrupts and shutdown signals
    meant for the source never reach it; it becomes a child subreaper, so what it starts stays in
    its own tree; when kernel-mcp supervises its kernels, it forks once more, the grandchild is
-   the kernel copy and this process execs ``kernel-mcp supervise --adopt-child`` as its parent;
+   the kernel copy and this process execs ``kernel-mcp supervise --adopt-child`` as its parent
+   (its report goes to the third descriptor kernel-mcp handed over); the copy then leaves that
+   session too (as a spawned kernel leaves its supervisor's), dies with its supervisor
+   (``PR_SET_PDEATHSIG``), and enters a nested Landlock domain that scopes its signals, where
+   the host has one (ABI 6): its code cannot signal its supervisor nor the source;
 2. points every inherited socket, pipe and anon-inode descriptor at /dev/null (``dup2``, so the
    numbers stay taken and nothing stale can close or reuse a live descriptor): the child can
    neither read the source's messages nor disturb its epoll sets; regular files stay shared;
-3. meets kernel-mcp on the rendezvous Unix socket, which hands it fresh stdout/stderr pipes and
-   learns its pid from the kernel (SO_PEERCRED);
+3. meets kernel-mcp on the rendezvous Unix socket, which hands it fresh stdout/stderr pipes (and
+   the supervisor's report pipe) and learns its pid from the kernel (SO_PEERCRED);
 4. rebuilds ipykernel's sockets and threads on the new connection file (new ports, new key, new
    session id), a new asyncio loop, new output streams, and an in-memory IPython history (the
    source's SQLite connection must not be used across a fork), keeping the shell and its user
@@ -34,7 +38,8 @@ the source is frozen out of the cyclic garbage collector (``gc.freeze``), so the
 shared and no full collection stalls the new kernel.
 
 Protocol on the rendezvous socket (one JSON line each way, then fds): the child sends
-``{"role": "child"}``, receives two fds (stdout, stderr) with a one-byte payload, and sends
+``{"role": "child"}``, receives two fds (stdout, stderr; a third, the supervisor's report, when
+supervised) with a one-byte payload, and sends
 ``{"status": "ok"}`` once its sockets are bound (or ``{"status": "error", "message": ...}``).
 The parent connects only when the fork itself failed, with ``{"role": "parent",
 "status": "error", "message": ...}``.
@@ -86,12 +91,13 @@ def _app():
     return app, None
 
 
-def schedule(connection_file, rendezvous, supervisor=None):
+def schedule(connection_file, rendezvous, supervisor=None, env=None):
     """Fork this kernel once the main shell is free; the copy serves ``connection_file``.
 
     ``supervisor`` is the argv prefix of ``kernel-mcp supervise`` (``--adopt-child PID`` is
     appended): the child then forks the kernel copy and execs that supervisor as its parent.
-    Without it the child is the kernel copy itself. Returns ``{"ok": True, "pid": <this
+    Without it the child is the kernel copy itself. ``env`` replaces variables of the copy's
+    environment (the broker's endpoint is the fork session's own). Returns ``{"ok": True, "pid": <this
     kernel's pid>}`` when scheduled, or ``{"ok": False, "reason": ...}`` when this kernel
     cannot be forked (nothing is changed then).
     """
@@ -103,7 +109,7 @@ def schedule(connection_file, rendezvous, supervisor=None):
     if app is None:
         return _unsupported(why)
     deadline = _monotonic() + _IDLE_WAIT_S
-    args = (app, connection_file, rendezvous, supervisor, deadline)
+    args = (app, connection_file, rendezvous, (supervisor, dict(env or {})), deadline)
     app.kernel.io_loop.add_callback(_when_idle, *args)
     return {"ok": True, "pid": os.getpid()}
 
@@ -114,17 +120,17 @@ def _monotonic():
     return time.monotonic()
 
 
-def _when_idle(app, connection_file, rendezvous, supervisor, deadline):
+def _when_idle(app, connection_file, rendezvous, how, deadline):
     """Fork now if no main-shell request is in progress, else look again in 10 ms."""
     if app.kernel._main_asyncio_lock.locked():
         if _monotonic() > deadline:
             _tell_failure(rendezvous, "the main shell stayed busy for %d s" % _IDLE_WAIT_S)
             return
         app.kernel.io_loop.call_later(
-            0.01, _when_idle, app, connection_file, rendezvous, supervisor, deadline
+            0.01, _when_idle, app, connection_file, rendezvous, how, deadline
         )
         return
-    _fork(app, connection_file, rendezvous, supervisor)
+    _fork(app, connection_file, rendezvous, how)
 
 
 def _tell_failure(rendezvous, message):
@@ -139,7 +145,7 @@ def _tell_failure(rendezvous, message):
         pass
 
 
-def _fork(app, connection_file, rendezvous, supervisor):
+def _fork(app, connection_file, rendezvous, how):
     from IPython.core.history import HistoryManager
 
     # IPython's own pre-fork step: no history write is half-done in the copy.
@@ -157,7 +163,7 @@ def _fork(app, connection_file, rendezvous, supervisor):
     if pid == 0:
         code = 1
         try:
-            _become_kernel(app, connection_file, rendezvous, supervisor)
+            _become_kernel(app, connection_file, rendezvous, how)
             code = 0
         except BaseException:
             try:
@@ -194,7 +200,9 @@ def _reap(pid):
 # ---------------------------------------------------------------------------------------
 
 
-def _become_kernel(app, connection_file, rendezvous, supervisor):
+def _become_kernel(app, connection_file, rendezvous, how):
+    """The child's life (see the module docs); ``how`` is ``(supervisor, env)``."""
+    supervisor, env = how
     # Everything copied from the source goes to the collector's permanent generation: a
     # collection would write into every object it visits (copying each page that holds one)
     # and traverse the whole heap (about 0.4 s for a list of 15 million floats).
@@ -204,15 +212,17 @@ def _become_kernel(app, connection_file, rendezvous, supervisor):
     os.setsid()
     _become_subreaper()
     devnull = _neutralize_fds()
-    conn, out_fd, err_fd = _meet(rendezvous)
+    conn, fds = _meet(rendezvous, 3 if supervisor else 2)
     try:
+        out_fd, err_fd = fds[0], fds[1]
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.close(out_fd)
         os.close(err_fd)
         os.close(devnull)
         if supervisor:
-            _split_off_supervisor(conn, supervisor)
+            _split_off_supervisor(conn, supervisor, fds[2])
+        os.environ.update(env)
         _fresh_std_streams()
         _fresh_history(app.kernel.shell)
         _fresh_loop()
@@ -230,17 +240,26 @@ def _become_kernel(app, connection_file, rendezvous, supervisor):
             continue
 
 
-def _split_off_supervisor(conn, supervisor):
+def _split_off_supervisor(conn, supervisor, report_fd):
     """Fork the kernel copy; this process execs the supervisor and stays its parent.
 
-    Returns in the kernel copy only. Every descriptor but 0-2 is close-on-exec here (Python's
-    own, and the neutralized ones), so the supervisor inherits only its output pipes.
+    Returns in the kernel copy only, once it is contained. Every descriptor but 0-2 is
+    close-on-exec here (Python's own, and the neutralized ones), so the supervisor inherits
+    only its output pipes and its report (on fd 3).
     """
+    supervisor_pid = os.getpid()
     kernel = os.fork()
     if kernel == 0:
+        os.close(report_fd)
+        _contain(supervisor_pid)
         return
-    argv = list(supervisor) + ["--adopt-child", str(kernel)]
+    argv = list(supervisor) + ["--report-fd", "3", "--adopt-child", str(kernel)]
     try:
+        if report_fd == 3:
+            os.set_inheritable(3, True)
+        else:
+            os.dup2(report_fd, 3, inheritable=True)
+            os.close(report_fd)
         os.execv(argv[0], argv)
     except OSError as e:
         try:
@@ -249,6 +268,53 @@ def _split_off_supervisor(conn, supervisor):
             pass
         _report(conn, {"status": "error", "message": "cannot run the supervisor %s: %s" % (argv[0], e)})
         os._exit(127)
+
+
+def _contain(supervisor_pid):
+    """What a spawned kernel's child does before ``exec``: its own session and group (the
+    supervisor forwards signals to that group), death with its supervisor, and signals scoped
+    to its own Landlock domain where the host offers that (raises if it offers it and it fails).
+    """
+    import ctypes
+
+    os.setsid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+    if os.getppid() != supervisor_pid:
+        os._exit(1)
+    _scope_signals(libc)
+
+
+def _scope_signals(libc):
+    """Enter a Landlock domain that handles no access and scopes signals (ABI >= 6)."""
+    import ctypes
+
+    SYS_landlock_create_ruleset, SYS_landlock_restrict_self = 444, 446
+    LANDLOCK_CREATE_RULESET_VERSION = 1
+    LANDLOCK_SCOPE_SIGNAL = 2
+    PR_SET_NO_NEW_PRIVS = 38
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(SYS_landlock_create_ruleset, None, ctypes.c_size_t(0),
+                       ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    if abi < 6:
+        return
+
+    class Attr(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    attr = Attr(0, 0, LANDLOCK_SCOPE_SIGNAL)
+    fd = libc.syscall(SYS_landlock_create_ruleset, ctypes.byref(attr),
+                      ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+        if libc.syscall(SYS_landlock_restrict_self, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(fd)
 
 
 def _become_subreaper():
@@ -284,16 +350,17 @@ def _neutralize_fds():
     return devnull
 
 
-def _meet(rendezvous):
-    """Connect to kernel-mcp; returns the connection and the stdout/stderr fds it sent."""
+def _meet(rendezvous, count):
+    """Connect to kernel-mcp; returns the connection and the ``count`` fds it sent (stdout,
+    stderr, and the supervisor's report)."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.settimeout(30)
     conn.connect(rendezvous)
     conn.sendall(json.dumps({"role": "child"}).encode() + b"\n")
-    msg, fds, _flags, _addr = socket.recv_fds(conn, 16, 2)
-    if len(fds) != 2:
-        raise RuntimeError("kernel-mcp sent %d descriptors, not 2 (%r)" % (len(fds), msg))
-    return conn, fds[0], fds[1]
+    msg, fds, _flags, _addr = socket.recv_fds(conn, 16, count)
+    if len(fds) != count:
+        raise RuntimeError("kernel-mcp sent %d descriptors, not %d (%r)" % (len(fds), count, msg))
+    return conn, fds
 
 
 def _report(conn, line):

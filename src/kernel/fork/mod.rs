@@ -6,7 +6,8 @@
 //! connection file and a rendezvous Unix socket in the private runtime directory), gives the
 //! source its request ([`ForkPlan::request_content`], a silent execute_request), meets the child
 //! on the rendezvous ([`ForkPlan::meet`]: its pid from the kernel's SO_PEERCRED, checked to be
-//! a child of the source kernel; fresh stdout/stderr pipes handed over with SCM_RIGHTS), and
+//! a child of the source kernel; fresh stdout/stderr pipes, and the report pipe of its
+//! supervisor, handed over with SCM_RIGHTS), and
 //! makes it a [`Kernel`] like any other ([`ForkedChild::start`]: connect, wait until ready,
 //! heartbeat).
 //!
@@ -14,11 +15,19 @@
 //! the source kernel, inside the source supervisor's tree, and only the death of its parents
 //! moves it (to the nearest subreaper, which is that supervisor). So it is adopted, not
 //! re-parented: it leaves the source's session and process group at once (`setsid`, in the
-//! helper), so the source's interrupts and shutdown signals never reach it; this server holds
-//! it through a pidfd (exit, never a recycled pid) and signals its own process group; its
-//! memory limit is enforced here by [`warden`], with the supervisor's rule and notice; and it
-//! becomes a subreaper, so what it starts stays its descendants and goes with it. See
-//! docs/semantics.md ("Forking a session") for what that leaves to the supervisor.
+//! helper), so the source's interrupts and shutdown signals never reach it, and forks once
+//! more: its first process execs `kernel-mcp supervise --adopt-child` (a supervisor of its
+//! own: memory limit, cgroup, end of tree, report, see [`super::supervise::adopt`]) and the
+//! second is the kernel. This server holds that supervisor through a pidfd (its exit, never a
+//! recycled pid) and its report pipe, handed over on the rendezvous with the output pipes; and
+//! releases it from the source's supervisor ([`release_from_source`]). A server without a
+//! supervisor binary runs its kernels unsupervised, and the fork likewise (no memory limit).
+//!
+//! **Sandbox.** A fork keeps its source's sandbox: Landlock domains and seccomp filters survive
+//! `fork` and cannot be shed, and the helper adds a nested domain scoping the copy's signals.
+//! A session under a restricting policy (`workspace`, `read-only`) cannot be forked: its kernel
+//! may neither bind the fork's new ports nor reach the rendezvous socket (the registry
+//! refuses it, `UNSUPPORTED`). What the broker gives a kernel (its endpoint) is the fork's own.
 //!
 //! [`ForkedLauncher`] is the fork session's launcher: its first kernel is the fork; a restart or
 //! a recovery starts a fresh kernel the way the source's launcher does (the copy is gone then,
@@ -27,23 +36,20 @@
 use std::io::IoSlice;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::process::{self, KernelProcess};
+use super::process::KernelProcess;
 use super::{
-    Channels, ConnectionInfo, ExitInfo, FileGuard, Kernel, KernelIo, KernelLauncher, KernelSpec,
-    LaunchOptions, StartError, connection,
+    Channels, ConnectionInfo, ExitInfo, FileGuard, Kernel, KernelEnvHook, KernelSpec, Sandbox,
+    StartError, connection,
 };
-
-mod warden;
 
 /// The helper's Python source (`helper.py`), sent into the source kernel.
 pub const HELPER: &str = include_str!("helper.py");
@@ -53,6 +59,9 @@ const HELPER_MODULE: &str = "_kernel_mcp_fork";
 
 /// How long one line on the rendezvous may take.
 const LINE_TIMEOUT: Duration = Duration::from_secs(30);
+
+mod launcher;
+pub use launcher::ForkedLauncher;
 
 /// What the fork needs before the source is asked: its connection file and the rendezvous.
 pub struct ForkPlan {
@@ -86,7 +95,10 @@ impl ForkPlan {
         let file = dir.join(format!("kernel-mcp-{id}.json"));
         info.write(&file)
             .map_err(|e| err(format!("writing {}: {e}", file.display())))?;
-        let connection_file = FileGuard(Some(file));
+        let connection_file = FileGuard {
+            file: Some(file),
+            dir: None,
+        };
         // Short: a Unix socket's path is limited to 107 bytes.
         let path = dir.join(format!(
             "kernel-mcp-fork-{}.sock",
@@ -98,17 +110,27 @@ impl ForkPlan {
             info,
             connection_file,
             rendezvous,
-            rendezvous_path: FileGuard(Some(path)),
+            rendezvous_path: FileGuard {
+                file: Some(path),
+                dir: None,
+            },
         })
     }
 
     /// The silent `execute_request` content that loads the helper into the source kernel
     /// (as a module, so the user's namespace gains no name) and schedules the fork; with
     /// `supervisor` (the `kernel-mcp` binary and the fork's memory limit in MiB), the copy
-    /// runs under `kernel-mcp supervise --adopt-child`. Its `user_expressions.v` is the
-    /// helper's answer, hex-encoded JSON: `{"ok": true, "pid"}` or `{"ok": false, "reason"}`
-    /// (see [`parse_scheduled`]).
-    pub fn request_content(&self, supervisor: Option<(&Path, u64)>) -> Value {
+    /// runs under `kernel-mcp supervise --adopt-child`. What `env_hook` gives a kernel of
+    /// `spec` on the fork's connection file (the broker's endpoint) replaces the source's in
+    /// the copy's environment; `PYTHONPATH` stays the source's. Its `user_expressions.v` is
+    /// the helper's answer, hex-encoded JSON: `{"ok": true, "pid"}` or `{"ok": false,
+    /// "reason"}` (see [`parse_scheduled`]).
+    pub fn request_content(
+        &self,
+        supervisor: Option<(&Path, u64)>,
+        spec: &KernelSpec,
+        env_hook: Option<&KernelEnvHook>,
+    ) -> Value {
         // A JSON string literal is also a Python string literal.
         let literal = |s: &str| serde_json::to_string(s).unwrap_or_default();
         let code = format!(
@@ -129,8 +151,15 @@ impl ForkPlan {
             .unwrap_or_default(),
             None => "None".into(),
         };
+        let mut env = std::collections::BTreeMap::new();
+        if let Some(hook) = env_hook {
+            (hook.0)(spec, self.connection_file.path(), &mut env);
+        }
+        env.remove("PYTHONPATH");
+        // A JSON object of strings is also a Python dict literal.
+        let env = serde_json::to_string(&env).unwrap_or_else(|_| "{}".into());
         let expr = format!(
-            "__import__('json').dumps(__import__('sys').modules[{m}].schedule({cf}, {rdv}, {supervisor})).encode().hex()",
+            "__import__('json').dumps(__import__('sys').modules[{m}].schedule({cf}, {rdv}, {supervisor}, {env})).encode().hex()",
             m = literal(HELPER_MODULE),
             cf = literal(&path_str(self.connection_file.path())),
             rdv = literal(&path_str(self.rendezvous_path.path())),
@@ -211,16 +240,16 @@ impl ForkedChild {
         self.pid
     }
 
-    /// Hand the fork its output pipes, wait for its sockets, and connect to it as a kernel of
-    /// `spec`, ready by `deadline`. `supervised`: the fork runs under its own `kernel-mcp
-    /// supervise` (asked for in [`ForkPlan::request_content`]), which holds its memory limit;
-    /// else this server holds it under `max_memory_mib` (0: none, see [`warden`]).
+    /// Hand the fork its output pipes (and its supervisor's report pipe), wait for its
+    /// sockets, and connect to it as a kernel of `spec` in `sandbox` (its source's), ready by
+    /// `deadline`. `supervised`: the fork runs under its own `kernel-mcp supervise` (asked for
+    /// in [`ForkPlan::request_content`]), which holds its memory limit.
     /// Errors: [`StartError`] with the fork's output tail; the fork is killed then.
     pub async fn start(
         self,
         spec: &KernelSpec,
+        sandbox: Sandbox,
         supervised: bool,
-        max_memory_mib: u64,
         deadline: Instant,
     ) -> Result<Kernel, StartError> {
         let ForkedChild {
@@ -232,16 +261,25 @@ impl ForkedChild {
             kernel: spec.name.clone(),
             detail,
         };
-        let (exit, watching) = watch_exit(pid as i32).map_err(|e| failed(e.to_string()))?;
+        let exited = pidfd_exit(pid as i32).map_err(|e| failed(e.to_string()))?;
         let (out_r, out_w) = pipe().map_err(|e| failed(format!("pipe: {e}")))?;
         let (err_r, err_w) = pipe().map_err(|e| failed(format!("pipe: {e}")))?;
-        let (tail, _drains) = process::drain_pipes(pid as i32, out_r, err_r);
-        let process = KernelProcess::adopted(pid as i32, supervised, exit.clone(), tail.clone());
+        let (report_r, report_w) = match supervised {
+            true => {
+                let (r, w) = pipe().map_err(|e| failed(format!("pipe: {e}")))?;
+                (Some(r), Some(w))
+            }
+            false => (None, None),
+        };
+        let process =
+            KernelProcess::adopted(pid as i32, supervised, exited, out_r, err_r, report_r);
         // From here on, dropping `process` kills the fork and its tree.
-        send_fds(&stream, &[out_w.as_raw_fd(), err_w.as_raw_fd()])
+        let mut fds = vec![out_w.as_raw_fd(), err_w.as_raw_fd()];
+        fds.extend(report_w.as_ref().map(|w| w.as_raw_fd()));
+        send_fds(&stream, &fds)
             .await
-            .map_err(|e| failed(format!("handing the fork its output pipes: {e}")))?;
-        drop((out_w, err_w));
+            .map_err(|e| failed(format!("handing the fork its pipes: {e}")))?;
+        drop((out_w, err_w, report_w));
         let mut line = String::new();
         let mut reader = BufReader::new(&mut stream);
         let read = tokio::time::timeout_at(deadline, reader.read_line(&mut line)).await;
@@ -255,10 +293,7 @@ impl ForkedChild {
             let _ = process.wait_exit(Duration::from_millis(500)).await;
             return Err(StartError::Exited {
                 kernel: spec.name.clone(),
-                exit: process.exit_info().unwrap_or(ExitInfo {
-                    code: None,
-                    signal: None,
-                }),
+                exit: process.exit_info().unwrap_or(ExitInfo::unknown()),
                 output_tail: format!(
                     "{}\nkernel-mcp: the fork could not become a kernel: {why}",
                     process.output_tail()
@@ -268,16 +303,12 @@ impl ForkedChild {
         }
         let _ = stream.shutdown().await;
         tracing::info!(kernel = %spec.name, pid, "forked kernel serves its new sockets");
-        if !supervised {
-            warden::spawn(pid as i32, max_memory_mib, exit.clone(), tail);
-        }
-        drop(watching);
         let ForkPlan {
             info,
             connection_file,
             ..
         } = plan;
-        connect(spec, info, process, connection_file, deadline).await
+        connect(spec, sandbox, info, process, connection_file, deadline).await
     }
 }
 
@@ -285,6 +316,7 @@ impl ForkedChild {
 /// its spawn); then the heartbeat watches it.
 async fn connect(
     spec: &KernelSpec,
+    sandbox: Sandbox,
     info: ConnectionInfo,
     process: KernelProcess,
     connection_file: FileGuard,
@@ -299,10 +331,7 @@ async fn connect(
     };
     let exited = |process: &KernelProcess| StartError::Exited {
         kernel: spec.name.clone(),
-        exit: process.exit_info().unwrap_or(ExitInfo {
-            code: None,
-            signal: None,
-        }),
+        exit: process.exit_info().unwrap_or(ExitInfo::unknown()),
         output_tail: process.output_tail(),
         hint: String::new(),
     };
@@ -326,6 +355,8 @@ async fn connect(
         events_open: true,
         exit_reported: false,
         connection_file: connection_file.keep(),
+        connection_dir: None,
+        sandbox,
         unresponsive: Default::default(),
         heartbeat: None,
     };
@@ -351,7 +382,7 @@ async fn connect(
 /// Tell the supervisor of the source kernel `source_pid` (its parent, when that runs this
 /// server's binary: a spawned kernel's supervisor, or a fork's) that the fork rooted at
 /// `fork_pid` has left its care: it no longer counts the fork's memory nor ends it with its
-/// own kernel (see [`super::supervise_adopt::release`]). Best effort: a source without a
+/// own kernel (see [`super::supervise::adopt::release`]). Best effort: a source without a
 /// supervisor has nothing to release.
 pub fn release_from_source(source_pid: u32, fork_pid: u32) {
     let Some(supervisor) = parent_pid(source_pid) else {
@@ -361,7 +392,7 @@ pub fn release_from_source(source_pid: u32, fork_pid: u32) {
     if exe(supervisor).is_none() || exe(supervisor) != std::env::current_exe().ok() {
         return;
     }
-    if let Err(e) = super::supervise_adopt::release(supervisor as i32, fork_pid as i32) {
+    if let Err(e) = super::supervise::adopt::release(supervisor as i32, fork_pid as i32) {
         tracing::warn!(
             supervisor,
             fork_pid,
@@ -407,51 +438,10 @@ pub fn parse_scheduled(reply: &Value, kernel: &str) -> Result<u32, ForkError> {
     ))
 }
 
-/// The fork session's launcher: the fork first, then fresh kernels the way `cold` starts them.
-pub struct ForkedLauncher {
-    first: Mutex<Option<Kernel>>,
-    cold: Arc<dyn KernelLauncher>,
-    source: String,
-}
-
-impl ForkedLauncher {
-    /// `kernel` (the fork of session `source`) first; restarts and recoveries from `cold`.
-    pub fn new(kernel: Kernel, cold: Arc<dyn KernelLauncher>, source: String) -> ForkedLauncher {
-        ForkedLauncher {
-            first: Mutex::new(Some(kernel)),
-            cold,
-            source,
-        }
-    }
-}
-
-impl KernelLauncher for ForkedLauncher {
-    fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
-        let first = self.first.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match first {
-            Some(k) => Box::pin(async move { Ok(Box::new(k) as Box<dyn KernelIo>) }),
-            None => self.cold.start(),
-        }
-    }
-
-    fn launch_options(&self) -> Option<&LaunchOptions> {
-        self.cold.launch_options()
-    }
-
-    fn forked_from(&self) -> Option<&str> {
-        Some(&self.source)
-    }
-}
-
 /// The exit of `pid` (a process we did not spawn), through a pidfd so a recycled pid is never
-/// mistaken for it: the watch turns `Some` (status unknown: only the parent may reap it)
-/// when it has exited. The task ends then, or when the handle is dropped after the exit.
-fn watch_exit(
-    pid: i32,
-) -> std::io::Result<(
-    watch::Receiver<Option<ExitInfo>>,
-    tokio::task::JoinHandle<()>,
-)> {
+/// mistaken for it: the future resolves once it has exited (its status is its parent's to
+/// reap). Errors: no pidfd for it (it is gone already, or the kernel is older than 5.3).
+fn pidfd_exit(pid: i32) -> std::io::Result<BoxFuture<'static, ()>> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -464,17 +454,11 @@ fn watch_exit(
         tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
     }
     .map_err(std::io::Error::from)?;
-    let (tx, rx) = watch::channel(None);
-    let task = tokio::spawn(async move {
+    Ok(Box::pin(async move {
         // A pidfd is readable once its process has exited.
         let _ = pidfd.readable().await;
         tracing::debug!(pid, "forked kernel ended");
-        let _ = tx.send(Some(ExitInfo {
-            code: None,
-            signal: None,
-        }));
-    });
-    Ok((rx, task))
+    }))
 }
 
 /// A pipe whose read end is async; the write end is for the fork (close-on-exec here).
@@ -521,7 +505,7 @@ fn path_str(p: &Path) -> String {
 impl FileGuard {
     /// The guarded path.
     fn path(&self) -> &Path {
-        self.0.as_deref().unwrap_or(Path::new(""))
+        self.file.as_deref().unwrap_or(Path::new(""))
     }
 }
 
@@ -554,7 +538,25 @@ mod tests {
     #[tokio::test]
     async fn the_request_loads_the_helper_as_a_module_and_names_no_user_variable() {
         let plan = ForkPlan::prepare("python3").expect("plan");
-        let content = plan.request_content(Some((Path::new("/bin/kernel-mcp"), 64)));
+        let spec = KernelSpec {
+            name: "python3".into(),
+            resource_dir: Default::default(),
+            argv: vec![],
+            display_name: "Python 3".into(),
+            language: "python".into(),
+            interrupt_mode: Default::default(),
+            env: Default::default(),
+            metadata: Value::Null,
+        };
+        let hook = KernelEnvHook::new(|_, cf, env| {
+            env.insert("PYTHONPATH".into(), "/helper".into());
+            env.insert(
+                "KERNEL_MCP_ENDPOINT".into(),
+                cf.with_extension("mcp").display().to_string(),
+            );
+        });
+        let content =
+            plan.request_content(Some((Path::new("/bin/kernel-mcp"), 64)), &spec, Some(&hook));
         assert_eq!(content["silent"], true);
         assert_eq!(content["store_history"], false);
         let code = content["code"].as_str().expect("code");
@@ -575,6 +577,14 @@ mod tests {
                 r#"["/bin/kernel-mcp","supervise","--max-memory-mib","64","--server-pid""#
             ),
             "{expr}"
+        );
+        let endpoint = plan.connection_file.path().with_extension("mcp");
+        assert!(
+            expr.contains(&format!(
+                "{{\"KERNEL_MCP_ENDPOINT\":\"{}\"}}",
+                endpoint.display()
+            )),
+            "the fork's own endpoint, no PYTHONPATH: {expr}"
         );
         assert!(plan.connection_file.path().exists());
         assert!(plan.rendezvous_path.path().exists());

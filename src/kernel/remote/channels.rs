@@ -13,7 +13,12 @@
 //!   meanwhile are sent after. Before each attempt the REST status is asked: a kernel the
 //!   server no longer has ends the link with [`KernelEvent::Exited`], as does an iopub
 //!   `status` of `dead`, or `restarting` from the server itself (the kernel died and the
-//!   server replaced it: its state is gone), or a server unreachable for [`RECONNECT_FOR`].
+//!   server replaced it: its state is gone), or a server unreachable (or answering 503) for
+//!   [`RECONNECT_FOR`].
+//! - "No such kernel" (404, from the status poll or a handshake) counts only once the server
+//!   has said it for [`GONE_GRACE`] without answering for the kernel in between: Enterprise
+//!   Gateway with kernel persistence answers 404 and 503 for a while for a kernel it is
+//!   restarting or moving, and the run goes on once the kernel is back.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -23,6 +28,7 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::{Error as WsError, ProtocolError, SubProtocolError};
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -30,7 +36,7 @@ use tokio_tungstenite::tungstenite::protocol::Message as WsMessage;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{GatewayError, Rest, gone, redact};
-use crate::kernel::{Channel, KernelEvent};
+use crate::kernel::{Channel, KernelEvent, SendError};
 use crate::wire::websocket::{self as ws, V1_SUBPROTOCOL};
 use crate::wire::{Message, WireError};
 
@@ -39,6 +45,9 @@ pub const RECONNECT_FOR: Duration = Duration::from_secs(60);
 /// How often the REST kernel status is asked while the websocket is open (a server may keep
 /// the socket open after the kernel was deleted).
 pub const STATUS_EVERY: Duration = Duration::from_secs(2);
+/// How long the server may keep saying it has no such kernel (404) before the kernel counts
+/// as gone (see the module docs).
+pub const GONE_GRACE: Duration = Duration::from_secs(10);
 /// Why a kernel the server replaced after its death counts as gone.
 const RESTARTED: &str = "the server restarted it after it died";
 /// How long one websocket handshake may take.
@@ -78,14 +87,43 @@ impl Drop for Link {
     }
 }
 
-/// Ask the kernel's REST status every [`STATUS_EVERY`]; report (once) when the server no
-/// longer has it or says it is dead. An unreachable server is the websocket's to notice.
+/// Since when the server has been saying it has no such kernel; forgotten as soon as it
+/// answers for the kernel again. The one rule for [`GONE_GRACE`].
+#[derive(Debug, Default)]
+struct Absence(Option<Instant>);
+
+impl Absence {
+    /// The server said 404 now: true once it has said so for [`GONE_GRACE`].
+    fn not_found(&mut self, id: &str) -> bool {
+        let since = *self.0.get_or_insert_with(|| {
+            tracing::info!(kernel_id = %id, "the server has no such kernel; waiting up to {} s for it to come back", GONE_GRACE.as_secs());
+            Instant::now()
+        });
+        since.elapsed() >= GONE_GRACE
+    }
+
+    /// The server answered for the kernel.
+    fn present(&mut self) {
+        self.0 = None;
+    }
+}
+
+/// Ask the kernel's REST status every [`STATUS_EVERY`]; report (once) when the server says
+/// it is dead, or has had no such kernel for [`GONE_GRACE`]. An unreachable server is the
+/// websocket's to notice.
 async fn watch_status(rest: Rest, id: String, gone: tokio::sync::oneshot::Sender<&'static str>) {
+    let mut absence = Absence::default();
     loop {
         tokio::time::sleep(STATUS_EVERY).await;
         let why = match rest.kernel(&id).await {
-            Err(GatewayError::NotFound { .. }) => "the server no longer has it",
+            Err(GatewayError::NotFound { .. }) if absence.not_found(&id) => {
+                "the server no longer has it"
+            }
             Ok(m) if m.execution_state == "dead" => "the server reports it dead",
+            Ok(_) => {
+                absence.present();
+                continue;
+            }
             _ => continue,
         };
         let _ = gone.send(why);
@@ -157,11 +195,10 @@ impl Link {
         })
     }
 
-    /// Queue `msg` for `channel`. Errors: the link has ended (the kernel is gone).
-    pub fn send(&self, channel: Channel, msg: Message) -> Result<(), String> {
-        self.out
-            .send((channel, msg))
-            .map_err(|_| "the kernel's websocket is closed (the kernel is gone)".to_string())
+    /// Queue `msg` for `channel`. Errors: [`SendError::Closed`]: the link has ended (the
+    /// kernel is gone).
+    pub fn send(&self, channel: Channel, msg: Message) -> Result<(), SendError> {
+        self.out.send((channel, msg)).map_err(|_| SendError::Closed)
     }
 
     /// True while the websocket is open.
@@ -314,22 +351,33 @@ impl Task {
     /// Open the socket again (same session_id), asking the REST status first; `None` when
     /// the kernel is gone or the server stays unreachable.
     async fn reconnect(&mut self, framing: Framing) -> Option<(Socket, Framing)> {
-        let deadline = tokio::time::Instant::now() + RECONNECT_FOR;
+        let deadline = Instant::now() + RECONNECT_FOR;
         let mut pause = Duration::from_millis(100);
+        let mut absence = Absence::default();
+        let gone = |id: &str| {
+            tracing::warn!(kernel_id = %id, "the server no longer has the kernel ({} s)", GONE_GRACE.as_secs());
+            None
+        };
         loop {
             match self.rest.kernel(&self.id).await {
                 Err(GatewayError::NotFound { .. }) => {
-                    tracing::warn!(kernel_id = %self.id, "the server no longer has the kernel");
-                    return None;
+                    if absence.not_found(&self.id) {
+                        return gone(&self.id);
+                    }
                 }
                 Ok(m) if m.execution_state == "dead" => return None,
-                _ => {}
+                Ok(_) => absence.present(),
+                Err(_) => {}
             }
             match connect(&self.rest, &self.id, &self.session, Some(framing)).await {
                 Ok(s) => return Some(s),
-                Err(ConnectError::Gone) => return None,
+                Err(ConnectError::Gone) => {
+                    if absence.not_found(&self.id) {
+                        return gone(&self.id);
+                    }
+                }
                 Err(ConnectError::Failed(e)) => {
-                    if tokio::time::Instant::now() >= deadline {
+                    if Instant::now() >= deadline {
                         tracing::warn!(kernel_id = %self.id, "giving up on the kernel's websocket: {e}");
                         return None;
                     }
@@ -435,5 +483,26 @@ impl Task {
         }
         let _ = self.events.send(KernelEvent::Message(channel, msg));
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_404_counts_only_once_it_has_lasted_the_grace_and_an_answer_resets_it() {
+        let mut absence = Absence::default();
+        assert!(!absence.not_found("k"), "the first 404 is not believed");
+        tokio::time::sleep(GONE_GRACE - Duration::from_millis(1)).await;
+        assert!(!absence.not_found("k"));
+        absence.present();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            !absence.not_found("k"),
+            "the clock starts again after an answer"
+        );
+        tokio::time::sleep(GONE_GRACE).await;
+        assert!(absence.not_found("k"), "gone after the whole grace");
     }
 }

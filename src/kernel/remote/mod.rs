@@ -25,6 +25,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::seam::{InterruptError, SendError};
 use super::{Channel, ExitInfo, KernelEvent, KernelIo, KernelLauncher, ShutdownRung, StartError};
 use crate::wire::Message;
 pub use config::{Gateway, Token, parse_gateways};
@@ -97,12 +98,21 @@ impl KernelLauncher for RemoteLauncher {
         &self.rest.gateway().name
     }
 
-    /// Restart over REST (the kernel keeps its id), then connect anew.
+    /// Restart over REST (the kernel keeps its id), then connect anew. An adopted kernel is
+    /// never restarted (nor reconnected as ours, which `destroy_session` would delete): the
+    /// replacement is refused.
     fn replace(
         &self,
         old: Box<dyn KernelIo>,
         grace: Duration,
     ) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
+        if self.adopts() {
+            // An adopted kernel's shutdown only detaches.
+            drop(old);
+            return Box::pin(std::future::ready(Err(
+                crate::kernel::seam::refuse_replace(),
+            )));
+        }
         let this = self.clone();
         let id = old.kernel_id().map(String::from);
         Box::pin(async move {
@@ -195,7 +205,8 @@ async fn wait_ready(
     let mut sent: Vec<String> = Vec::new();
     loop {
         let req = Message::new("kernel_info_request", serde_json::json!({}), session);
-        link.send(Channel::Shell, req.clone())?;
+        link.send(Channel::Shell, req.clone())
+            .map_err(|e| e.to_string())?;
         sent.push(req.msg_id().to_string());
         let retry = tokio::time::sleep(READY_RETRY);
         tokio::pin!(retry);
@@ -243,7 +254,7 @@ impl KernelIo for RemoteKernel {
         &'a mut self,
         channel: Channel,
         msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), SendError>> {
         let r = self.link.send(channel, msg.clone());
         Box::pin(async move { r })
     }
@@ -267,12 +278,12 @@ impl KernelIo for RemoteKernel {
     }
 
     /// `POST /api/kernels/{id}/interrupt`: the server interrupts the way the kernelspec says.
-    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>> {
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), InterruptError>> {
         Box::pin(async move {
             self.rest
                 .interrupt(&self.id)
                 .await
-                .map_err(|e| redact(self.rest.gateway(), &e.to_string()))
+                .map_err(|e| InterruptError::Gateway(redact(self.rest.gateway(), &e.to_string())))
         })
     }
 
@@ -313,10 +324,7 @@ impl KernelIo for RemoteKernel {
 
 /// The kernel is gone on the server (deleted, dead, or restarted by the server after it died).
 pub(crate) fn gone() -> KernelEvent {
-    KernelEvent::Exited(ExitInfo {
-        code: None,
-        signal: None,
-    })
+    KernelEvent::Exited(ExitInfo::unknown())
 }
 
 /// Shared handle type for the configured gateways.

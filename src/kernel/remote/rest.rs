@@ -20,6 +20,9 @@ use super::Gateway;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a request other than a kernel start may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most of one REST answer that is read (bytes). The largest real answers, kernelspec
+/// lists and kernel lists, are kilobytes; anything past this is not a Jupyter server's.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
 
 /// Why a gateway request failed. The texts never hold the token.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -39,6 +42,16 @@ pub enum GatewayError {
     /// The kernel (or kernelspec) does not exist there.
     #[error("gateway '{gateway}' has no {what}")]
     NotFound { gateway: String, what: String },
+    /// An answer over [`MAX_BODY_BYTES`]: reading stopped there.
+    #[error(
+        "gateway '{gateway}' ({url}) sent more than {limit_mib} MiB for {what}, far more than a Jupyter server answers; kernel-mcp stopped reading. Check that the URL is a Jupyter server's and that the server is healthy."
+    )]
+    TooLarge {
+        gateway: String,
+        url: String,
+        what: String,
+        limit_mib: usize,
+    },
     /// Any other answer we cannot use.
     #[error("gateway '{gateway}' answered {what}: HTTP {status} {body}")]
     Http {
@@ -68,6 +81,9 @@ pub struct Rest {
 impl Rest {
     /// A client for `gateway`. Errors: a sentence when the HTTP client cannot be built.
     pub fn new(gateway: Gateway) -> Result<Rest, String> {
+        // rustls's process-wide crypto provider: `ring` (the build has no other). Set once,
+        // before the first TLS client (this one, or a kernel's websocket after it) is made.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .no_proxy()
@@ -215,7 +231,8 @@ impl Rest {
                 what: what.to_string(),
             });
         }
-        let text = resp.text().await.map_err(|e| self.unavailable(&e))?;
+        let body = self.read_body(resp, what).await?;
+        let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
             let body = super::redact(&self.gateway, &first_chars(&reason(&text), 300));
             return Err(self.http_err(what, status.as_u16(), &body));
@@ -225,6 +242,36 @@ impl Rest {
         }
         serde_json::from_str(&text)
             .map_err(|e| self.http_err(what, status.as_u16(), &format!("not JSON: {e}")))
+    }
+
+    /// The body of `resp` as it streams, refused past [`MAX_BODY_BYTES`] (at once when the
+    /// announced length is already over it). Dropping the response closes the connection.
+    async fn read_body(
+        &self,
+        mut resp: reqwest::Response,
+        what: &str,
+    ) -> Result<Vec<u8>, GatewayError> {
+        let too_large = || GatewayError::TooLarge {
+            gateway: self.gateway.name.clone(),
+            url: self.gateway.url.clone(),
+            what: what.to_string(),
+            limit_mib: MAX_BODY_BYTES >> 20,
+        };
+        if resp
+            .content_length()
+            .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.unavailable(&e))? {
+            if body.len() + chunk.len() > MAX_BODY_BYTES {
+                tracing::warn!(gateway = %self.gateway.name, %what, "a REST answer passed {MAX_BODY_BYTES} bytes; stopped reading");
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     fn unavailable(&self, e: &reqwest::Error) -> GatewayError {

@@ -4,7 +4,8 @@
 //! opens never wait (`O_NONBLOCK`, so a FIFO without a writer or a device cannot stall them),
 //! anything but a regular file is refused with an error naming what it is, reads stop one byte
 //! past their cap, and writes go to a temp file in the target's directory that is then renamed
-//! over the target, so readers see the old file or the new one, never half of it.
+//! over the target, so readers see the old file or the new one, never half of it. A file that
+//! holds a session's data is written for its owner only ([`FileMode::Private`]).
 
 use std::fmt;
 use std::fs::{FileType, OpenOptions, Permissions};
@@ -181,20 +182,45 @@ pub async fn read_capped(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> 
     on_blocking_pool(path, Access::Read, move || read_capped_now(&owned, cap)).await
 }
 
+/// Who may read a file [`write_file`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// Its owner only (`0o600`), whatever the umask or the replaced file's mode: the file holds
+    /// a session's data (its code, output, variables — secrets included).
+    Private,
+    /// An existing file keeps its permission bits; a new one gets `0o666` minus the umask.
+    Keep,
+    /// An existing file keeps its permission bits; a new one is `0o600` (a person's file that
+    /// can hold credentials, such as an MCP client's config).
+    KeepNewPrivate,
+}
+
+/// How [`write_file_blocking`] writes: the permission bits, and whether the new contents are
+/// flushed to disk before the rename (a file a person keeps, so a crash leaves the old file
+/// or the new one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOptions {
+    pub mode: FileMode,
+    pub sync: bool,
+}
+
 /// Write `bytes` to `path`, replacing it atomically: the bytes go to a temp file in the same
 /// directory, which is renamed over `path`. Creates missing parent directories. A symlink is
 /// followed (its target is replaced) unless it dangles, in which case the link itself is
-/// replaced. An existing file keeps its permission bits; a new one gets `0o666` minus the
-/// umask. The target is never opened, so a FIFO or device there cannot block the call.
+/// replaced. The permission bits follow `mode`. The target is never opened, so a FIFO or
+/// device there cannot block the call.
 ///
 /// Runs on tokio's blocking pool.
 ///
 /// Errors: [`FileError::IsDirectory`] when `path` is a directory or ends in `/`;
 /// [`FileError::NotRegular`] when it is a FIFO, device, socket or other special file;
 /// [`FileError::Io`] for anything else (permissions, a full disk, a parent that is a file).
-pub async fn write_file(path: &Path, bytes: Vec<u8>) -> Result<(), FileError> {
+pub async fn write_file(path: &Path, bytes: Vec<u8>, mode: FileMode) -> Result<(), FileError> {
     let owned = path.to_path_buf();
-    on_blocking_pool(path, Access::Write, move || write_file_now(&owned, &bytes)).await
+    on_blocking_pool(path, Access::Write, move || {
+        write_file_blocking(&owned, &bytes, WriteOptions { mode, sync: false })
+    })
+    .await
 }
 
 /// Run `f` with `spawn_blocking`; a panic in it becomes [`FileError::Io`].
@@ -280,7 +306,11 @@ fn read_capped_now(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
     Ok(bytes)
 }
 
-fn write_file_now(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+/// [`write_file`] on the calling thread (for the command line, which has no runtime to keep
+/// free): the same atomic replace, through a symlink to its target, with `opts`.
+///
+/// Errors: as [`write_file`].
+pub fn write_file_blocking(path: &Path, bytes: &[u8], opts: WriteOptions) -> Result<(), FileError> {
     let names_a_dir = path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none();
     if names_a_dir {
         return Err(FileError::IsDirectory {
@@ -309,9 +339,16 @@ fn write_file_now(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     let mut prefix = std::ffi::OsString::from(".");
     prefix.push(target.file_name().unwrap_or_default());
     prefix.push(".");
-    let mode = existing
+    // The bits the file ends with: exactly these (`set_permissions` below undoes the umask),
+    // or — for a new file kept to the default — 0o666 narrowed by the umask at creation.
+    let (exact, new_mode) = match opts.mode {
+        FileMode::Private => (Some(Permissions::from_mode(0o600)), 0o600),
+        FileMode::Keep => (existing, 0o666),
+        FileMode::KeepNewPrivate => (existing, 0o600),
+    };
+    let mode = exact
         .clone()
-        .unwrap_or_else(|| Permissions::from_mode(0o666));
+        .unwrap_or_else(|| Permissions::from_mode(new_mode));
     let write = || -> io::Result<()> {
         let mut tmp = tempfile::Builder::new()
             .prefix(&prefix)
@@ -319,8 +356,11 @@ fn write_file_now(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
             .permissions(mode)
             .tempfile_in(dir)?;
         tmp.write_all(bytes)?;
-        if let Some(perms) = existing {
-            // The umask narrowed the mode at creation; restore it exactly.
+        if opts.sync {
+            tmp.as_file().sync_all()?;
+        }
+        if let Some(perms) = exact {
+            // The umask narrowed the mode at creation; set it exactly.
             tmp.as_file().set_permissions(perms)?;
         }
         tmp.persist(&target).map_err(|e| e.error)?;

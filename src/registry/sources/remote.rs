@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 
 use crate::kernel::remote::{GatewayError, RemoteLauncher, Rest};
 use crate::kernel::{InterruptMode, KernelLauncher, KernelSpec};
-use crate::registry::CreateRequest;
 use crate::session::SessionError;
 
 /// One gateway's kernelspec, as `list_kernels` shows it.
@@ -35,7 +34,8 @@ pub struct GatewayState {
 pub fn session_error(e: GatewayError) -> SessionError {
     let message = e.to_string();
     match e {
-        GatewayError::Unavailable { gateway, .. } => {
+        // A server that floods its answers is as unusable as one that cannot be reached.
+        GatewayError::Unavailable { gateway, .. } | GatewayError::TooLarge { gateway, .. } => {
             SessionError::GatewayUnavailable { gateway, message }
         }
         GatewayError::Unauthorized { gateway, .. } => {
@@ -127,28 +127,20 @@ fn spec_from(name: &str, spec: &Value, rest: &Rest) -> KernelSpec {
     }
 }
 
-/// The spec and launcher of a session on gateway `rest`: a kernel started from `req.kernel`
-/// (else the gateway's default), or the running kernel `req.kernel_id`.
-/// Errors: `INVALID_ARGUMENT`, `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `KERNEL_NOT_FOUND`.
-pub async fn remote_spec(
+/// The spec and launcher of a session on gateway `rest`: a kernel started from `kernel`
+/// (else the gateway's default) with `env`, or — with `adopt` — the running kernel of that id.
+/// Errors: `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `KERNEL_NOT_FOUND`.
+pub async fn launch(
     rest: &Rest,
-    req: &CreateRequest,
+    kernel: Option<&str>,
+    adopt: Option<&str>,
+    env: &BTreeMap<String, String>,
     startup_timeout: Duration,
 ) -> Result<(KernelSpec, Arc<dyn KernelLauncher>), SessionError> {
-    if req.python.is_some() || req.connection_file.is_some() {
-        return Err(SessionError::InvalidArgument(
-            "A gateway session runs the gateway's kernelspecs: give `kernel` or `kernel_id`, not `python`, `environment` or `connection_file`.".into(),
-        ));
-    }
     let gateway = rest.gateway().name.clone();
     let (specs, default) = kernelspecs(rest).await?;
-    let (name, adopt_id) = match &req.kernel_id {
+    let (name, adopt_id) = match adopt {
         Some(id) => {
-            if req.kernel.is_some() || !req.env.is_empty() {
-                return Err(SessionError::InvalidArgument(
-                    "kernel_id adopts a running kernel: give no kernel or env with it.".into(),
-                ));
-            }
             let model = rest.kernel(id).await.map_err(|e| match e {
                 GatewayError::NotFound { .. } => SessionError::KernelNotFound {
                     message: format!("Gateway '{gateway}' has no running kernel '{id}'."),
@@ -156,12 +148,11 @@ pub async fn remote_spec(
                 },
                 e => session_error(e),
             })?;
-            (model.name, Some(id.clone()))
+            (model.name, Some(id.to_string()))
         }
         None => {
-            let name = req
-                .kernel
-                .clone()
+            let name = kernel
+                .map(String::from)
                 .or(default)
                 .unwrap_or_else(|| "python3".into());
             if !specs.iter().any(|s| s.spec.name == name) {
@@ -188,7 +179,7 @@ pub async fn remote_spec(
     let launcher = RemoteLauncher {
         rest: rest.clone(),
         kernel: name,
-        env: req.env.clone(),
+        env: env.clone(),
         adopt_id,
         startup_timeout,
     };

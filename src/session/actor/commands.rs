@@ -87,11 +87,13 @@ impl Actor {
                 let _ = reply.send((self.history.slice(start, end), self.history.len()));
             }
             Command::DeleteHistory { start, end, reply } => {
-                let removed = self.history.delete(start, end);
-                if !removed.is_empty() {
+                let removed = self.history.delete(start, end).map_err(|e| {
+                    SessionError::InvalidArgument(format!("Nothing was deleted: {e}."))
+                });
+                if let Ok(removed) = &removed {
                     self.journal_append(&JournalRecord::Deleted(removed.clone()));
                 }
-                let _ = reply.send(removed.len());
+                let _ = reply.send(removed.map(|r| r.len()));
             }
             Command::Request {
                 msg_type,

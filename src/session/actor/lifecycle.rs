@@ -1,12 +1,49 @@
 //! Kernel lifecycle for the session actor: starting a kernel in the background (after shutting
 //! the old one down), installing it when ready, handling its death (the running run ends
 //! `kernel_died`, queued runs are cancelled, a new kernel starts), restart and destroy.
+//!
+//! Whether the session may replace its kernel at all is decided in one place,
+//! [`Actor::not_ours`]: a kernel someone else started (adopted from a connection file or by
+//! kernel id on a gateway) is never restarted, shut down or replaced, whichever path asks
+//! (`restart_session`, a `timeout_s` escalation, recovery after a death), and
+//! [`Actor::start_kernel`] refuses a replacement it would have to make.
+
+use tracing::Instrument;
 
 use super::*;
 
 impl Actor {
-    /// Start a kernel in the background, after shutting `old` down if given.
+    /// `Some(why)` when this session must not replace its kernel: it adopted a kernel someone
+    /// else started, which kernel-mcp never restarts, shuts down or replaces (docs/semantics.md,
+    /// "Adopted kernels"). `why` is a sentence for results and errors. The one place this is
+    /// decided: every path that would replace the kernel asks here.
+    pub(super) fn not_ours(&self) -> Option<String> {
+        if !self.desc.launcher.adopts() {
+            return None;
+        }
+        let how = match self.desc.launcher.location() {
+            "local" => "adopted from its connection file".to_string(),
+            gateway => format!("adopted by its kernel id on gateway '{gateway}'"),
+        };
+        Some(format!(
+            "Session '{}' drives a kernel someone else started ({how}); kernel-mcp cannot restart a kernel it did not start.",
+            self.desc.id
+        ))
+    }
+
+    /// Start a kernel in the background, after shutting `old` down if given. A replacement
+    /// (anything but the first start) of a kernel that is [not ours](Self::not_ours) is
+    /// refused: `old` stays the session's kernel.
     pub(super) fn start_kernel(&mut self, reason: StartReason, old: Option<Box<dyn KernelIo>>) {
+        if reason != StartReason::Create
+            && let Some(why) = self.not_ours()
+        {
+            tracing::error!(session = %self.desc.id, ?reason, "refused to replace the kernel: {why}");
+            if old.is_some() {
+                self.kernel = old;
+            }
+            return;
+        }
         for (_, p) in self.pending.drain() {
             let _ = p.reply.send(Err(SessionError::Replaced {
                 msg_type: p.msg_type,
@@ -23,12 +60,15 @@ impl Actor {
         let grace = self.limits.shutdown_grace();
         self.starting = Some((
             reason,
-            tokio::spawn(async move {
-                match old {
-                    Some(old) => launcher.replace(old, grace).await,
-                    None => launcher.start().await,
+            tokio::spawn(
+                async move {
+                    match old {
+                        Some(old) => launcher.replace(old, grace).await,
+                        None => launcher.start().await,
+                    }
                 }
-            }),
+                .in_current_span(),
+            ),
         ));
     }
 
@@ -49,11 +89,18 @@ impl Actor {
                 }
                 self.quirks = Quirks::from_kernel_info(&info);
                 self.kernel_info = info;
+                if let Some(o) = &self.desc.observer {
+                    o.kernel_ready(kernel.connection_file());
+                }
                 self.kernel = Some(kernel);
+                self.other_client_run = None;
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {
-                    let _ = w.send(Ok(info.clone()));
+                    let _ = w.send(Ok(Started {
+                        info: info.clone(),
+                        journal: self.journal.as_ref().map(|j| j.path().to_path_buf()),
+                    }));
                 }
                 for w in self.restart_waiters.drain(..) {
                     let _ = w.send(Ok(info.clone()));
@@ -61,9 +108,14 @@ impl Actor {
             }
             Err(e) => {
                 tracing::warn!(session = %self.desc.id, "kernel start failed: {e}");
-                let err = SessionError::KernelStartFailed {
-                    message: e.to_string(),
-                    details: json!({"kernel": self.desc.spec.name}),
+                let err = match e {
+                    StartError::SandboxUnavailable { reason, .. } => {
+                        SessionError::SandboxUnavailable(reason)
+                    }
+                    e => SessionError::KernelStartFailed {
+                        message: e.to_string(),
+                        details: json!({"kernel": self.desc.spec.name}),
+                    },
                 };
                 if let Some(w) = self.create_waiter.take() {
                     let _ = w.send(Err(err.clone()));
@@ -71,7 +123,7 @@ impl Actor {
                 for w in self.restart_waiters.drain(..) {
                     let _ = w.send(Err(err.clone()));
                 }
-                let reason = format!("The session's kernel could not be started: {e}");
+                let reason = format!("The session's kernel could not be started: {err}");
                 self.cancel_queued(&reason);
             }
         }
@@ -82,6 +134,7 @@ impl Actor {
         let Some(mut kernel) = self.kernel.take() else {
             return;
         };
+        self.observe_cancel();
         // Apply what the kernel already delivered before declaring the death.
         while let Some(ev) = kernel.try_next_event() {
             if let KernelEvent::Message(channel, msg) = ev {
@@ -89,22 +142,29 @@ impl Actor {
             }
         }
         let tail = kernel.output_tail();
+        self.other_client_run = None;
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
+        let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {
             if run.phase.was_interrupted() {
                 run.notices.push(format!(
                     "The kernel exited when it was interrupted ({info}); some kernels (e.g. xeus-python) do that instead of stopping the code."
                 ));
             }
-            if let Some(line) = tail
-                .lines()
-                .find(|l| l.starts_with(crate::kernel::supervise::MEMORY_LIMIT_MARK))
+            if let crate::kernel::ExitCause::MemoryLimit {
+                used_mib,
+                limit_mib,
+            } = info.cause
             {
+                let ceiling = match self.limits.max_memory_mib {
+                    0 => String::new(),
+                    c => format!(" (at most this server's ceiling of {c} MiB)"),
+                };
                 run.notices.push(format!(
-                    "{line}. Use less memory, or create the session with a larger max_memory_mib."
+                    "kernel-mcp: memory limit exceeded: the kernel's processes used {used_mib} MiB, over the session's limit of {limit_mib} MiB; they were stopped. Use less memory, or create the session with a larger max_memory_mib{ceiling}."
                 ));
             }
-            run.notices.push(if self.desc.launcher.adopts() {
+            run.notices.push(if not_ours {
                 format!("The adopted kernel is gone ({info}); the session has no kernel now. destroy_session it.")
             } else {
                 format!("The kernel died ({info}); its state is lost. A new kernel is being started for the next run.")
@@ -130,7 +190,7 @@ impl Actor {
         ));
         // Dropping a local kernel kills whatever is left of its process group.
         drop(kernel);
-        if self.desc.launcher.adopts() {
+        if not_ours {
             // Not ours to start again: the session stays `dead`.
             return;
         }
@@ -139,6 +199,7 @@ impl Actor {
 
     /// End the session: cancel its runs, stop a start under way, shut the kernel down.
     pub(super) async fn destroy(&mut self) -> ShutdownRung {
+        self.observe_cancel();
         self.cancel_queued("Cancelled: the session was destroyed.");
         self.end_side_runs(
             RunStatus::Cancelled,
@@ -173,10 +234,9 @@ impl Actor {
     }
 
     pub(super) fn restart(&mut self, reply: Reply<Result<SessionInfo, SessionError>>) {
-        if self.desc.launcher.adopts() {
+        if let Some(why) = self.not_ours() {
             let _ = reply.send(Err(SessionError::Unsupported(format!(
-                "Session '{}' drives a kernel someone else started (adopted from its connection file); kernel-mcp cannot restart it. Restart it where it was started, or destroy_session to detach.",
-                self.desc.id
+                "{why} Restart it where it was started, or destroy_session to detach."
             ))));
             return;
         }
@@ -191,6 +251,7 @@ impl Actor {
             self.finish_current();
         }
         self.cancel_queued("Cancelled: the session was restarted before this run started.");
+        self.observe_cancel();
         let old = self.kernel.take();
         self.start_kernel(StartReason::Restart, old);
     }

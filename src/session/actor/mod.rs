@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::error::SessionError;
 use super::history::{History, HistoryEntry, Journal, JournalHeader, JournalRecord};
@@ -70,6 +71,22 @@ pub struct SessionDesc {
     pub launcher: Arc<dyn KernelLauncher>,
     /// Where its history journal goes; `None`: no journal.
     pub journal_dir: Option<PathBuf>,
+    /// The journal belongs to one client (a connection's own `default`): it is marked private
+    /// and never found by the session's name.
+    pub journal_private: bool,
+    /// The span the actor (and its kernel's start) log in: whoever reads the logs tells
+    /// sessions apart by it (see `mcp/logging.rs`).
+    pub span: tracing::Span,
+    /// Told about its kernels and cancellations (the broker's endpoint); `None`: nobody.
+    pub observer: Option<Arc<dyn super::observer::SessionObserver>>,
+}
+
+/// What a session's first kernel start hands back: the session, and where its history is
+/// journalled.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub info: SessionInfo,
+    pub journal: Option<PathBuf>,
 }
 
 /// A validated execute request.
@@ -181,11 +198,12 @@ pub enum Command {
     EndFork(Reply<()>),
     /// Append entries to the history (a fork's copy of its source's), journalled.
     SeedHistory(Vec<HistoryEntry>, Reply<()>),
-    /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the count.
+    /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the
+    /// count, or `INVALID_ARGUMENT` for indices that name no entry (nothing deleted).
     DeleteHistory {
         start: Option<i64>,
         end: Option<i64>,
-        reply: Reply<usize>,
+        reply: Reply<Result<usize, SessionError>>,
     },
     /// A shell request (`complete_request`, `inspect_request`, a silent `execute_request`…)
     /// answered with the reply's content, or an error at `timeout`; while a run executes, as
@@ -256,7 +274,7 @@ pub struct Actor {
     generation: u64,
     starting: Option<Starting>,
     restart_waiters: Vec<Reply<Result<SessionInfo, SessionError>>>,
-    create_waiter: Option<Reply<Result<SessionInfo, SessionError>>>,
+    create_waiter: Option<Reply<Result<Started, SessionError>>>,
     runs: RunTable,
     /// Generation of the kernel the last started run executed in.
     last_run_generation: Option<u64>,
@@ -284,6 +302,9 @@ pub struct Actor {
     /// While a fork of this session's kernel is being taken, no run starts; until then
     /// at the latest.
     fork_hold: Option<Instant>,
+    /// The `execute_request` another client of the kernel (a person's `jupyter console
+    /// --existing`) is running, seen on iopub: the session is busy, not idle (see `expiry.rs`).
+    other_client_run: Option<String>,
 }
 
 impl Actor {
@@ -294,7 +315,7 @@ impl Actor {
         desc: SessionDesc,
         limits: Arc<Limits>,
         commands: mpsc::Receiver<Command>,
-        created: Reply<Result<SessionInfo, SessionError>>,
+        created: Reply<Result<Started, SessionError>>,
     ) -> JoinHandle<()> {
         let now = chrono::Utc::now();
         let mut actor = Actor {
@@ -326,12 +347,17 @@ impl Actor {
             idle_since: now,
             subshells: Default::default(),
             fork_hold: None,
+            other_client_run: None,
         };
-        runtime.spawn(async move {
-            actor.journal = actor.open_journal();
-            actor.start_kernel(StartReason::Create, None);
-            actor.run().await;
-        })
+        let span = actor.desc.span.clone();
+        runtime.spawn(
+            async move {
+                actor.journal = actor.open_journal();
+                actor.start_kernel(StartReason::Create, None);
+                actor.run().await;
+            }
+            .instrument(span),
+        )
     }
 
     async fn run(&mut self) {
@@ -421,27 +447,39 @@ impl Actor {
 
     /// Hand `msg` to the kernel within [`SEND_DEADLINE`]. Errors: no kernel, the transport
     /// refused it, or the deadline passed.
-    async fn send(&mut self, channel: Channel, msg: &Message) -> Result<(), String> {
+    async fn send(
+        &mut self,
+        channel: Channel,
+        msg: &Message,
+    ) -> Result<(), crate::kernel::SendError> {
         let Some(kernel) = self.kernel.as_mut() else {
-            return Err("the session has no kernel".into());
+            return Err(crate::kernel::SendError::NoKernel);
         };
         match tokio::time::timeout(SEND_DEADLINE, kernel.send(channel, msg)).await {
             Ok(r) => r,
-            Err(_) => Err(format!(
-                "the kernel did not take the message on {channel} within {} s",
-                SEND_DEADLINE.as_secs()
-            )),
+            Err(_) => Err(crate::kernel::SendError::Timeout {
+                channel,
+                after_s: SEND_DEADLINE.as_secs(),
+            }),
         }
     }
 
     /// Interrupt the kernel, bounded by [`SEND_DEADLINE`]; failures are logged.
     async fn interrupt_kernel(&mut self) {
+        self.observe_cancel();
         let Some(kernel) = self.kernel.as_mut() else {
             return;
         };
         let outcome = tokio::time::timeout(SEND_DEADLINE, kernel.interrupt()).await;
         if !matches!(outcome, Ok(Ok(()))) {
             tracing::warn!(session = %self.desc.id, "interrupt not delivered: {outcome:?}");
+        }
+    }
+
+    /// Tell the observer that what runs in the session is being cancelled.
+    fn observe_cancel(&self) {
+        if let Some(o) = &self.desc.observer {
+            o.run_cancelled();
         }
     }
 
@@ -463,6 +501,7 @@ impl Actor {
             created_at: self
                 .created_at
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            private: self.desc.journal_private,
         };
         match Journal::create(dir, &header) {
             Ok(j) => {
@@ -547,6 +586,7 @@ impl Actor {
                 .map(|p| p.display().to_string()),
             attached: self.desc.launcher.adopts(),
             location: self.desc.launcher.location().to_string(),
+            sandbox: self.desc.launcher.sandbox(),
             kernel_id: self
                 .kernel
                 .as_ref()

@@ -41,6 +41,9 @@ impl Actor {
                 ));
             }
             run.notices.extend(notices);
+            if let Some(o) = &self.desc.observer {
+                run.notices.extend(o.run_notices(&run.code));
+            }
             run.started_at = Some(Instant::now());
             run.set_status(RunStatus::Running);
             let code = run.code.clone();
@@ -200,8 +203,11 @@ impl Actor {
         }
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
-            if channel == Channel::Iopub && msg.msg_type() == "stream" {
-                tracing::debug!(session = %self.desc.id, "output with no run: {}", msg.content["text"]);
+            if channel == Channel::Iopub {
+                if msg.msg_type() == "stream" {
+                    tracing::debug!(session = %self.desc.id, "output with no run: {}", msg.content["text"]);
+                }
+                self.other_client_message(&msg);
             }
             return;
         };
@@ -301,29 +307,52 @@ impl Actor {
                 self.interrupt_kernel().await;
             }
             Deadline::InterruptGraceOver => {
+                let not_ours = self.not_ours();
+                let Some(run) = self.runs.current_mut() else {
+                    return;
+                };
                 let Some(e) = run.phase.executing_mut() else {
                     return;
                 };
-                if e.timed_out {
-                    run.notices.push(format!(
-                        "The kernel did not stop within {} s of the interrupt, so it was restarted; all state in it is lost.",
-                        grace.as_secs()
-                    ));
-                    run.set_status(RunStatus::Timeout);
-                    self.finish_current();
-                    self.pending_notices.push(
-                        "The previous kernel was restarted after an interrupt did not take effect; this run executed in a new kernel.".into(),
-                    );
-                    let old = self.kernel.take();
-                    self.start_kernel(StartReason::Recover, old);
-                } else {
-                    if let Some(i) = e.interrupt.as_mut() {
-                        i.gave_up = true;
+                let grace = grace.as_secs();
+                match (e.timed_out, not_ours) {
+                    (true, None) => {
+                        run.notices.push(format!(
+                            "The kernel did not stop within {grace} s of the interrupt, so it was restarted; all state in it is lost."
+                        ));
+                        run.set_status(RunStatus::Timeout);
+                        self.finish_current();
+                        self.pending_notices.push(
+                            "The previous kernel was restarted after an interrupt did not take effect; this run executed in a new kernel.".into(),
+                        );
+                        let old = self.kernel.take();
+                        self.start_kernel(StartReason::Recover, old);
                     }
-                    run.notices.push(format!(
-                        "The kernel did not stop within {} s of the interrupt; the run is still going. Restarting the session stops it, and loses the kernel's state.",
-                        grace.as_secs()
-                    ));
+                    // Someone else's kernel: the run ends, the kernel and its state stay as
+                    // they are (still running the code), and the person has to stop it.
+                    (true, Some(why)) => {
+                        run.notices.push(format!(
+                            "The kernel did not stop within {grace} s of the interrupt. {why} The kernel is still running this code, with its state kept: stop the code (or restart the kernel) where the kernel was started."
+                        ));
+                        run.set_status(RunStatus::Timeout);
+                        self.finish_current();
+                        self.pending_notices.push(
+                            "An earlier run timed out while the adopted kernel kept running its code; this run executed once the kernel was free (its state was kept).".into(),
+                        );
+                    }
+                    (false, not_ours) => {
+                        if let Some(i) = e.interrupt.as_mut() {
+                            i.gave_up = true;
+                        }
+                        run.notices.push(match not_ours {
+                            None => format!(
+                                "The kernel did not stop within {grace} s of the interrupt; the run is still going. Restarting the session stops it, and loses the kernel's state."
+                            ),
+                            Some(why) => format!(
+                                "The kernel did not stop within {grace} s of the interrupt; the run is still going. {why} Stop the code where the kernel was started."
+                            ),
+                        });
+                    }
                 }
             }
             Deadline::ProbeReply => {

@@ -21,7 +21,7 @@ pub use journal::{
 };
 pub(crate) use render::{describe_output, error_line, indent};
 pub use render::{output_summary, render_text};
-pub use slice::slice_range;
+pub use slice::{RangeError, RangeUse, select_range, slice_range};
 // Used by the session actor after the merge of the actor rewrite; until then only by tests.
 #[allow(unused_imports)]
 pub(crate) use store::History;

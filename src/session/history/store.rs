@@ -9,7 +9,8 @@ use std::collections::VecDeque;
 use std::collections::HashSet;
 
 use super::{
-    EntrySlot, HistoryEntry, HistoryOutput, slice_range, update_entry_display, value_bytes,
+    EntrySlot, HistoryEntry, HistoryOutput, RangeError, RangeUse, select_range, slice_range,
+    update_entry_display, value_bytes,
 };
 
 /// Entries a session keeps in memory.
@@ -114,13 +115,19 @@ impl History {
     }
 
     /// Remove `entries[start:end]` and return their run ids in order. With `end` `None` only
-    /// the entry at `start` goes (not everything after it); a `start` past the end removes
-    /// nothing. Evicted entries are out of reach: only memory is searched.
-    pub(crate) fn delete(&mut self, start: Option<i64>, end: Option<i64>) -> Vec<String> {
+    /// the entry at `start` goes (not everything after it). Evicted entries are out of reach:
+    /// only memory is searched.
+    /// Errors: [`RangeError`] for an index that names no entry or an empty selection
+    /// ([`RangeUse::Act`]); nothing is removed then.
+    pub(crate) fn delete(
+        &mut self,
+        start: Option<i64>,
+        end: Option<i64>,
+    ) -> Result<Vec<String>, RangeError> {
         let len = self.entries.len();
-        let mut range = slice_range(len, start, end);
+        let mut range = select_range(len, start, end, RangeUse::Act)?;
         if end.is_none() {
-            range.end = (range.start + 1).min(len);
+            range.end = range.start + 1;
         }
         let removed: Vec<String> = self
             .entries
@@ -130,7 +137,7 @@ impl History {
                 entry.run_id
             })
             .collect();
-        removed
+        Ok(removed)
     }
 
     /// Forget every entry, and the count of evicted ones (a clear empties the history the
@@ -299,15 +306,23 @@ mod tests {
             h.push(entry(&format!("r{i}"), 1));
         }
         let full = h.bytes();
-        assert_eq!(h.delete(Some(1), None), ["r1"]);
-        assert_eq!(h.delete(Some(-1), None), ["r5"]);
+        let del = |h: &mut History, start, end| h.delete(start, end).expect("in range");
+        assert_eq!(del(&mut h, Some(1), None), ["r1"]);
+        assert_eq!(del(&mut h, Some(-1), None), ["r5"]);
         assert_eq!(ids(&h), ["r0", "r2", "r3", "r4"]);
-        assert_eq!(h.delete(Some(1), Some(3)), ["r2", "r3"]);
-        assert_eq!(h.delete(Some(9), None), Vec::<String>::new());
-        assert_eq!(h.delete(Some(-9), Some(-9)), Vec::<String>::new());
+        assert_eq!(del(&mut h, Some(1), Some(3)), ["r2", "r3"]);
+        // Indices that name no entry, and empty selections, remove nothing.
+        for (start, end) in [
+            (Some(9), None),
+            (Some(-9), None),
+            (Some(0), Some(100)),
+            (Some(1), Some(1)),
+        ] {
+            assert!(h.delete(start, end).is_err(), "[{start:?}:{end:?}]");
+        }
         assert_eq!(ids(&h), ["r0", "r4"]);
         assert_eq!(h.bytes(), full / 6 * 2);
-        assert_eq!(h.delete(Some(0), Some(100)), ["r0", "r4"]);
+        assert_eq!(del(&mut h, Some(0), Some(2)), ["r0", "r4"]);
         assert!(h.is_empty());
         assert_eq!(h.bytes(), 0);
         assert_eq!(h.dropped(), 0, "deleting is not evicting");

@@ -148,7 +148,11 @@ impl GatewayProc {
             token,
             child,
             log,
-            http: reqwest::Client::new(),
+            http: {
+                // The build's one rustls provider (as kernel-mcp installs it).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::Client::new()
+            },
             _dir: dir,
         };
         let t0 = std::time::Instant::now();
@@ -267,10 +271,13 @@ impl Drop for GatewayProc {
 }
 
 /// A loopback TCP proxy to `127.0.0.1:target`; [`Proxy::cut`] drops every open connection
-/// and keeps accepting new ones.
+/// and keeps accepting new ones; [`Proxy::answer_with`] makes it answer every new request
+/// itself with one HTTP status (a gateway whose kernel is being restarted or moved), REST
+/// calls and websocket handshakes alike, until it is set back to `None`.
 pub struct Proxy {
     pub port: u16,
     conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    answer: Arc<Mutex<Option<u16>>>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -279,11 +286,15 @@ impl Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Default::default();
-        let list = conns.clone();
+        let answer: Arc<Mutex<Option<u16>>> = Default::default();
+        let (list, canned) = (conns.clone(), answer.clone());
         let accept = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
+                let status = *canned.lock().unwrap();
                 let task = tokio::spawn(async move {
-                    if let Ok(mut outbound) =
+                    if let Some(status) = status {
+                        answer_once(&mut inbound, status).await;
+                    } else if let Ok(mut outbound) =
                         tokio::net::TcpStream::connect(("127.0.0.1", target)).await
                     {
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
@@ -295,6 +306,7 @@ impl Proxy {
         Proxy {
             port,
             conns,
+            answer,
             accept,
         }
     }
@@ -308,11 +320,112 @@ impl Proxy {
         }
         n
     }
+
+    /// From now on answer every request with `status` (`None`: forward again). Open
+    /// connections are cut, so nothing reaches the server meanwhile.
+    pub fn answer_with(&self, status: Option<u16>) {
+        *self.answer.lock().unwrap() = status;
+        if status.is_some() {
+            self.cut();
+        }
+    }
+}
+
+/// Read one request head from `conn` and answer it with `status` and a Jupyter-style JSON
+/// error body, then close.
+async fn answer_once(conn: &mut tokio::net::TcpStream, status: u16) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = read_head(conn).await;
+    let body = format!(r#"{{"reason": "HTTP {status} from the test proxy", "message": ""}}"#);
+    let resp = format!(
+        "HTTP/1.1 {status} Test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = conn.write_all(resp.as_bytes()).await;
+    let _ = conn.shutdown().await;
+    // Let the client read the answer before the socket goes.
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(2), conn.read(&mut sink)).await;
+}
+
+/// Bytes up to the end of an HTTP request head (at most 64 KiB).
+async fn read_head(conn: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+        match conn.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    head
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.accept.abort();
         self.cut();
+    }
+}
+
+/// A broken or hostile gateway on 127.0.0.1: every request gets `200 OK` and a chunked JSON
+/// body of `total` bytes that never closes its object, written as fast as the client reads.
+/// [`HugeBody::sent`] counts the bytes the client took.
+pub struct HugeBody {
+    pub port: u16,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl HugeBody {
+    pub async fn start(total: u64) -> HugeBody {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sent: Arc<std::sync::atomic::AtomicU64> = Default::default();
+        let count = sent.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let _ = read_head(&mut conn).await;
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+                    if conn.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let chunk = {
+                        let mut c = br#"{"kernelspecs": {"x": ""#.to_vec();
+                        c.resize(64 * 1024, b'x');
+                        c
+                    };
+                    let mut left = total;
+                    while left > 0 {
+                        let n = (chunk.len() as u64).min(left) as usize;
+                        let mut frame = format!("{n:x}\r\n").into_bytes();
+                        frame.extend_from_slice(&chunk[..n]);
+                        frame.extend_from_slice(b"\r\n");
+                        if conn.write_all(&frame).await.is_err() {
+                            return;
+                        }
+                        count.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                        left -= n as u64;
+                    }
+                    let _ = conn.write_all(b"0\r\n\r\n").await;
+                });
+            }
+        });
+        HugeBody { port, sent, accept }
+    }
+
+    /// Body bytes written so far (over every connection).
+    pub fn sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for HugeBody {
+    fn drop(&mut self) {
+        self.accept.abort();
     }
 }

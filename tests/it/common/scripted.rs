@@ -122,7 +122,7 @@ impl KernelIo for FakeKernel {
         &'a mut self,
         channel: Channel,
         msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), kernel_mcp::kernel::SendError>> {
         let wedged = self.wedged;
         let _ = self.sent.send((channel, msg.clone()));
         Box::pin(async move {
@@ -143,7 +143,7 @@ impl KernelIo for FakeKernel {
     fn try_next_event(&mut self) -> Option<KernelEvent> {
         self.events.try_recv().ok()
     }
-    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), String>> {
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), kernel_mcp::kernel::InterruptError>> {
         self.interrupts.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Ok(()) })
     }
@@ -159,6 +159,8 @@ pub struct FakeLauncher {
     wedged: bool,
     /// The `kernel_info_reply` content each kernel answers with.
     info: Value,
+    /// The kernels are someone else's (an adopted kernel): never to be replaced.
+    adopts: bool,
 }
 
 impl KernelLauncher for FakeLauncher {
@@ -183,17 +185,38 @@ impl KernelLauncher for FakeLauncher {
         };
         Box::pin(async move { Ok(Box::new(kernel) as Box<dyn KernelIo>) })
     }
+
+    fn adopts(&self) -> bool {
+        self.adopts
+    }
 }
 
 /// A session on fake kernels: its handle and the receiver of each new kernel's script.
 pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
-    let info = json!({"implementation": "scripted", "language_info": {"name": "python"}});
-    session_with(wedged, info).await
+    session_of(wedged, false, default_info()).await
+}
+
+/// The `kernel_info_reply` content of [`session`]'s kernels.
+fn default_info() -> Value {
+    json!({"implementation": "scripted", "language_info": {"name": "python"}})
 }
 
 /// [`session`] on kernels that answer `kernel_info_request` with `info`.
 pub async fn session_with(
     wedged: bool,
+    info: Value,
+) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    session_of(wedged, false, info).await
+}
+
+/// A session on a fake kernel someone else started (adopted).
+pub async fn adopted_session() -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    session_of(false, true, default_info()).await
+}
+
+async fn session_of(
+    wedged: bool,
+    adopts: bool,
     info: Value,
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
     let (tx, mut scripts) = mpsc::unbounded_channel();
@@ -215,8 +238,12 @@ pub async fn session_with(
             scripts: tx,
             wedged,
             info,
+            adopts,
         }),
         journal_dir: None,
+        journal_private: false,
+        span: tracing::Span::none(),
+        observer: None,
     };
     let (handle, created) = SessionHandle::spawn(
         &tokio::runtime::Handle::current(),
@@ -224,8 +251,8 @@ pub async fn session_with(
         Arc::new(Limits::default()),
     );
     let first = scripts.recv().await.expect("a first kernel");
-    let info = created.await.expect("created").expect("started");
-    assert_eq!(info.generation, 1);
+    let started = created.await.expect("created").expect("started");
+    assert_eq!(started.info.generation, 1);
     (handle, scripts, first)
 }
 

@@ -74,6 +74,49 @@ impl TestService {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(self.log()).unwrap_or_default()
     }
+
+    /// `<socket>.http`: the record of the service's HTTP face while it is up.
+    pub fn http_record(&self) -> PathBuf {
+        let mut p = self.socket().into_os_string();
+        p.push(".http");
+        PathBuf::from(p)
+    }
+}
+
+/// The HTTP face of a service (`service --http`), as its record tells.
+pub struct HttpFace {
+    pub port: u16,
+    pub token: String,
+    /// The record itself (`url`, `pid`, `token_file`, `token_source`).
+    pub record: serde_json::Value,
+}
+
+/// Wait (up to 60 s) for `svc`'s HTTP face to be up and read its port and token (from the
+/// token file the record names; `None` there is a test failure).
+pub async fn http_face(svc: &TestService) -> HttpFace {
+    let path = svc.http_record();
+    let ok = super::wait_until(Duration::from_secs(60), || path.exists()).await;
+    assert!(ok, "no {} after 60 s\n{}", path.display(), svc.log_text());
+    // Written atomically: once there, it is whole.
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read the record"))
+            .expect("the record is JSON");
+    let url = record["url"].as_str().expect("url").to_string();
+    let port = url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap_or_else(|_| panic!("a port in {url}"));
+    let file = record["token_file"].as_str().expect("a token file");
+    let token = std::fs::read_to_string(file)
+        .expect("read the token")
+        .trim()
+        .to_string();
+    HttpFace {
+        port,
+        token,
+        record,
+    }
 }
 
 impl Drop for TestService {
