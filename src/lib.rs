@@ -4,6 +4,8 @@
 //! - [`mcp`]: tool parameters → session calls; records → `CallToolResult`.
 //! - [`service`]: the per-user service (Unix socket, and HTTP behind a token), the `--shared`
 //!   stdio relay.
+//! - [`jupyter`]: the service's Jupyter face (the Jupyter Server kernels API and channels
+//!   websocket beside `/mcp`), so Jupyter's own clients reach the sessions.
 //! - [`session`]: one actor per session: queue, runs, history, generation, registry.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
@@ -15,6 +17,7 @@
 
 pub mod config;
 pub mod instance;
+pub mod jupyter;
 pub mod kernel;
 pub mod mcp;
 pub mod memory;

@@ -49,6 +49,12 @@ pub struct CreateSessionParams {
     pub sandbox: Option<crate::kernel::SandboxPolicy>,
     #[serde(default)]
     pub sandbox_network: Option<bool>,
+    /// Keep a live .ipynb of the session here.
+    #[serde(default)]
+    pub notebook: Option<String>,
+    /// With gateway: adopt the kernel of this open notebook.
+    #[serde(default)]
+    pub notebook_path: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -190,6 +196,14 @@ pub struct ExportHistoryParams {
     pub start: Option<i64>,
     #[serde(default)]
     pub end: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MirrorNotebookParams {
+    /// The session.
+    pub session_id: String,
+    /// The .ipynb to keep up to date (relative: the session's cwd).
+    pub path: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -159,6 +159,7 @@ pub async fn serve_http(
                 listener,
                 move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
                 access,
+                None,
                 async {
                     let s = termination().await;
                     tracing::info!("received {s}; shutting down");
@@ -185,12 +186,14 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeErro
 }
 
 /// Streamable HTTP on `listener` (path `/mcp`) with a handler from `handler` per MCP
-/// session, until `stop` resolves. The caller owns the sessions' shutdown (the service serves
-/// HTTP beside its socket on one registry). Errors: [`ServeError::Http`].
+/// session, until `stop` resolves; `beside` adds routes of another face (the service's
+/// Jupyter API), which guard themselves. The caller owns the sessions' shutdown (the service
+/// serves HTTP beside its socket on one registry). Errors: [`ServeError::Http`].
 pub async fn serve_http_on(
     listener: tokio::net::TcpListener,
     handler: impl Fn() -> KernelMcp + Send + Sync + 'static,
     access: HttpAccess,
+    beside: Option<axum::Router>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     use rmcp::transport::streamable_http_server::{
@@ -208,9 +211,12 @@ pub async fn serve_http_on(
     }
     let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(move || Ok(handler()), sessions.clone(), config);
-    let router = axum::Router::new().nest_service("/mcp", service).layer(
+    let mut router = axum::Router::new().nest_service("/mcp", service).layer(
         axum::middleware::from_fn_with_state(Guard { access, sessions }, guard),
     );
+    if let Some(other) = beside {
+        router = router.merge(other);
+    }
     tracing::info!("serving MCP over streamable HTTP at http://{addr}/mcp");
     let shutdown = ct.clone();
     axum::serve(listener, router)

@@ -110,6 +110,8 @@ impl KernelMcp {
                 if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
                     props.remove("sandbox");
                     props.remove("sandbox_network");
+                    props.remove("notebook");
+                    props.remove("notebook_path");
                 }
                 route.attr.input_schema = Arc::new(schema);
             }

@@ -7,12 +7,16 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
 use super::error::{ToolError, ToolResult};
-use super::params::{DeleteHistoryParams, ExportHistoryParams, HistoryParams, RerunHistoryParams};
+use super::params::{
+    DeleteHistoryParams, ExportHistoryParams, HistoryParams, MirrorNotebookParams,
+    RerunHistoryParams,
+};
 use super::render;
 use super::results::{Deleted, History, HistoryRow};
 use super::schema::output;
 use super::server::{KernelMcp, seconds};
 use crate::ops::export::ExportFormat;
+use crate::ops::export::mirror::Mirrored;
 use crate::ops::history_query::HistorySelect;
 use crate::ops::{Exported, Replay};
 use crate::session::history::{self, HistoryEntry};
@@ -39,6 +43,7 @@ impl KernelMcp {
                 execution_count: e.execution_count,
                 generation: e.generation,
                 output: history::output_summary(e),
+                other_client: e.other_client,
             })
             .collect();
         let refs: Vec<(usize, &HistoryEntry)> = src.entries.iter().map(|(i, e)| (*i, e)).collect();
@@ -125,6 +130,33 @@ impl KernelMcp {
                 done.entries,
                 done.bytes,
                 done.path.display()
+            ),
+            &done,
+            vec![],
+        ))
+    }
+
+    /// Keep a live .ipynb of a session at path: rewritten (atomically, 0600) as each run
+    /// finishes, with every output. One notebook per session; another call moves it.
+    #[tool(
+        annotations(destructive_hint = false, open_world_hint = false),
+        output_schema = output::<Mirrored>()
+    )]
+    async fn mirror_notebook(&self, Parameters(p): Parameters<MirrorNotebookParams>) -> ToolResult {
+        let handle = self.registry.get(&p.session_id)?;
+        let mut done = self
+            .registry
+            .mirrors
+            .start(&handle, &PathBuf::from(&p.path))
+            .await?;
+        done.session_id = p.session_id;
+        Ok(render::success(
+            format!(
+                "mirroring session '{}' to {} ({} cells, {} bytes); it is rewritten as each run finishes",
+                done.session_id,
+                done.path.display(),
+                done.entries,
+                done.bytes
             ),
             &done,
             vec![],

@@ -80,6 +80,9 @@ impl KernelMcp {
             kernel_id: p.kernel_id,
             sandbox: p.sandbox,
             sandbox_network: p.sandbox_network,
+            notebook: p.notebook.map(PathBuf::from),
+            notebook_path: p.notebook_path,
+            jupyter_kernel_id: None,
         };
         let info = self.registry.create(req).await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))

@@ -53,6 +53,15 @@ pub struct CreateRequest {
     pub sandbox: Option<crate::kernel::SandboxPolicy>,
     /// Allow outbound network in the sandbox; `None`: the server's.
     pub sandbox_network: Option<bool>,
+    /// With `gateway`: adopt the kernel of the notebook open at this path on that Jupyter
+    /// Server (its `/api/sessions`), instead of naming the kernel by `kernel_id`.
+    pub notebook_path: Option<String>,
+    /// Keep a live `.ipynb` of the session here (see `ops::export::mirror`); relative paths
+    /// are under the session's cwd.
+    pub notebook: Option<PathBuf>,
+    /// The id Jupyter clients will know the session's kernel by (the Jupyter face names a
+    /// kernel it starts before the session exists); `None`: a new UUID.
+    pub jupyter_kernel_id: Option<String>,
 }
 
 /// All sessions of this server process.
@@ -86,6 +95,8 @@ pub struct Registry {
     pub gateways: crate::kernel::remote::Gateways,
     /// The sandbox of a session that does not choose one (`--sandbox`).
     pub sandbox: crate::kernel::Sandbox,
+    /// The sessions' live notebooks (`create_session(notebook)`, `mirror_notebook`).
+    pub mirrors: crate::ops::export::mirror::Mirrors,
 }
 
 impl Registry {
@@ -118,6 +129,7 @@ impl Registry {
             pool: Default::default(),
             gateways: Default::default(),
             sandbox: crate::kernel::Sandbox::NONE,
+            mirrors: Default::default(),
         }
     }
 
@@ -264,45 +276,56 @@ impl Registry {
             check_sandboxable(&req, sandbox, &cwd)?;
         }
         let max_memory_mib = memory_limit(req.max_memory_mib, self.limits.max_memory_mib)?;
-        let (spec, launcher): (KernelSpec, Arc<dyn crate::kernel::KernelLauncher>) =
-            match (&req.gateway, &req.connection_file) {
-                (Some(name), _) => {
-                    let rest = sources::remote::find(&self.gateways, name)?;
-                    sources::remote::remote_spec(rest, &req, startup_timeout).await?
-                }
-                (None, Some(file)) => adopted_spec(&req, file, &cwd, startup_timeout)?,
-                (None, None) if req.kernel_id.is_some() => {
-                    return Err(SessionError::InvalidArgument(
-                        "kernel_id names a kernel on a gateway: give `gateway` too.".into(),
+        let (spec, launcher): (KernelSpec, Arc<dyn crate::kernel::KernelLauncher>) = match (
+            &req.gateway,
+            &req.connection_file,
+        ) {
+            (Some(name), _) => {
+                let rest = sources::remote::find(&self.gateways, name)?;
+                sources::remote::remote_spec(rest, &req, startup_timeout).await?
+            }
+            (None, Some(file)) => adopted_spec(&req, file, &cwd, startup_timeout)?,
+            (None, None) if req.kernel_id.is_some() => {
+                return Err(SessionError::InvalidArgument(
+                    "kernel_id names a kernel on a gateway: give `gateway` too.".into(),
+                ));
+            }
+            (None, _) if req.notebook_path.is_some() => {
+                return Err(SessionError::InvalidArgument(
+                        "notebook_path names a notebook open on a Jupyter Server: give `gateway` (that server's name) too.".into(),
                     ));
+            }
+            (None, None) => {
+                let mut spec = self.resolve_spec(&req, &cwd).await?;
+                if let Some(name) = &environment {
+                    spec.display_name = format!("Python (environment {name})");
                 }
-                (None, None) => {
-                    let mut spec = self.resolve_spec(&req, &cwd).await?;
-                    if let Some(name) = &environment {
-                        spec.display_name = format!("Python (environment {name})");
-                    }
-                    let opts = LaunchOptions {
-                        cwd: cwd.clone(),
-                        env: req.env.clone(),
-                        env_prefix: self.env_prefix.clone(),
-                        startup_timeout,
-                        supervisor: self.supervisor.clone(),
-                        max_memory_mib,
-                        sandbox,
-                    };
-                    let local = LocalLauncher { spec, opts };
-                    (
-                        local.spec.clone(),
-                        self.pool.launcher_for(local, live, &self.limits),
-                    )
-                }
-            };
+                let opts = LaunchOptions {
+                    cwd: cwd.clone(),
+                    env: req.env.clone(),
+                    env_prefix: self.env_prefix.clone(),
+                    startup_timeout,
+                    supervisor: self.supervisor.clone(),
+                    max_memory_mib,
+                    sandbox,
+                };
+                let local = LocalLauncher { spec, opts };
+                (
+                    local.spec.clone(),
+                    self.pool.launcher_for(local, live, &self.limits),
+                )
+            }
+        };
         let desc = SessionDesc {
             id: id.clone(),
             spec,
             cwd,
             launcher,
             journal_dir: self.journal_dir.clone(),
+            kernel_id: req
+                .jupyter_kernel_id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         };
         let mut handle;
         let created_rx;
@@ -328,6 +351,12 @@ impl Registry {
             if after.is_some() {
                 result = handle.renew(Some(after)).await;
             }
+        }
+        if result.is_ok()
+            && let Some(notebook) = &req.notebook
+            && let Err(e) = self.mirrors.start(&handle, notebook).await
+        {
+            result = Err(e);
         }
         if result.is_err() {
             // Nothing half-created remains: end the actor and forget the name — unless the name

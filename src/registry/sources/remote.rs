@@ -128,6 +128,27 @@ fn spec_from(name: &str, spec: &Value, rest: &Rest) -> KernelSpec {
     }
 }
 
+/// The kernel id of the notebook open at `path` on Jupyter Server `rest`.
+/// Errors: `KERNEL_NOT_FOUND` (no such notebook open there, or a server without
+/// `/api/sessions`, such as Kernel Gateway), `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`.
+async fn notebook_kernel(rest: &Rest, path: &str) -> Result<String, SessionError> {
+    let gateway = &rest.gateway().name;
+    let not_found = |why: String| SessionError::KernelNotFound {
+        message: why,
+        details: json!({"gateway": gateway, "notebook_path": path}),
+    };
+    match rest.notebook_kernel(path).await {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => Err(not_found(format!(
+            "No notebook '{path}' is open with a kernel on gateway '{gateway}' (its /api/sessions lists none at that path). Open it there first, or give kernel_id."
+        ))),
+        Err(GatewayError::NotFound { .. }) => Err(not_found(format!(
+            "Gateway '{gateway}' has no /api/sessions (a Kernel Gateway or Enterprise Gateway keeps no notebooks): notebook_path needs a Jupyter Server; give kernel_id instead."
+        ))),
+        Err(e) => Err(session_error(e)),
+    }
+}
+
 /// The spec and launcher of a session on gateway `rest`: a kernel started from `req.kernel`
 /// (else the gateway's default), or the running kernel `req.kernel_id`.
 /// Errors: `INVALID_ARGUMENT`, `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `KERNEL_NOT_FOUND`.
@@ -143,11 +164,20 @@ pub async fn remote_spec(
     }
     let gateway = rest.gateway().name.clone();
     let (specs, default) = kernelspecs(rest).await?;
-    let (name, adopt_id) = match &req.kernel_id {
+    let by_notebook = match &req.notebook_path {
+        Some(_) if req.kernel_id.is_some() => {
+            return Err(SessionError::InvalidArgument(
+                "Give notebook_path or kernel_id to adopt a kernel, not both.".into(),
+            ));
+        }
+        Some(path) => Some(notebook_kernel(rest, path).await?),
+        None => None,
+    };
+    let (name, adopt_id) = match by_notebook.as_ref().or(req.kernel_id.as_ref()) {
         Some(id) => {
             if req.kernel.is_some() || !req.env.is_empty() {
                 return Err(SessionError::InvalidArgument(
-                    "kernel_id adopts a running kernel: give no kernel or env with it.".into(),
+                    "kernel_id and notebook_path adopt a running kernel: give no kernel or env with them.".into(),
                 ));
             }
             let model = rest.kernel(id).await.map_err(|e| match e {

@@ -78,6 +78,7 @@ impl Actor {
                 self.quirks = Quirks::from_kernel_info(&info);
                 self.kernel_info = info;
                 self.kernel = Some(kernel);
+                self.others.clear();
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {

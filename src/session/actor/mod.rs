@@ -46,6 +46,7 @@ use crate::wire::Message;
 mod commands;
 mod expiry;
 mod lifecycle;
+mod others;
 mod running;
 
 /// Longest a message may take to be handed to the kernel's transport.
@@ -64,6 +65,10 @@ pub struct SessionDesc {
     pub launcher: Arc<dyn KernelLauncher>,
     /// Where its history journal goes; `None`: no journal.
     pub journal_dir: Option<PathBuf>,
+    /// The id Jupyter clients know its kernel by (`/api/kernels/{id}`, DESIGN §15): fixed
+    /// for the session's life, across restarts, as a Jupyter server keeps a kernel's id. A
+    /// kernel on a gateway answers with the gateway's own id instead.
+    pub kernel_id: String,
 }
 
 /// A validated execute request.
@@ -150,6 +155,9 @@ pub enum Command {
     CheckExpired(Reply<bool>),
     /// Cancel every queued run (not the running one); replies with their ids.
     ClearQueue(Reply<Vec<RunId>>),
+    /// Interrupt whatever the kernel runs: the current run as [`Command::Interrupt`] does,
+    /// else the kernel itself (another client's cell, e.g. a person's in Jupyter).
+    InterruptKernel(Reply<(SessionInfo, Option<RunId>)>),
     /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the
     /// count, or `INVALID_ARGUMENT` for indices that name no entry (nothing deleted).
     DeleteHistory {
@@ -243,6 +251,11 @@ pub struct Actor {
     expires_after: Option<Duration>,
     /// Start of the current idle period for expiry (see `expiry.rs`).
     idle_since: chrono::DateTime<chrono::Utc>,
+    /// Other clients' cells in progress (see `others.rs`).
+    others: others::OtherCells,
+    /// Bumped whenever the history changes (an entry added, a display updated, entries
+    /// deleted or cleared): what a live notebook mirror waits on.
+    history_version: watch::Sender<u64>,
 }
 
 impl Actor {
@@ -254,6 +267,7 @@ impl Actor {
         limits: Arc<Limits>,
         commands: mpsc::Receiver<Command>,
         created: Reply<Result<SessionInfo, SessionError>>,
+        history_version: watch::Sender<u64>,
     ) -> JoinHandle<()> {
         let now = chrono::Utc::now();
         let mut actor = Actor {
@@ -283,6 +297,8 @@ impl Actor {
             settle_waiters: Vec::new(),
             expires_after: None,
             idle_since: now,
+            others: Default::default(),
+            history_version,
         };
         runtime.spawn(async move {
             actor.journal = actor.open_journal();
@@ -503,12 +519,19 @@ impl Actor {
             attached: self.desc.launcher.adopts(),
             location: self.desc.launcher.location().to_string(),
             sandbox: self.desc.launcher.sandbox(),
-            kernel_id: self
-                .kernel
-                .as_ref()
-                .and_then(|k| k.kernel_id())
-                .map(String::from),
+            kernel_id: Some(
+                self.kernel
+                    .as_ref()
+                    .and_then(|k| k.kernel_id())
+                    .unwrap_or(&self.desc.kernel_id)
+                    .to_string(),
+            ),
         }
+    }
+
+    /// Tell whoever watches the history (a notebook mirror) that it changed.
+    fn history_changed(&self) {
+        self.history_version.send_modify(|v| *v = v.wrapping_add(1));
     }
 }
 

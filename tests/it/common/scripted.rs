@@ -214,6 +214,7 @@ async fn session_of(
             adopts,
         }),
         journal_dir: None,
+        kernel_id: "scripted-kernel".into(),
     };
     let (handle, created) = SessionHandle::spawn(
         &tokio::runtime::Handle::current(),
