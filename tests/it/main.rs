@@ -26,6 +26,7 @@ mod history_files;
 mod history_ranges;
 mod http_transport;
 mod install_cli;
+mod jupyter_face;
 mod kernel_secrets;
 mod kernels_bash;
 mod kernels_octave;

@@ -538,6 +538,7 @@ pub mod fake;
 pub mod gateways;
 pub mod history;
 pub mod http;
+pub mod jupyter;
 pub mod kernels;
 pub mod raw;
 pub mod schemas;
