@@ -50,6 +50,11 @@ async fn jupyter_server_on_the_service_runs_a_persons_cell_in_the_agents_namespa
         .open_notebook("agent.ipynb", json!({"id": kernel_id}))
         .await;
     assert_eq!(nb["kernel"]["id"], kernel_id.as_str(), "{nb}");
+    // Choosing the session's kernelspec for a notebook attaches it to the same kernel.
+    let picked = js
+        .open_notebook("picked.ipynb", json!({"name": "kernel-mcp-session.agent"}))
+        .await;
+    assert_eq!(picked["kernel"]["id"], kernel_id.as_str(), "{picked}");
     let (_, kernels) = rest("GET", &js.url("/api/kernels"), Some(&js.token), None).await;
     assert!(
         kernels

@@ -27,6 +27,7 @@ mod history_ranges;
 mod http_transport;
 mod install_cli;
 mod jupyter_face;
+mod jupyterlab_browser;
 mod kernel_secrets;
 mod kernels_bash;
 mod kernels_octave;
