@@ -11,13 +11,13 @@ pub struct CreateSessionParams {
     /// Session name (1-64 of A-Za-z0-9._-).
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Kernelspec name (list_kernels). Omitted: the default.
+    /// Kernelspec name (list_kernels).
     #[serde(default)]
     pub kernel: Option<String>,
-    /// Python interpreter or venv to run ipykernel from.
+    /// Python interpreter or venv.
     #[serde(default)]
     pub python: Option<String>,
-    /// A registered environment (list_environments).
+    /// Registered environment name.
     #[serde(default)]
     pub environment: Option<String>,
     /// Kernel working directory.
@@ -35,7 +35,7 @@ pub struct CreateSessionParams {
     /// Idle seconds until shut down (0 = never).
     #[serde(default)]
     pub expires_after_s: Option<f64>,
-    /// Adopt a running kernel's connection file.
+    /// Connection file to adopt.
     #[serde(default)]
     pub connection_file: Option<String>,
     /// A --gateway name (list_kernels).
@@ -49,10 +49,10 @@ pub struct CreateSessionParams {
     pub sandbox: Option<crate::kernel::SandboxPolicy>,
     #[serde(default)]
     pub sandbox_network: Option<bool>,
-    /// Keep a live .ipynb of the session here.
+    /// Live .ipynb to keep.
     #[serde(default)]
     pub notebook: Option<String>,
-    /// With gateway: adopt the kernel of this open notebook.
+    /// Adopt this notebook's kernel (gateway).
     #[serde(default)]
     pub notebook_path: Option<String>,
 }
