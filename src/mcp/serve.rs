@@ -219,6 +219,12 @@ pub async fn serve_http_on(
     }
     tracing::info!("serving MCP over streamable HTTP at http://{addr}/mcp");
     let shutdown = ct.clone();
+    // No Nagle delay: a websocket's small frames (a kernel's status and reply) go out at once,
+    // instead of waiting up to 40 ms for the peer's delayed ACK.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             stop.await;
