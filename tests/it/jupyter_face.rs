@@ -204,10 +204,41 @@ async fn the_face_speaks_v1_directly_and_every_route_needs_the_token() {
     let plain = person_runs(&ws, &face.token, "json", "print(y * 4)").await;
     assert_eq!(plain["subprotocol"], Value::Null, "{plain}");
     assert_eq!(plain["stdout"], "20\n", "{plain}");
+    // A person's long cell is interrupted through the API (no run of the agent is current):
+    // the kernel stops it and keeps its state.
+    let sleeper = {
+        let (ws, token) = (ws.clone(), face.token.clone());
+        tokio::spawn(
+            async move { person_runs(&ws, &token, "v1", "import time; time.sleep(60)").await },
+        )
+    };
+    // Interrupt until the cell stops: a SIGINT that comes before the kernel runs the cell is
+    // lost (ipykernel only interrupts running code), so it is repeated.
+    let t0 = std::time::Instant::now();
+    let mut sleeper = sleeper;
+    let slept = loop {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let interrupt = format!("{}/interrupt", face.url(&k));
+        let (status, _) = rest("POST", &interrupt, Some(&face.token), None).await;
+        assert_eq!(status, 204);
+        if let Ok(done) = tokio::time::timeout(Duration::from_millis(500), &mut sleeper).await {
+            break done.unwrap();
+        }
+    };
+    assert_eq!(slept["reply"], "error", "interrupted: {slept}");
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    let r = agent
+        .call(
+            "execute",
+            json!({"session_id": "shared", "code": "print(y)"}),
+        )
+        .await;
+    assert_eq!(r["stdout"], "5\n", "the state is kept: {r}");
+
     let h = agent
         .call(
             "get_history",
-            json!({"session_id": "shared", "latest_n": 2}),
+            json!({"session_id": "shared", "latest_n": 4}),
         )
         .await;
     let codes: Vec<&str> = h["entries"]
@@ -216,7 +247,16 @@ async fn the_face_speaks_v1_directly_and_every_route_needs_the_token() {
         .iter()
         .map(|e| e["code"].as_str().unwrap())
         .collect();
-    assert_eq!(codes, ["print(y * 3)", "print(y * 4)"], "{h}");
+    assert_eq!(
+        codes,
+        [
+            "print(y * 3)",
+            "print(y * 4)",
+            "import time; time.sleep(60)",
+            "print(y)"
+        ],
+        "{h}"
+    );
     face.stop().await;
 }
 

@@ -3,7 +3,8 @@
 //! A session with `expires_after` set expires once it has been idle that long: no run
 //! executing or queued, and no command from a client (reading `get_session`/`list_sessions`
 //! does not count; the reaper's own check never does). A busy session restarts its idle
-//! clock at every check, so a long run never expires under the agent's feet. The actor only
+//! clock at every check, so a long run never expires under the agent's feet; so does another
+//! client's cell in progress (a person's, `others.rs`). The actor only
 //! answers "expired or not"; the registry then files the session as expired and destroys it.
 
 use super::*;
@@ -21,7 +22,11 @@ impl Actor {
             return false;
         }
         let now = chrono::Utc::now();
-        if self.runs.current().is_some() || self.runs.queue_len() > 0 || self.starting.is_some() {
+        if self.runs.current().is_some()
+            || self.runs.queue_len() > 0
+            || self.starting.is_some()
+            || self.others.any_open()
+        {
             self.idle_since = now;
             return false;
         }

@@ -31,6 +31,11 @@ impl OtherCells {
         self.open.iter().position(|(p, _)| p == parent)
     }
 
+    /// True while another client's cell runs (the session is not idle for expiry).
+    pub(super) fn any_open(&self) -> bool {
+        !self.open.is_empty()
+    }
+
     /// Forget every open cell (the kernel they ran in is gone).
     pub(super) fn clear(&mut self) {
         self.open.clear();
