@@ -7,6 +7,8 @@
 #   make test       make kernels, then cargo test --all-targets --features test-kernel (which builds
 #                   the fake-kernel test binary) against the ./.venv Python environment, then the
 #                   MCP suites once more through the shared service (serve --shared)
+#   make broker-deps  the broker tests' reference MCP server (server-everything) and Node 22,
+#                   from npm into tests/broker/node_modules (idempotent); part of `make test`
 #   make conformance  the official MCP conformance suite (from npm, with Node 22) against the HTTP
 #                   transport; part of `make test`
 #   make gateways   install Jupyter Kernel Gateway + Jupyter Server + JupyterLab into ./.venv-gw
@@ -16,9 +18,13 @@
 #                   to drive Debian's chromium in tests/it/jupyterlab_browser.rs; part of `make test`
 #   make jupyterlab-shot  JupyterLab in headless Chromium on an agent's session: runs that test and
 #                   copies its screenshot (target/jupyterlab/) to docs/jupyterlab-session.png
-#   make demo       run examples/quickstart.rs (an MCP client driving kernel-mcp)
+#   make demo       build and run examples/quickstart.rs (an MCP client driving kernel-mcp; the
+#                   `demo` feature's binary, so nothing test-only is compiled)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
 #   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
+#   make mcpb       the MCP Bundle target/mcpb/kernel-mcp-VERSION.mcpb (release build; manifest
+#                   validated and packed by the official mcpb CLI from npm); part of `make test`
+#                   with MCPB_PROFILE=dev
 #   make wheel      the Python binary wheel (maturin, release build) into target/wheels/
 #   make wheel-test make wheel, install it into a fresh venv and run it from a bare environment;
 #                   also `cargo install --path .` into a temp root (exactly one binary).
@@ -70,7 +76,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv kernels apt-kernels gateways browser jupyterlab-shot build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test
+.PHONY: help venv .venv kernels apt-kernels gateways broker-deps browser jupyterlab-shot build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -161,19 +167,30 @@ jupyterlab-shot: $(STAMP) apt-kernels gateways browser
 	cp target/jupyterlab/jupyterlab-session.png docs/jupyterlab-session.png
 	@echo "docs/jupyterlab-session.png updated"
 
+# The broker tests (tests/it/broker*.rs) call @modelcontextprotocol/server-everything on
+# Node 22, both from npm, pinned by tests/broker/package-lock.json; installed once.
+BROKER_STAMP := tests/broker/node_modules/.installed.stamp
+broker-deps: $(BROKER_STAMP)
+
+$(BROKER_STAMP): tests/broker/package-lock.json
+	cd tests/broker && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 build:
 	$(CARGO) build
 
 # The MCP suites run a second time through `serve --shared` (the per-user service and the
 # stdio relay), each test with a service of its own.
-SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust
+SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust \
+  history_files history_export tasks resources broker broker_lifecycle
 
-test: $(STAMP) kernels gateways browser
+test: $(STAMP) kernels gateways broker-deps browser
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel --test it \
 	  -- --test-threads=$(TEST_THREADS) $(addsuffix ::,$(SHARED_SUITES))
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory wheel-test WHEEL_PROFILE=dev
+	$(MAKE) --no-print-directory mcpb MCPB_PROFILE=dev
 
 # The official MCP conformance suite (Node 22 and the suite from npm, pinned by
 # tests/conformance/package-lock.json) against `serve --transport http`; see
@@ -182,9 +199,20 @@ conformance: $(STAMP)
 	$(CARGO) build --bin kernel-mcp
 	$(RUN_ENV) tests/conformance/run.sh target/debug/kernel-mcp
 
+# The MCP Bundle: mcpb/manifest.json and the kernel-mcp binary, validated and packed by the
+# official mcpb CLI (npm, pinned by mcpb/package-lock.json, installed into mcpb/node_modules).
+# `make test` packs the debug binary of its own build (MCPB_PROFILE=dev).
+MCPB_PROFILE ?= release
+MCPB_DIR     := $(if $(filter dev,$(MCPB_PROFILE)),debug,$(MCPB_PROFILE))
+mcpb:
+	$(CARGO) build --profile $(MCPB_PROFILE) --bin kernel-mcp
+	mcpb/build.sh target/$(MCPB_DIR)/kernel-mcp target/mcpb
+
+# The quickstart is a binary behind the `demo` feature: building it compiles the server's own
+# dependencies and nothing test-only.
 demo: $(STAMP)
-	$(CARGO) build --bins --examples
-	$(RUN_ENV) $(CARGO) run --example quickstart
+	$(CARGO) build --features demo --bin kernel-mcp --bin quickstart
+	$(RUN_ENV) target/debug/quickstart
 
 # --bins: `--examples` alone does not build the kernel-mcp binary the bench spawns.
 bench: $(STAMP) gateways

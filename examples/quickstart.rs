@@ -9,11 +9,15 @@
 //! Run it with `make demo` (which prepares ./.venv with ipykernel and sets VIRTUAL_ENV), or:
 //!
 //! ```text
-//! cargo build && VIRTUAL_ENV=$PWD/.venv cargo run --example quickstart [-- <kernel-mcp args>]
+//! VIRTUAL_ENV=$PWD/.venv cargo run --features demo --bin quickstart [-- <kernel-mcp args>]
 //! ```
 //!
-//! The server binary is looked up next to this example's executable
-//! (`target/<profile>/examples/quickstart` → `target/<profile>/kernel-mcp`); set
+//! It is a binary behind the `demo` feature rather than an example, so that building it
+//! compiles no test-only crate (examples are built with every dev-dependency), and it talks
+//! to the server over the child's pipes with the library's own rmcp client.
+//!
+//! The server binary is looked up next to this executable
+//! (`target/<profile>/quickstart` → `target/<profile>/kernel-mcp`); set
 //! `KERNEL_MCP_BIN` to use another one. Extra command-line arguments are passed to the
 //! server (e.g. `--kernelspec-dir DIR`). The plot is saved to `target/quickstart-plot.png`.
 //! Exits non-zero, with a message and the server's stderr tail, if a step misbehaves.
@@ -26,7 +30,6 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
@@ -61,10 +64,8 @@ fn server_binary() -> Res<PathBuf> {
         return Ok(PathBuf::from(p));
     }
     let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("cannot locate the target directory from the example's path")?;
+    let profile_dir =
+        profile_dir(&exe).ok_or("cannot locate the target directory from this program's path")?;
     let bin = profile_dir.join(format!("kernel-mcp{}", std::env::consts::EXE_SUFFIX));
     if !bin.exists() {
         return Err(format!(
@@ -76,11 +77,21 @@ fn server_binary() -> Res<PathBuf> {
     Ok(bin)
 }
 
+/// `target/<profile>/` from this program's path (`…/quickstart`, or `…/examples/quickstart`).
+fn profile_dir(exe: &Path) -> Option<&Path> {
+    let dir = exe.parent()?;
+    if dir.file_name().is_some_and(|n| n == "examples") {
+        dir.parent()
+    } else {
+        Some(dir)
+    }
+}
+
 /// Where to save the plot: `target/quickstart-plot.png` (next to `target/<profile>/`).
 fn plot_path() -> PathBuf {
     std::env::current_exe()
         .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_path_buf()))
+        .and_then(|exe| Some(profile_dir(&exe)?.parent()?.to_path_buf()))
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
         .join("quickstart-plot.png")
 }
@@ -94,13 +105,18 @@ async fn run(stderr_tail: Arc<Mutex<Vec<u8>>>) -> Res<()> {
         Err(_) => println!("VIRTUAL_ENV not set: kernel-mcp uses $CONDA_PREFIX or ./.venv"),
     }
 
-    let mut cmd = tokio::process::Command::new(&bin);
-    cmd.args(&server_args);
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
+    let mut child = tokio::process::Command::new(&bin)
+        .args(&server_args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .kill_on_drop(true)
         .spawn()?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err("the server's stdin and stdout are not pipes".into());
+    };
     // Keep the last 16 KiB of the server's log for error reports (and never let the pipe fill).
-    if let Some(mut stderr) = stderr {
+    if let Some(mut stderr) = child.stderr.take() {
         tokio::spawn(async move {
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf).await {
@@ -114,7 +130,8 @@ async fn run(stderr_tail: Arc<Mutex<Vec<u8>>>) -> Res<()> {
             }
         });
     }
-    let client: Client = ().serve(transport).await?;
+    // MCP over the child's pipes: newline-delimited JSON-RPC, as an agent's client speaks it.
+    let client: Client = ().serve((stdout, stdin)).await?;
     if let Some(info) = client.peer_info() {
         let (name, version) = info
             .server_info
@@ -129,6 +146,7 @@ async fn run(stderr_tail: Arc<Mutex<Vec<u8>>>) -> Res<()> {
     let outcome = steps(&client).await;
     // Close stdin; the server shuts its kernels down and exits.
     let _ = client.cancel().await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait()).await;
     outcome
 }
 

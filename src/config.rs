@@ -15,8 +15,11 @@ pub struct Limits {
     pub stream_bytes: usize,
     /// Output kept per run (bytes).
     pub stored_bytes_per_run: usize,
-    /// Largest image returned inline (decoded bytes).
+    /// Largest image returned inline (decoded bytes); a larger one is scaled down to fit.
     pub max_image_bytes: usize,
+    /// Longest side of an image the agent gets (pixels; `--image-max-px`): a larger one is
+    /// scaled down, and the original stays the run's resource.
+    pub image_max_px: u32,
     /// Runs waiting per session beyond the running one.
     pub queue_length: usize,
     /// Sessions per server; one more is `LIMIT_EXCEEDED`.
@@ -37,6 +40,13 @@ pub struct Limits {
     pub default_expires_after_s: Option<u64>,
 }
 
+/// Output kept per run (bytes); beyond it, output is dropped with a notice.
+pub const MAX_STORED_BYTES: usize = 64 * 1024 * 1024;
+
+/// The default of `--image-max-px`: what vision models read images at anyway (about 1.15
+/// megapixels for a 4:3 figure), so a larger image only costs the agent's context.
+pub const DEFAULT_IMAGE_MAX_PX: u32 = 1568;
+
 /// The service's default idle expiry of a session: one day.
 pub const SERVICE_EXPIRES_AFTER_S: u64 = 86_400;
 
@@ -46,8 +56,9 @@ impl Default for Limits {
             max_code_bytes: 1024 * 1024,
             default_wait_s: 50.0,
             stream_bytes: 20_000,
-            stored_bytes_per_run: crate::session::run::MAX_STORED_BYTES,
+            stored_bytes_per_run: MAX_STORED_BYTES,
             max_image_bytes: 1024 * 1024,
+            image_max_px: DEFAULT_IMAGE_MAX_PX,
             queue_length: 64,
             max_sessions: 64,
             max_memory_mib: 4096,

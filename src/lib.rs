@@ -1,20 +1,28 @@
 //! kernel-mcp: an MCP server giving AI agents named, persistent sessions on real Jupyter kernels.
 //!
 //! Layers, top to bottom (user-facing reference: `docs/`):
-//! - [`mcp`]: tool parameters → session calls; records → `CallToolResult`.
+//! - [`mcp`]: tool parameters → registry and session calls; records → `CallToolResult`.
 //! - [`service`]: the per-user service (Unix socket, and HTTP behind a token), the `--shared`
 //!   stdio relay.
 //! - [`jupyter`]: the service's Jupyter face (the Jupyter Server kernels API and channels
 //!   websocket beside `/mcp`), so Jupyter's own clients reach the sessions.
-//! - [`session`]: one actor per session: queue, runs, history, generation, registry.
+//! - [`ops`]: operations on a session built from several actor calls (files, variables,
+//!   packages, history sources and exports, checkpoints).
+//! - [`registry`]: which sessions exist and who may reach them (keys made only by the
+//!   caller's scope), the one run index, expiry, and where kernels come from.
+//! - [`session`]: one actor per session: queue, runs, history, generation.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
+//!
+//! Beside the layers, [`broker`] lets code in a local Python kernel call other MCP servers'
+//! tools (`from kernel_mcp import mcp`), hooked into kernel launch and the session actor.
 //!
 //! [`secrets`] keeps kernel-mcp's tokens out of every process it starts for code. [`trust`]
 //! says whether a directory or a socket's peer may be trusted with our code (the service's
 //! socket; both its ends check). [`instance`] is this process's identity (`server_instance`,
 //! `started_at`); [`memory`] hands the heap's freed pages back to the OS.
 
+pub mod broker;
 pub mod config;
 pub mod instance;
 pub mod jupyter;

@@ -104,6 +104,8 @@ async fn start_gateway() -> Res<Gateway> {
         child,
         _dir: dir,
     };
+    // The build's one rustls provider (as kernel-mcp installs it).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(90);
     while Instant::now() < deadline {

@@ -11,9 +11,11 @@
 //!   (f) `--sessions` sessions × `--per` executes at once: p50, p99, executes/s and the
 //!       client's (kernel-mcp server's) CPU time per execute;
 //!   (g) through the service relay (`serve --shared`) vs direct stdio;
-//!   (h) tools/list bytes (full, `--tools minimal`) and a trivial result's text bytes;
+//!   (h) tools/list bytes (default, all, minimal, code) and a trivial result's text bytes;
 //!   (i) on a Jupyter Kernel Gateway started for the run: cold start and `execute 1+1`,
-//!       kernel-mcp (`--gateway`) next to a plain Python websockets client (gateway.rs).
+//!       kernel-mcp (`--gateway`) next to a plain Python websockets client (gateway.rs);
+//!   (j) the broker: `mcp.call` of server-everything's `echo` from a cell, next to the same
+//!       call from an rmcp client straight to the server (broker.rs).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -26,6 +28,7 @@
 //! `$VIRTUAL_ENV/bin/python`, else `./.venv/bin/python`), `KERNEL_MCP_BENCH_KERNEL`
 //! (kernelspec name, default python3).
 
+mod broker;
 mod gateway;
 mod mcp_side;
 mod raw;
@@ -60,6 +63,8 @@ pub struct Opts {
     pub no_relay: bool,
     /// Skip the Kernel Gateway rows.
     pub no_gateway: bool,
+    /// Skip the broker rows.
+    pub no_broker: bool,
 }
 
 #[tokio::main]
@@ -83,6 +88,7 @@ fn parse_opts() -> Res<Opts> {
         raw_reference: false,
         no_relay: false,
         no_gateway: false,
+        no_broker: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -99,10 +105,11 @@ fn parse_opts() -> Res<Opts> {
             "--raw-reference" => o.raw_reference = true,
             "--no-relay" => o.no_relay = true,
             "--no-gateway" => o.no_gateway = true,
+            "--no-broker" => o.no_broker = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
-                     --sessions --per --json --raw-reference --no-relay --no-gateway)"
+                     --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker)"
                 )
                 .into());
             }
@@ -180,9 +187,17 @@ async fn run() -> Res<()> {
         eprintln!("bench: starting a Kernel Gateway for the remote rows");
         gateway::measure(&bin, &o).await?
     };
+    let br = if o.no_broker {
+        None
+    } else {
+        broker::measure(&bin, &o).await?
+    };
     let elapsed = total.elapsed();
 
-    let rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
+    let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
+    if let Some(b) = &br {
+        rows.extend(table::broker_rows(&o, b));
+    }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
     println!(
@@ -199,6 +214,7 @@ async fn run() -> Res<()> {
             "raw": raw,
             "jupyter_client": jc,
             "kernel_gateway": gw.as_ref().map(gateway::Figures::raw_json),
+            "broker": br.as_ref().map(broker::Figures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

@@ -384,16 +384,18 @@ pub(crate) async fn close(client: Client, pid: Option<u32>) {
     }
 }
 
-/// (h) The size of `tools/list` (its JSON) for the full and the minimal toolset.
+/// (h) The size of `tools/list` (its JSON) for each toolset, with its cap (docs/tools.md).
 async fn tools_list_sizes(bin: &Path) -> Res<Vec<(&'static str, usize, usize, usize)>> {
     let mut out = Vec::new();
     for (label, args, cap) in [
-        ("full", &[][..], 24_000usize),
+        ("default", &[][..], 16_000usize),
+        ("--tools all", &["serve", "--tools", "all"][..], usize::MAX),
         (
             "--tools minimal",
             &["serve", "--tools", "minimal"][..],
             5_000,
         ),
+        ("--tools code", &["serve", "--tools", "code"][..], 4_000),
     ] {
         let (client, _) = spawn_with(bin, args, &[]).await?;
         let tools = client.list_all_tools().await?;
@@ -422,7 +424,7 @@ pub(crate) async fn spawn_with(
     Ok((client, pid))
 }
 
-async fn create(client: &Client, id: &str, kernel: &str) -> Res<CallToolResult> {
+pub(crate) async fn create(client: &Client, id: &str, kernel: &str) -> Res<CallToolResult> {
     let r = call(
         client,
         "create_session",

@@ -282,6 +282,33 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
     rows
 }
 
+/// (j) The broker rows: a cell's `mcp.call` in the kernel-mcp column, the direct rmcp call in
+/// the raw column.
+pub fn broker_rows(o: &Opts, b: &crate::broker::Figures) -> Vec<Row> {
+    [
+        ("p50", median(&b.cell_ms), median(&b.direct_ms)),
+        (
+            "p95",
+            percentile(&b.cell_ms, 95),
+            percentile(&b.direct_ms, 95),
+        ),
+    ]
+    .into_iter()
+    .map(|(what, cell, direct)| {
+        Row::new(
+            format!(
+                "broker: mcp.call echo from a cell, {what} (n={}) | rmcp client direct",
+                o.n
+            ),
+            Unit::Ms,
+            cell,
+            direct,
+            None,
+        )
+    })
+    .collect()
+}
+
 pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) {
     println!();
     println!(

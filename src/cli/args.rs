@@ -85,9 +85,10 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub allowed_hosts: Vec<String>,
-    /// `full` (every tool) or `minimal` (create_session, execute, get_execution,
-    /// send_input, interrupt_session, restart_session, list_sessions).
-    #[arg(long, env = "KERNEL_MCP_TOOLS", default_value = "full")]
+    /// `default` (the everyday tools), `all`, `minimal` or `code`, plus named sets
+    /// (`environments`, `checkpoints`, `service`, `fresh`, `completion`, `history`),
+    /// comma-separated: `--tools default,environments`. See docs/tools.md.
+    #[arg(long, env = "KERNEL_MCP_TOOLS", default_value = "default")]
     pub tools: Toolset,
     /// Relay stdio to the per-user service (started when none runs), so sessions outlive
     /// this process and are shared with other clients.
@@ -133,6 +134,14 @@ pub struct SessionArgs {
     /// Let sandboxed sessions reach the network (and let a session ask for it).
     #[arg(long, env = "KERNEL_MCP_SANDBOX_NETWORK")]
     pub sandbox_network: bool,
+    /// Longest side, in pixels, of an image the agent gets: larger ones are scaled down (the
+    /// original stays the run's resource).
+    #[arg(long, env = "KERNEL_MCP_IMAGE_MAX_PX", default_value_t = kernel_mcp::config::DEFAULT_IMAGE_MAX_PX,
+          value_parser = clap::value_parser!(u32).range(16..=65535))]
+    pub image_max_px: u32,
+    /// `--mcp-config`, `--mcp-scope`: the broker (kernel code calling MCP tools).
+    #[command(flatten)]
+    pub broker: kernel_mcp::broker::BrokerArgs,
 }
 
 impl SessionArgs {
@@ -144,14 +153,21 @@ impl SessionArgs {
         }
     }
 
-    /// `--sandbox` and `--sandbox-network` for a service this process starts, so it
-    /// sandboxes as asked here.
+    /// `--sandbox`, `--sandbox-network` and the broker's flags for a service this process
+    /// starts, so it sandboxes and brokers as asked here.
     pub fn service_flags(&self) -> Vec<std::ffi::OsString> {
         let mut flags: Vec<std::ffi::OsString> =
             vec!["--sandbox".into(), self.sandbox.as_str().into()];
         if self.sandbox_network {
             flags.push("--sandbox-network".into());
         }
+        if self.image_max_px != kernel_mcp::config::DEFAULT_IMAGE_MAX_PX {
+            flags.extend([
+                "--image-max-px".into(),
+                self.image_max_px.to_string().into(),
+            ]);
+        }
+        flags.extend(self.broker.service_flags());
         flags
     }
 }
@@ -170,6 +186,10 @@ pub struct ServiceArgs {
     /// (`kernel-mcp token` prints it).
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<SocketAddr>,
+    /// Close an HTTP MCP session idle this many seconds when it holds no default session
+    /// (one that does lives until the client deletes it or the default expires).
+    #[arg(long, env = "KERNEL_MCP_HTTP_KEEP_ALIVE_S", default_value_t = 300)]
+    pub http_keep_alive_s: u64,
     #[command(flatten)]
     pub token: TokenArgs,
     #[command(flatten)]
@@ -338,7 +358,7 @@ mod tests {
             &["serve", "--tools", "minimal", "--pool", "python3=2"][..],
         ] {
             let s = serve_of(parse(args).expect("parses"));
-            assert_eq!(s.tools, Toolset::Minimal, "{args:?}");
+            assert_eq!(s.tools, Toolset::minimal(), "{args:?}");
             assert_eq!(
                 s.sessions.pool,
                 vec![("python3".to_string(), 2)],

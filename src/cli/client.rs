@@ -80,7 +80,7 @@ pub struct Answer {
 
 /// One connection to the service.
 pub struct Client {
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, rmcp::model::ClientConfig>,
 }
 
 impl Client {
@@ -91,7 +91,10 @@ impl Client {
             .await
             .map_err(|e| CliError::Service(e.to_string()))?;
         let (read, write) = stream.into_split();
-        let service = tokio::time::timeout(CALL_DEADLINE, ().serve((read, write)))
+        // Every tool of the service (the console completes, `session renew` renews), whatever
+        // toolset the service gives agents.
+        let me = kernel_mcp::mcp::toolset::client_config(kernel_mcp::mcp::Toolset::all());
+        let service = tokio::time::timeout(CALL_DEADLINE, me.serve((read, write)))
             .await
             .map_err(|_| {
                 CliError::Service("the kernel-mcp service did not answer initialize".into())

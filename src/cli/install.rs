@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use kernel_mcp::kernel::env_prefix::{EnvCandidate, EnvSource};
-use kernel_mcp::ops::files::{FileError, WriteOptions, write_file_blocking};
+use kernel_mcp::ops::files::{FileError, FileMode, WriteOptions, write_file_blocking};
 
 use super::ordered_json::Json;
 
@@ -262,7 +262,7 @@ pub fn update_toml(old: Option<&str>, name: &str, entry: &Entry) -> Result<Chang
 /// file is 0600 (a client's config can hold credentials).
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), FileError> {
     let opts = WriteOptions {
-        new_mode: 0o600,
+        mode: FileMode::KeepNewPrivate,
         sync: true,
     };
     write_file_blocking(path, text.as_bytes(), opts)

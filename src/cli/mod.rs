@@ -1,5 +1,6 @@
 //! The binary's command line. [`args`] is its shape (clap: every option, its environment
-//! variable and default, once); [`dispatch`] runs a parsed command on the runtime it needs;
+//! variable and default, once); [`dispatch`] runs a parsed command on the runtime it needs, with the
+//! [`context`] every command shares;
 //! [`serve`] holds the serving commands (`serve`, `serve --shared`, `service`).
 //!
 //! The rest is for people (not the MCP server): `doctor` checks the setup, `install` writes an
@@ -11,6 +12,7 @@
 pub mod args;
 pub mod client;
 pub mod console;
+pub mod context;
 pub mod dispatch;
 pub mod doctor;
 pub mod env;

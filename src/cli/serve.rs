@@ -17,7 +17,7 @@ use kernel_mcp::service::listener::ServiceOptions;
 use kernel_mcp::service::paths::{ServicePaths, default_socket};
 
 use super::args::{ServeArgs, ServiceArgs, SessionArgs, TokenArgs, Transport};
-use super::dispatch::{Context, Failure};
+use super::context::{Context, Failure};
 
 /// `kernel-mcp serve` (not `--shared`): MCP on a registry of this process.
 pub fn serve(ctx: Context, args: ServeArgs) -> Result<(), Failure> {
@@ -31,6 +31,7 @@ pub fn serve(ctx: Context, args: ServeArgs) -> Result<(), Failure> {
     };
     let limits = Limits {
         max_memory_mib: args.sessions.max_memory_mib,
+        image_max_px: args.sessions.image_max_px,
         ..Limits::default()
     };
     let (transport, tools) = (args.transport, args.tools);
@@ -63,10 +64,12 @@ pub fn service(ctx: Context, args: ServiceArgs) -> Result<(), Failure> {
         paths: ServicePaths::new(args.socket.clone().unwrap_or_else(default_socket)),
         idle_exit: (args.idle_exit_s > 0).then(|| std::time::Duration::from_secs(args.idle_exit_s)),
         http,
+        http_keep_alive: std::time::Duration::from_secs(args.http_keep_alive_s.max(1)),
     };
     let limits = Limits {
         default_expires_after_s: Some(kernel_mcp::config::SERVICE_EXPIRES_AFTER_S),
         max_memory_mib: sessions.max_memory_mib,
+        image_max_px: sessions.image_max_px,
         ..Limits::default()
     };
     serve_registry(ctx, limits, &sessions, |registry| async move {
@@ -173,7 +176,10 @@ where
         ..
     } = ctx;
     let mut registry = Registry::new(search, env_prefix, limits, runtimes.sessions())
-        .with_sandbox(sessions.sandbox());
+        .with_sandbox(sessions.sandbox())
+        .with_broker(kernel_mcp::broker::BrokerSettings::from_args(
+            &sessions.broker,
+        ));
     match std::env::current_exe() {
         Ok(exe) => registry = registry.with_supervisor(exe),
         Err(e) => tracing::warn!("kernels run unsupervised: {e}"),

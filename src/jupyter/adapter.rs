@@ -3,15 +3,19 @@
 //! acts on them only through the calls below, so that re-pointing the face at a new registry
 //! API means changing this file alone.
 //!
+//! What the face sees: it has a connection's [`Scope`] of its own (the face never makes a
+//! `default`, and may not name one), so `/api/kernels` lists the **named** sessions — the
+//! ones every holder of the service's token reaches by name over `/mcp` too — and never an
+//! MCP connection's own `default`, which is private to that connection (DESIGN §12).
+//!
 //! Registry calls made here, and nowhere else in `jupyter/`:
-//! - [`RegistryView::connection`] once, for the face's own view (it never makes a `default`);
-//! - `view.list()` — every session's [`SessionInfo`] (named ones, and the face's own
-//!   `default`, which never exists);
-//! - `view.get(session_id)` — the [`SessionHandle`] of a named session;
-//! - `view.create(CreateRequest)` — `POST /api/kernels`;
-//! - `view.destroy(session_id)` — `DELETE /api/kernels/{id}`;
-//! - `registry.search.list()` / `registry.default_kernel()` — `/api/kernelspecs`;
-//! - `registry.gateways` — the gateway a remote session's kernel lives on, for the relay's
+//! - [`Scope::connection`] once, for the face's own view;
+//! - `registry.list(viewer)` — every session the face sees;
+//! - `registry.get(key)` — the [`SessionHandle`] of a named session;
+//! - `registry.create(key, source, options)` — `POST /api/kernels`;
+//! - `registry.destroy(key)` — `DELETE /api/kernels/{id}`;
+//! - `sources().search` / `sources().default_kernel()` — `/api/kernelspecs`;
+//! - `sources().gateways` — the gateway a remote session's kernel lives on, for the relay's
 //!   own websocket to it.
 //!
 //! On a handle: `info()`, `history(None, None)` (is an agent's run in it?),
@@ -23,8 +27,9 @@ use std::sync::Arc;
 
 use crate::kernel::KernelSpec;
 use crate::kernel::remote::Rest;
-use crate::registry::scope::RegistryView;
-use crate::registry::{CreateRequest, Registry};
+use crate::registry::scope::Scope;
+use crate::registry::scope::key::DEFAULT_SESSION;
+use crate::registry::{KernelSource, Registry, SessionOptions};
 use crate::session::{SessionError, SessionHandle, SessionInfo};
 
 /// A session as the face finds it: its handle and what it said about itself.
@@ -50,20 +55,20 @@ pub struct StartKernel {
 /// The registry as the Jupyter face sees it.
 #[derive(Clone)]
 pub struct Sessions {
-    view: RegistryView,
+    scope: Scope,
 }
 
 impl Sessions {
     /// The face's view of `registry`.
     pub fn new(registry: Arc<Registry>) -> Sessions {
         Sessions {
-            view: RegistryView::connection(registry),
+            scope: Scope::connection(registry),
         }
     }
 
-    /// Every session the face may show, sorted by session id.
+    /// Every session the face may show (the named ones), sorted by session id.
     pub async fn list(&self) -> Vec<SessionInfo> {
-        self.view.list().await
+        self.scope.registry().list(self.scope.viewer()).await
     }
 
     /// The session whose kernel is `kernel_id`, if any.
@@ -73,36 +78,55 @@ impl Sessions {
             .await
             .into_iter()
             .find(|i| i.kernel_id.as_deref() == Some(kernel_id))?;
-        let handle = self.view.get(&info.session_id).ok()?;
+        let handle = self.get(&info.session_id).ok()?;
         Some(Found { handle, info })
     }
 
     /// The handle of session `session_id` (the same one the face listed).
-    /// Errors: `SESSION_NOT_FOUND`.
+    /// Errors: `SESSION_NOT_FOUND`, `SESSION_EXPIRED`.
     pub fn get(&self, session_id: &str) -> Result<SessionHandle, SessionError> {
-        self.view.get(session_id)
+        self.scope.registry().get(&self.scope.key(session_id))
     }
 
     /// Start a session for `POST /api/kernels`.
-    /// Errors: as `create_session` (`SESSION_ALREADY_EXISTS`, `KERNEL_NOT_FOUND`, …).
+    /// Errors: `INVALID_ARGUMENT` (a bad name, or `default`, which is each MCP connection's
+    /// own), and those of `create_session` (`SESSION_ALREADY_EXISTS`, `KERNEL_NOT_FOUND`, …).
     pub async fn start(&self, req: StartKernel) -> Result<SessionInfo, SessionError> {
         let session_id = req.session_id.unwrap_or_else(|| req.kernel_id.clone());
-        self.view
-            .create(CreateRequest {
-                session_id: Some(session_id),
-                kernel: req.kernel,
-                cwd: req.cwd,
-                env: req.env,
-                jupyter_kernel_id: Some(req.kernel_id),
-                ..Default::default()
-            })
+        if session_id == DEFAULT_SESSION {
+            return Err(SessionError::InvalidArgument(
+                "'default' is each MCP connection's own session, which no one else reaches; name the session otherwise in metadata.session_id.".into(),
+            ));
+        }
+        if !crate::session::ids::is_valid_name(&session_id) {
+            return Err(SessionError::InvalidArgument(format!(
+                "Invalid session name '{session_id}' in metadata.session_id: use 1-64 characters from letters, digits, '.', '_' and '-'."
+            )));
+        }
+        let source = match req.kernel {
+            Some(name) => KernelSource::Kernelspec(name),
+            None => KernelSource::Default,
+        };
+        let options = SessionOptions {
+            cwd: req.cwd,
+            env: req.env,
+            jupyter_kernel_id: Some(req.kernel_id),
+            ..Default::default()
+        };
+        self.scope
+            .registry()
+            .create(&self.scope.key(&session_id), source, options)
             .await
     }
 
     /// Shut session `session_id` down (kernel and all).
     /// Errors: `SESSION_NOT_FOUND`.
     pub async fn destroy(&self, session_id: &str) -> Result<(), SessionError> {
-        self.view.destroy(session_id).await.map(|_| ())
+        self.scope
+            .registry()
+            .destroy(&self.scope.key(session_id))
+            .await
+            .map(|_| ())
     }
 
     /// True when a run of an MCP client is queued, running or in the session's history
@@ -119,15 +143,12 @@ impl Sessions {
 
     /// The local kernelspecs, and the default one's name.
     pub fn kernelspecs(&self) -> (Vec<KernelSpec>, Option<String>) {
-        (self.view.search.list(), self.view.default_kernel())
+        let sources = self.scope.registry().sources();
+        (sources.search.list(), sources.default_kernel())
     }
 
     /// The configured gateway named `name` (a remote session's `location`).
     pub fn gateway(&self, name: &str) -> Option<Rest> {
-        self.view
-            .gateways
-            .iter()
-            .find(|r| r.gateway().name == name)
-            .cloned()
+        self.scope.registry().sources().gateway(name).ok().cloned()
     }
 }

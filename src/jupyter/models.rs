@@ -62,13 +62,9 @@ pub fn kernelspec(spec: &KernelSpec) -> Value {
     })
 }
 
-/// How the kernelspec of a session is named: this prefix, then the session id.
-pub const SESSION_SPEC_PREFIX: &str = "kernel-mcp-session.";
-
-/// The kernelspec name that stands for session `id` ([`session_spec`]).
-pub fn session_spec_name(id: &str) -> String {
-    format!("{SESSION_SPEC_PREFIX}{id}")
-}
+pub use crate::ops::export::mirror::{
+    SESSION_SPEC_PREFIX, session_display_name, session_spec_name,
+};
 
 /// The session a kernelspec name stands for, if it is a session's.
 pub fn session_of_spec(name: &str) -> Option<&str> {
@@ -92,14 +88,6 @@ pub fn session_spec(info: &SessionInfo) -> Value {
         },
         "resources": {},
     })
-}
-
-/// The display name of a session's kernelspec: `ID — kernel-mcp session (DISPLAY NAME)`.
-pub fn session_display_name(info: &SessionInfo) -> String {
-    format!(
-        "{} — kernel-mcp session ({})",
-        info.session_id, info.display_name
-    )
 }
 
 /// An error answer: `status` with `{"message", "reason"}`.

@@ -1,8 +1,11 @@
 //! The REST routes of the Jupyter face: kernelspecs and kernels, as Jupyter Server answers
 //! them (see [`super::models`] for the shapes).
 //!
+//! - `GET /api/kernels` lists the named sessions, never an MCP connection's own `default`
+//!   (see [`super::adapter`]).
 //! - `POST /api/kernels` `{"name"?, "env"?, "metadata"?: {"session_id"?}}` starts a session
-//!   named after its new kernel id (a UUID) unless `metadata.session_id` names it; the env's
+//!   named after its new kernel id (a UUID) unless `metadata.session_id` names it (not
+//!   `default`: 400); the env's
 //!   `KERNEL_WORKING_DIR` (what Jupyter Server sends for the notebook's directory) is its
 //!   cwd when it is an existing directory. 201 with the kernel model.
 //! - `DELETE /api/kernels/{id}`: 204 once the session is destroyed; 409, saying why, for an
@@ -177,6 +180,11 @@ fn start_request(req: &Value) -> Result<StartKernel, String> {
     let mut env = BTreeMap::new();
     if let Some(map) = req["env"].as_object() {
         for (k, v) in map {
+            if k.is_empty() || k.contains(['=', '\0']) {
+                return Err(format!(
+                    "{k:?} in `env` is not an environment variable name."
+                ));
+            }
             if let Some(v) = v.as_str() {
                 env.insert(k.clone(), v.to_string());
             }
@@ -294,6 +302,7 @@ mod tests {
         assert_eq!(s.cwd.as_deref(), Some(dir.as_path()));
         assert!(!s.env.contains_key("X"), "non-strings are left out");
         assert!(start_request(&json!({"name": 3})).is_err());
+        assert!(start_request(&json!({"env": {"A=B": "1"}})).is_err());
         let none = start_request(&json!({"env": {"KERNEL_WORKING_DIR": "/no/such/dir"}}));
         assert_eq!(none.unwrap().cwd, None);
     }

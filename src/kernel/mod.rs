@@ -67,6 +67,31 @@ pub struct LaunchOptions {
     pub max_memory_mib: u64,
     /// The sandbox the supervisor applies (see [`sandbox`]); needs `supervisor`.
     pub sandbox: Sandbox,
+    /// Adds to the environment of each kernel launched (the broker's, see `crate::broker`).
+    pub env_hook: Option<KernelEnvHook>,
+}
+
+/// A function that adds variables to one kernel's environment, given its kernelspec and its
+/// connection file (the broker puts its helper on `PYTHONPATH` and names the kernel's
+/// endpoint file). Called once per launch, before the kernel is spawned.
+#[derive(Clone)]
+pub struct KernelEnvHook(std::sync::Arc<EnvHookFn>);
+
+/// See [`KernelEnvHook`].
+type EnvHookFn = dyn Fn(&KernelSpec, &std::path::Path, &mut BTreeMap<String, String>) + Send + Sync;
+
+impl KernelEnvHook {
+    pub fn new(
+        f: impl Fn(&KernelSpec, &std::path::Path, &mut BTreeMap<String, String>) + Send + Sync + 'static,
+    ) -> KernelEnvHook {
+        KernelEnvHook(std::sync::Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for KernelEnvHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KernelEnvHook")
+    }
 }
 
 /// Why a kernel could not be started. The messages say what happened and carry the kernel's output.
@@ -253,6 +278,9 @@ impl Kernel {
         let mut env: BTreeMap<String, String> =
             argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());
+        if let Some(hook) = &opts.env_hook {
+            (hook.0)(spec, &connection_file, &mut env);
+        }
         let process = KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some())
             .map_err(|e| {
                 let detail = format!("{}: {e}", argv.join(" "));

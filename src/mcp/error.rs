@@ -76,6 +76,7 @@ fn hint(e: &SessionError) -> String {
         E::NotFound { known, .. } if known.is_empty() => " There are no sessions; create one with create_session (or call execute without session_id for the default session).".into(),
         E::NotFound { known, .. } => format!(" Existing sessions: {}.", known.join(", ")),
         E::Gone(_) => " Create a new one with create_session.".into(),
+        E::Expired { id, .. } if id == "default" => " Its history is still readable with get_history and export_history. It is not replaced by itself: create_session(session_id=\"default\") starts a new default session (its variables are gone; pass expires_after_s, 0 = never, or call renew_session to keep it alive), or use a named session.".into(),
         E::Expired { .. } => " Its history is still readable with get_history and export_history; create_session makes a new session (pass expires_after_s, 0 = never, and call renew_session to keep it alive).".into(),
         E::AlreadyExists(_) => {
             " Use it, pick another session_id, or destroy_session it first.".into()
@@ -108,6 +109,21 @@ fn hint(e: &SessionError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expired_default_says_how_to_start_a_new_one() {
+        let e = ToolError::from(SessionError::Expired {
+            id: "default".into(),
+            expired_at: "2026-01-01T00:00:00Z".into(),
+        });
+        assert_eq!(e.code, ErrorCode::SessionExpired);
+        assert!(
+            e.message
+                .contains(r#"create_session(session_id="default")"#),
+            "{}",
+            e.message
+        );
+    }
 
     #[test]
     fn a_session_error_keeps_its_code_and_details_and_gains_the_next_step() {

@@ -1,10 +1,15 @@
-//! The MCP surface: tool parameters (`params`), the handler (`server`) and its tools
-//! (`tools_*.rs`), errors at the edge (`error`), rendering of records into
-//! `CallToolResult`s (`render`) and the transports (`serve`), with the HTTP edge (`http`) and
-//! its token (`token`).
+//! The MCP surface: tool parameters (`params`), the handler and its tools (`server`,
+//! `server/tools_*.rs`), errors at the edge (`error`), rendering of records into
+//! `CallToolResult`s (`render`), tasks and resources on runs (`tasks`, `resources`), log
+//! forwarding (`logging`), a client's cancellation told from its connection's end (`cancel`),
+//! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`) and the
+//! HTTP token (`token`).
 
+pub(crate) mod cancel;
 pub(crate) mod error;
 pub mod http;
+pub mod http_sessions;
+pub mod images;
 pub mod logging;
 pub(crate) mod params;
 pub(crate) mod render;
@@ -16,13 +21,7 @@ pub mod server;
 pub mod sse;
 mod tasks;
 pub mod token;
-mod tools_code;
-mod tools_env;
-mod tools_fresh;
-mod tools_history;
-mod tools_run;
-mod tools_service;
-mod tools_session;
-mod tools_state;
+pub mod toolset;
 
-pub use server::{KernelMcp, MINIMAL_TOOLS, Toolset};
+pub use server::KernelMcp;
+pub use toolset::{CODE_TOOLS, DEFAULT_TOOLS, MINIMAL_TOOLS, NamedSet, Toolset};

@@ -1,10 +1,17 @@
 //! Tool parameters as the model types them (serde + JSON Schema). Doc comments become the
-//! schema descriptions. Validation beyond types happens in the tools.
+//! schema descriptions. `create_session`'s are parsed once into a [`NewSession`]: its
+//! exclusive choices become one [`KernelSource`], so nothing deeper checks combinations of
+//! `Option`s. Other validation beyond types happens in the tools.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+
+use super::error::ToolError;
+use crate::registry::{KernelSource, SessionOptions};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSessionParams {
@@ -55,6 +62,169 @@ pub struct CreateSessionParams {
     /// Adopt this notebook's kernel (gateway).
     #[serde(default)]
     pub notebook_path: Option<String>,
+}
+
+/// What `create_session` asks for, parsed: the name (`None`: one is made up), where the
+/// kernel comes from, and the options beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    pub session_id: Option<String>,
+    pub source: KernelSource,
+    pub options: SessionOptions,
+    /// Keep a live `.ipynb` of the session here from its start (`ops::export::mirror`).
+    pub notebook: Option<PathBuf>,
+}
+
+impl TryFrom<CreateSessionParams> for NewSession {
+    type Error = ToolError;
+
+    /// Errors: `INVALID_ARGUMENT` for a bad name, several kernel sources at once, `kernel_id`
+    /// without `gateway`, `env` for an adopted kernel, a bad environment variable name, or a
+    /// time out of range.
+    fn try_from(p: CreateSessionParams) -> Result<NewSession, ToolError> {
+        if let Some(id) = &p.session_id
+            && !crate::session::ids::is_valid_name(id)
+        {
+            return Err(ToolError::invalid(format!(
+                "Invalid session_id '{id}': use 1-64 characters from letters, digits, '.', '_' and '-'."
+            )));
+        }
+        let kernel_id = match (p.kernel_id, p.notebook_path) {
+            (Some(_), Some(_)) => {
+                return Err(ToolError::invalid(
+                    "Give notebook_path or kernel_id to adopt a kernel on a gateway, not both.",
+                ));
+            }
+            (Some(id), None) => Some(Adopt::KernelId(id)),
+            (None, Some(path)) => Some(Adopt::Notebook(path)),
+            (None, None) => None,
+        };
+        let source = kernel_source(
+            p.kernel,
+            p.python,
+            p.environment,
+            p.connection_file,
+            p.gateway,
+            kernel_id,
+        )?;
+        let env = p.env.unwrap_or_default();
+        if let Some(bad) = env.keys().find(|k| k.is_empty() || k.contains(['=', '\0'])) {
+            return Err(ToolError::invalid(format!(
+                "{bad:?} is not an environment variable name."
+            )));
+        }
+        if !env.is_empty() && !source.starts_a_kernel() {
+            return Err(ToolError::invalid(
+                "connection_file, kernel_id and notebook_path adopt a running kernel, which keeps the environment it was started with: give no env with them.",
+            ));
+        }
+        Ok(NewSession {
+            session_id: p.session_id,
+            source,
+            options: SessionOptions {
+                cwd: p.cwd.map(PathBuf::from),
+                env,
+                startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,
+                max_memory_mib: p.max_memory_mib,
+                expires_after: seconds(p.expires_after_s, "expires_after_s")?,
+                sandbox: p.sandbox,
+                sandbox_network: p.sandbox_network,
+                jupyter_kernel_id: None,
+            },
+            notebook: p.notebook.map(PathBuf::from),
+        })
+    }
+}
+
+/// How `create_session` names a running kernel on a gateway to adopt.
+#[derive(Debug)]
+enum Adopt {
+    /// `kernel_id`.
+    KernelId(String),
+    /// `notebook_path`: the kernel of the notebook open there (a Jupyter Server's sessions).
+    Notebook(String),
+}
+
+impl Adopt {
+    fn param(&self) -> &'static str {
+        match self {
+            Adopt::KernelId(_) => "kernel_id",
+            Adopt::Notebook(_) => "notebook_path",
+        }
+    }
+}
+
+/// The one kernel source `create_session`'s arguments name.
+/// Errors: `INVALID_ARGUMENT` naming the arguments that cannot go together.
+fn kernel_source(
+    kernel: Option<String>,
+    python: Option<String>,
+    environment: Option<String>,
+    connection_file: Option<String>,
+    gateway: Option<String>,
+    adopt: Option<Adopt>,
+) -> Result<KernelSource, ToolError> {
+    use KernelSource as S;
+    match (kernel, python, environment, connection_file, gateway, adopt) {
+        (None, None, None, None, None, None) => Ok(S::Default),
+        (Some(k), None, None, None, None, None) => Ok(S::Kernelspec(k)),
+        (None, Some(py), None, None, None, None) => Ok(S::Python(py.into())),
+        (None, None, Some(e), None, None, None) => Ok(S::Environment(e)),
+        (None, None, None, Some(f), None, None) => Ok(S::ConnectionFile(f.into())),
+        (kernel, None, None, None, Some(gateway), None) => Ok(S::Gateway { gateway, kernel }),
+        (None, None, None, None, Some(gateway), Some(Adopt::KernelId(kernel_id))) => {
+            Ok(S::GatewayKernel { gateway, kernel_id })
+        }
+        (None, None, None, None, Some(gateway), Some(Adopt::Notebook(notebook_path))) => {
+            Ok(S::GatewayNotebook {
+                gateway,
+                notebook_path,
+            })
+        }
+        (Some(_), None, None, None, Some(_), Some(a)) => Err(ToolError::invalid(format!(
+            "{} adopts a running kernel: give no kernel with it.",
+            a.param()
+        ))),
+        (_, _, _, _, None, Some(Adopt::KernelId(_))) => Err(ToolError::invalid(
+            "kernel_id names a kernel on a gateway: give `gateway` too.",
+        )),
+        (_, _, _, _, None, Some(Adopt::Notebook(_))) => Err(ToolError::invalid(
+            "notebook_path names a notebook open on a Jupyter Server: give `gateway` (that server's name) too.",
+        )),
+        (kernel, python, environment, connection_file, gateway, adopt) => {
+            let given: Vec<&str> = [
+                ("kernel", kernel.is_some()),
+                ("python", python.is_some()),
+                ("environment", environment.is_some()),
+                ("connection_file", connection_file.is_some()),
+                ("gateway", gateway.is_some()),
+                (
+                    adopt.as_ref().map_or("kernel_id", Adopt::param),
+                    adopt.is_some(),
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(name, set)| set.then_some(name))
+            .collect();
+            Err(ToolError::invalid(format!(
+                "{} cannot go together: give one of kernel (a kernelspec), python (an interpreter or venv), environment (a registered one), connection_file (adopt a running kernel), or gateway with kernel, kernel_id or notebook_path.",
+                given.join(", ")
+            )))
+        }
+    }
+}
+
+/// `v` seconds as a duration. Errors: `INVALID_ARGUMENT` outside `0..=1e7` or not finite.
+pub(crate) fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, ToolError> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_finite() && (0.0..=1e7).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        Some(s) => Err(ToolError::invalid(format!(
+            "{name} must be a number of seconds between 0 and 10000000, not {s}."
+        ))),
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -290,4 +460,119 @@ pub struct CheckpointParams {
     pub session_id: String,
     /// The checkpoint file (relative: the session's cwd).
     pub path: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(v: serde_json::Value) -> CreateSessionParams {
+        serde_json::from_value(v).expect("parameters")
+    }
+
+    fn parse(v: serde_json::Value) -> Result<NewSession, ToolError> {
+        NewSession::try_from(params(v))
+    }
+
+    #[test]
+    fn each_kernel_choice_is_one_source() {
+        let cases = [
+            (serde_json::json!({}), KernelSource::Default),
+            (
+                serde_json::json!({"kernel": "ir"}),
+                KernelSource::Kernelspec("ir".into()),
+            ),
+            (
+                serde_json::json!({"python": ".venv"}),
+                KernelSource::Python(".venv".into()),
+            ),
+            (
+                serde_json::json!({"environment": "proj"}),
+                KernelSource::Environment("proj".into()),
+            ),
+            (
+                serde_json::json!({"connection_file": "k.json"}),
+                KernelSource::ConnectionFile("k.json".into()),
+            ),
+            (
+                serde_json::json!({"gateway": "gw"}),
+                KernelSource::Gateway {
+                    gateway: "gw".into(),
+                    kernel: None,
+                },
+            ),
+            (
+                serde_json::json!({"gateway": "gw", "kernel": "python3"}),
+                KernelSource::Gateway {
+                    gateway: "gw".into(),
+                    kernel: Some("python3".into()),
+                },
+            ),
+            (
+                serde_json::json!({"gateway": "gw", "kernel_id": "abc"}),
+                KernelSource::GatewayKernel {
+                    gateway: "gw".into(),
+                    kernel_id: "abc".into(),
+                },
+            ),
+            (
+                serde_json::json!({"gateway": "gw", "notebook_path": "work/a.ipynb"}),
+                KernelSource::GatewayNotebook {
+                    gateway: "gw".into(),
+                    notebook_path: "work/a.ipynb".into(),
+                },
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(parse(args.clone()).expect("valid").source, want, "{args}");
+        }
+    }
+
+    #[test]
+    fn exclusive_choices_together_are_invalid_and_named() {
+        for args in [
+            serde_json::json!({"kernel": "python3", "python": "/usr/bin/python3"}),
+            serde_json::json!({"environment": "proj", "kernel": "python3"}),
+            serde_json::json!({"connection_file": "k.json", "python": "p"}),
+            serde_json::json!({"gateway": "gw", "python": "p"}),
+            serde_json::json!({"gateway": "gw", "kernel": "k", "kernel_id": "id"}),
+            serde_json::json!({"kernel_id": "id"}),
+            serde_json::json!({"notebook_path": "a.ipynb"}),
+            serde_json::json!({"gateway": "gw", "kernel_id": "id", "notebook_path": "a.ipynb"}),
+            serde_json::json!({"gateway": "gw", "kernel": "k", "notebook_path": "a.ipynb"}),
+            serde_json::json!({"gateway": "gw", "notebook_path": "a.ipynb", "env": {"A": "1"}}),
+            serde_json::json!({"connection_file": "k.json", "env": {"A": "1"}}),
+            serde_json::json!({"gateway": "gw", "kernel_id": "id", "env": {"A": "1"}}),
+            serde_json::json!({"env": {"A=B": "1"}}),
+            serde_json::json!({"session_id": "no spaces"}),
+            serde_json::json!({"startup_timeout_s": -1.0}),
+        ] {
+            let e = parse(args.clone()).expect_err("invalid");
+            assert_eq!(e.code, crate::session::ErrorCode::InvalidArgument, "{args}");
+        }
+        let e = parse(serde_json::json!({"kernel": "a", "environment": "b"})).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("kernel, environment cannot go together"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn the_options_sit_beside_the_source() {
+        let new = parse(serde_json::json!({
+            "session_id": "s", "cwd": "/tmp", "env": {"A": "1"},
+            "startup_timeout_s": 5, "max_memory_mib": 100, "expires_after_s": 0,
+            "notebook": "live.ipynb"
+        }))
+        .unwrap();
+        assert_eq!(new.session_id.as_deref(), Some("s"));
+        assert_eq!(new.options.cwd, Some(PathBuf::from("/tmp")));
+        assert_eq!(new.options.env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(new.options.startup_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(new.options.max_memory_mib, Some(100));
+        assert_eq!(new.options.expires_after, Some(Duration::ZERO));
+        assert_eq!(new.notebook, Some(PathBuf::from("live.ipynb")));
+    }
 }

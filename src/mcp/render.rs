@@ -30,25 +30,48 @@ fn to_value(v: &impl Serialize) -> Value {
     serde_json::to_value(v).unwrap_or_else(|e| json!({"error": e.to_string()}))
 }
 
-/// An execution result; `isError` when the code raised (or the run failed). An image over
-/// the per-response cap, and each shortened stream, become `resource_link` blocks to the
-/// run's resources (see [`super::resources`]).
-pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult {
+/// An execution result; `isError` when the code raised (or the run failed). Images are
+/// scaled for the agent (see [`super::images`]), with a `resource_link` to the original when
+/// scaled; an image that cannot be made to fit the per-image cap or the per-response budget,
+/// and each shortened stream, become `resource_link` blocks to the run's resources (see
+/// [`super::resources`]).
+pub async fn execution(r: &ExecutionResult, limits: &crate::config::Limits) -> CallToolResult {
     use super::resources::{link, output_uri, stream_uri};
+    let max_image_bytes = limits.max_image_bytes;
     let mut blocks = Vec::new();
     let mut notices = r.notices.clone();
     let mut image_budget = MAX_IMAGE_BYTES_PER_RESPONSE;
-    for (i, o) in r.outputs.iter().enumerate() {
+    for o in &r.outputs {
+        let i = o.index;
         if let Some(img) = &o.image {
-            let fits = img.bytes <= max_image_bytes && img.data.len() <= image_budget;
-            if fits {
-                image_budget -= img.data.len();
-                blocks.push(ContentBlock::image(img.data.clone(), img.mime.clone()));
+            let uri = output_uri(&r.run_id, i);
+            let original_link = || {
+                ContentBlock::resource_link(link(
+                    uri.clone(),
+                    format!("output {i} of {} (original)", r.run_id),
+                    &img.mime,
+                    Some(img.bytes),
+                ))
+            };
+            let agent =
+                super::images::for_agent(&r.run_id, i, img, limits.image_max_px, max_image_bytes)
+                    .await;
+            if let Some(a) = agent.filter(|a| a.data.len() <= image_budget) {
+                image_budget -= a.data.len();
+                blocks.push(ContentBlock::image(a.data.clone(), a.mime.clone()));
+                if let Some(((w, h), (sw, sh))) = a.scaled {
+                    notices.push(format!(
+                        "Image {i} was scaled from {w}x{h} to {sw}x{sh} px ({} bytes, {}) for this response; the original ({} bytes, {}) is resource {uri} (linked below).",
+                        a.bytes, a.mime, img.bytes, img.mime
+                    ));
+                    blocks.push(original_link());
+                }
                 continue;
             }
-            let uri = output_uri(&r.run_id, i);
             let why = if img.bytes > max_image_bytes {
-                format!("is over the {max_image_bytes} byte limit for a response")
+                format!(
+                    "is over the {max_image_bytes} byte limit for a response and could not be scaled to fit"
+                )
             } else {
                 format!(
                     "would take this response over {} MiB of images",
@@ -59,12 +82,7 @@ pub fn execution(r: &ExecutionResult, max_image_bytes: usize) -> CallToolResult 
                 "Image {i} ({}, {} bytes) {why}: read it with resources/read {uri} (linked below), or save it to a file from the code.",
                 img.mime, img.bytes
             ));
-            blocks.push(ContentBlock::resource_link(link(
-                uri,
-                format!("output {i} of {}", r.run_id),
-                &img.mime,
-                Some(img.bytes),
-            )));
+            blocks.push(original_link());
         }
     }
     if let Some(parts) = &r.truncated {
@@ -236,7 +254,7 @@ pub fn variables_text(vars: &[Value]) -> String {
 }
 
 /// What a history replay did.
-pub fn replay_text(replay: &crate::ops::Replay) -> String {
+pub fn replay_text(replay: &crate::ops::history::Replay) -> String {
     match (replay.stopped_at, replay.runs.last()) {
         (Some(i), Some(last)) => format!(
             "re-ran {} blocks; stopped at index {i} ({}): see runs[-1] and get_execution for details",

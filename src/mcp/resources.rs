@@ -3,6 +3,9 @@
 //! templates and read with `resources/read`. They live as long as the run is kept (a
 //! session keeps its last 256 finished runs; a destroyed session's runs are gone).
 //!
+//! A run is read only by a caller that sees its session: another connection's `default` run
+//! answers resource-not-found, exactly like a run that never existed.
+//!
 //! A stream read returns its stored text from byte `offset` (query `?offset=N`, default 0),
 //! at most [`MAX_READ_BYTES`] at once; when more remains, a second content item names the URI
 //! of the rest. An output read returns its image (a base64 blob with its MIME type) or,
@@ -11,8 +14,9 @@
 use rmcp::ErrorData as McpError;
 use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 
-use crate::registry::Registry;
-use crate::session::{Part, RunId};
+use crate::registry::RunRef;
+use crate::registry::scope::Scope;
+use crate::session::{Part, SessionHandle};
 
 /// The URI scheme and authority of every run resource.
 pub const PREFIX: &str = "kernel-mcp://runs/";
@@ -127,16 +131,21 @@ pub fn templates() -> Vec<ResourceTemplate> {
     ]
 }
 
-/// Read `uri`. Errors: `-32602` for a malformed URI, resource-not-found for a run or output
-/// that is not (or no longer) kept.
-pub async fn read(registry: &Registry, uri: &str) -> Result<Vec<ResourceContents>, McpError> {
+/// Read `uri` for the caller of `scope`. Errors: `-32602` for a malformed URI,
+/// resource-not-found for a run or output that is not (or no longer) kept, or that the caller
+/// does not see.
+pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, McpError> {
     let target = parse(uri).map_err(|m| McpError::invalid_params(m, None))?;
-    let run_of = |run: &str| {
-        let id = RunId::from(run);
-        registry
-            .session_of_run(&id)
-            .map(|h| (h, id))
-            .map_err(|e| McpError::resource_not_found(format!("{e} ({uri})"), None))
+    let run_of = |run: &str| -> Result<(SessionHandle, crate::session::RunId), McpError> {
+        let key = scope.run_key(run.to_string());
+        let gone = |what: String| McpError::resource_not_found(format!("{what} ({uri})"), None);
+        match scope.registry().run(&key) {
+            Ok(RunRef::Live(h)) => Ok((h, key.run().clone())),
+            Ok(RunRef::Finished(_)) => Err(gone(format!(
+                "Run {run} ran in a fresh kernel that has been shut down; its output is no longer kept as resources"
+            ))),
+            Err(e) => Err(gone(e.to_string())),
+        }
     };
     match target {
         Target::Stream { run, part, offset } => {
@@ -166,12 +175,15 @@ pub async fn read(registry: &Registry, uri: &str) -> Result<Vec<ResourceContents
                 .get_run(&id)
                 .await
                 .map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
-            let output = r.outputs.get(index).ok_or_else(|| {
+            let output = r.outputs.iter().find(|o| o.index == index).ok_or_else(|| {
+                let count = r.outputs.last().map_or(0, |o| o.index + 1);
+                let why = if index < count {
+                    "it is one of the many outputs a response leaves out; export_history(format=\"notebook\") keeps them all"
+                } else {
+                    "there is no such index"
+                };
                 McpError::resource_not_found(
-                    format!(
-                        "Run {run} has {} outputs; there is no index {index}.",
-                        r.outputs.len()
-                    ),
+                    format!("Run {run} has {count} outputs; output {index} cannot be read: {why}."),
                     None,
                 )
             })?;

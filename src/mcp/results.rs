@@ -52,12 +52,20 @@ pub struct SessionDetail {
     pub variables_note: Option<String>,
 }
 
-/// `interrupt_session`: SessionInfo and the run it interrupted.
+/// `interrupt_session`: SessionInfo (after the wait), the run it interrupted, and whether
+/// that run stopped within the interrupt grace.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Interrupted {
     #[serde(flatten)]
     pub info: SessionInfo,
     pub interrupted_run_id: Option<RunId>,
+    /// The interrupted run's status when the call returned: final when it stopped, else
+    /// `running` (or `awaiting_input`); null when nothing was running.
+    pub run_status: Option<RunStatus>,
+    /// True when the run reached a final status within the grace; null when nothing ran.
+    pub stopped: Option<bool>,
+    /// Plain sentences: how long it took, or that the run goes on and what will stop it.
+    pub notices: Vec<String>,
 }
 
 /// `destroy_session`.

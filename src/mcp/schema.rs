@@ -1,5 +1,6 @@
-//! Tool schemas as they go on the wire, made compact so the whole `tools/list` stays small
-//! (under 16 kB; under 5 kB for `--tools minimal`).
+//! Tool schemas as they go on the wire, made compact so `tools/list` stays small (the
+//! default toolset under 16 kB; `--tools minimal` under 5 kB and `--tools code` under 4 kB on
+//! the wire; see `toolset.rs`).
 //!
 //! **Output schemas.** Each tool declares the Rust type its `structuredContent` is
 //! serialized from, in one line: `#[tool(output_schema = schema::output::<T>())]`, where
@@ -16,6 +17,7 @@
 //! **Input schemas.** [`compact_input`] drops what only costs bytes: `$schema`, `default:
 //! null`, number formats, and the `null` of an optional parameter's type (omitting it means
 //! the same). Descriptions stay (they are what the model reads), except in `--tools minimal`.
+//! The terse toolsets (`minimal`, `code`) declare [`terse_output`] as every output schema.
 
 use std::sync::Arc;
 
@@ -39,6 +41,15 @@ pub fn output<T: JsonSchema>() -> Arc<JsonObject> {
         .into_generator();
     let raw = serde_json::to_value(generator.into_root_schema_for::<T>()).unwrap_or(json!({}));
     Arc::new(from_schema(&raw))
+}
+
+/// The output schema of every tool in a terse toolset (`--tools minimal`, `--tools code`):
+/// `{"type": "object"}`, which every result (the error shape included) validates against.
+/// The field lists of [`output`] cost about 300 bytes a tool; docs/tools.md has them.
+pub fn terse_output() -> Arc<JsonObject> {
+    let mut root = JsonObject::new();
+    root.insert("type".into(), json!("object"));
+    Arc::new(root)
 }
 
 /// The output schema of a schemars root schema, as described in the module docs.

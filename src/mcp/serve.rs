@@ -15,6 +15,7 @@ use rmcp::ServiceExt;
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 use super::http::{Guard, HttpAccess, guard};
+use super::http_sessions::{HttpSessions, track};
 use super::{KernelMcp, Toolset};
 use crate::registry::Registry;
 
@@ -159,6 +160,7 @@ pub async fn serve_http(
                 listener,
                 move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
                 access,
+                super::http_sessions::DEFAULT_KEEP_ALIVE,
                 None,
                 async {
                     let s = termination().await;
@@ -186,13 +188,16 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeErro
 }
 
 /// Streamable HTTP on `listener` (path `/mcp`) with a handler from `handler` per MCP
-/// session, until `stop` resolves; `beside` adds routes of another face (the service's
-/// Jupyter API), which guard themselves. The caller owns the sessions' shutdown (the service
-/// serves HTTP beside its socket on one registry). Errors: [`ServeError::Http`].
+/// session, until `stop` resolves. An idle MCP session that holds no `default` session is
+/// closed after `keep_alive` (see [`super::http_sessions`]). `beside` adds routes of another
+/// face (the service's Jupyter API), which guard themselves. The caller owns the sessions'
+/// shutdown (the service serves HTTP beside its socket on one registry).
+/// Errors: [`ServeError::Http`].
 pub async fn serve_http_on(
     listener: tokio::net::TcpListener,
     handler: impl Fn() -> KernelMcp + Send + Sync + 'static,
     access: HttpAccess,
+    keep_alive: Duration,
     beside: Option<axum::Router>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
@@ -209,11 +214,26 @@ pub async fn serve_http_on(
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, hosts = ?access.allowed_hosts, "listening beyond loopback; requests need the bearer token");
     }
-    let sessions = Arc::new(LocalSessionManager::default());
-    let service = StreamableHttpService::new(move || Ok(handler()), sessions.clone(), config);
-    let mut router = axum::Router::new().nest_service("/mcp", service).layer(
-        axum::middleware::from_fn_with_state(Guard { access, sessions }, guard),
+    // rmcp's own idle timer would end a session whose client still holds its id, and the
+    // connection's `default` with it: `HttpSessions` decides instead.
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = None;
+    let sessions = Arc::new(manager);
+    let lifetimes = HttpSessions::new(sessions.clone(), keep_alive);
+    lifetimes.spawn_reaper(ct.child_token());
+    let tracked = lifetimes.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(handler().over_http(tracked.clone())),
+        sessions.clone(),
+        config,
     );
+    let mut router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(lifetimes, track))
+        .layer(axum::middleware::from_fn_with_state(
+            Guard { access, sessions },
+            guard,
+        ));
     if let Some(other) = beside {
         router = router.merge(other);
     }

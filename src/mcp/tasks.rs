@@ -21,8 +21,9 @@ use rmcp::model::{
 };
 
 use super::render;
-use super::server::KernelMcp;
-use crate::session::{ExecutionResult, RunId, RunStatus, SessionError};
+use crate::registry::RunRef;
+use crate::registry::scope::Scope;
+use crate::session::{ExecutionResult, RunStatus, SessionError};
 
 /// Suggested `tasks/get` polling interval (ms).
 const POLL_INTERVAL_MS: u64 = 1_000;
@@ -140,60 +141,51 @@ fn not_found(task_id: &str) -> McpError {
     )
 }
 
-impl KernelMcp {
-    /// The run behind task `task_id`, as it stands now (no waiting).
-    async fn task_run(&self, task_id: &str) -> Result<ExecutionResult, McpError> {
-        let run_id = RunId::from(task_id.to_string());
-        if let Some(r) = self.registry.fresh.finished(&run_id) {
-            return Ok(r);
-        }
-        let handle = self
-            .registry
-            .session_of_run(&run_id)
-            .map_err(|_| not_found(task_id))?;
-        match handle.get_run(&run_id).await {
-            Ok(r) => Ok(r),
-            Err(SessionError::RunNotFound(_)) => self
-                .registry
-                .fresh
-                .finished(&run_id)
-                .ok_or_else(|| not_found(task_id)),
-            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
-        }
+/// The run behind task `task_id` as it stands now (no waiting), for a caller that sees it.
+async fn task_run(scope: &Scope, task_id: &str) -> Result<ExecutionResult, McpError> {
+    let key = scope.run_key(task_id.to_string());
+    let registry = scope.registry();
+    let handle = match registry.run(&key) {
+        Ok(RunRef::Finished(r)) => return Ok((*r).clone()),
+        Ok(RunRef::Live(handle)) => handle,
+        Err(_) => return Err(not_found(task_id)),
+    };
+    match handle.get_run(key.run()).await {
+        Ok(r) => Ok(r),
+        Err(SessionError::RunNotFound(_)) => registry
+            .finished_run(&key)
+            .ok_or_else(|| not_found(task_id)),
+        Err(e) => Err(McpError::internal_error(e.to_string(), None)),
     }
+}
 
-    /// `tasks/get`: the run's state; once it has finished, its result as `execute` renders it.
-    pub(crate) async fn detailed_task(&self, task_id: &str) -> Result<DetailedTask, McpError> {
-        let run = self.task_run(task_id).await?;
-        let (task, payload) = describe(&RunState::of(&run));
-        let payload = match payload {
-            TaskPayload::Completed { .. } => TaskPayload::Completed {
-                result: as_object(&render::execution(
-                    &run,
-                    self.registry.limits.max_image_bytes,
-                )),
-            },
-            other => other,
-        };
-        Ok(DetailedTask::new(task, payload))
-    }
+/// `tasks/get`: the run's state; once it has finished, its result as `execute` renders it.
+/// A task of a run the caller does not see is unknown (`-32602`), like one that never was.
+pub(crate) async fn detailed(scope: &Scope, task_id: &str) -> Result<DetailedTask, McpError> {
+    let run = task_run(scope, task_id).await?;
+    let (task, payload) = describe(&RunState::of(&run));
+    let payload = match payload {
+        TaskPayload::Completed { .. } => TaskPayload::Completed {
+            result: as_object(&render::execution(&run, scope.registry().limits()).await),
+        },
+        other => other,
+    };
+    Ok(DetailedTask::new(task, payload))
+}
 
-    /// `tasks/cancel`: cancel the run (a queued run never executes, a running one is
-    /// interrupted), as `cancel_execution` does. Cancelling a finished run is a no-op.
-    pub(crate) async fn cancel_task_run(&self, task_id: &str) -> Result<(), McpError> {
-        let run_id = RunId::from(task_id.to_string());
-        if self.registry.fresh.finished(&run_id).is_some() {
-            return Ok(());
-        }
-        let handle = self
-            .registry
-            .session_of_run(&run_id)
-            .map_err(|_| not_found(task_id))?;
-        match handle.cancel(&run_id).await {
-            Ok(()) => Ok(()),
-            Err(SessionError::RunNotFound(_)) => Err(not_found(task_id)),
-            Err(_) => Ok(()),
-        }
+/// `tasks/cancel`: cancel the run (a queued run never executes, a running one is
+/// interrupted), as `cancel_execution` does. Cancelling a finished run is a no-op.
+pub(crate) async fn cancel(scope: &Scope, task_id: &str) -> Result<(), McpError> {
+    let key = scope.run_key(task_id.to_string());
+    let handle = match scope.registry().run(&key) {
+        Ok(RunRef::Finished(_)) => return Ok(()),
+        Ok(RunRef::Live(handle)) => handle,
+        Err(_) => return Err(not_found(task_id)),
+    };
+    match handle.cancel(key.run()).await {
+        Ok(()) => Ok(()),
+        Err(SessionError::RunNotFound(_)) => Err(not_found(task_id)),
+        Err(_) => Ok(()),
     }
 }
 

@@ -23,7 +23,7 @@ use base64::Engine;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::python;
+use super::{files, python};
 use crate::session::language::Language;
 use crate::session::{SessionError, SessionHandle};
 
@@ -214,85 +214,85 @@ fn helper_expr(src: &str, args: &str) -> String {
     format!("(lambda h: (exec({literal}, h), h['run'])[1])({{}})({args})")
 }
 
-impl SessionHandle {
-    /// Write the JSON-safe part of the Python namespace to `path` (relative: the session's
-    /// cwd), atomically. Errors: `UNSUPPORTED` (not Python), `SESSION_BUSY`, `IO_ERROR`.
-    pub async fn checkpoint(&self, path: &Path) -> Result<Checkpoint, SessionError> {
-        let info = self.info().await?;
-        require_python(&info.language, &info.session_id)?;
-        let path = PathBuf::from(&info.cwd).join(path);
-        let expr = helper_expr(
-            ENCODE_SRC,
-            &format!("globals(), {MAX_CHECKPOINT_BYTES}, {MAX_NODES}, {MAX_DEPTH}"),
-        );
-        let got = python::eval_json_within(self, &expr, KERNEL_TIMEOUT).await?;
-        let saved: Vec<String> = serde_json::from_value(got["saved"].clone()).unwrap_or_default();
-        let skipped = got["skipped"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|s| Skipped {
-                        name: s["name"].as_str().unwrap_or_default().to_string(),
-                        reason: s["reason"].as_str().unwrap_or_default().to_string(),
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
-        let file = json!({
-            "format": FORMAT,
-            "version": VERSION,
-            "created_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            "session_id": info.session_id,
-            "kernel": info.kernel,
-            "python_version": info.kernel_info["language_info"]["version"],
-            "variables": got["variables"],
-            "skipped": skipped,
-        });
-        let mut bytes = serde_json::to_vec(&file)
-            .map_err(|e| SessionError::Internal(format!("checkpoint: {e}")))?;
-        bytes.push(b'\n');
-        let len = bytes.len();
-        super::files::write_file(&path, bytes).await?;
-        Ok(Checkpoint {
-            path,
-            saved,
-            skipped,
-            bytes: len,
+/// Write the JSON-safe part of the Python namespace of `handle`'s session to `path`
+/// (relative: the session's cwd), atomically and readable by its owner only (0600: the values
+/// may be secrets). Errors: `UNSUPPORTED` (not Python), `SESSION_BUSY`, `IO_ERROR`.
+pub async fn save(handle: &SessionHandle, path: &Path) -> Result<Checkpoint, SessionError> {
+    let info = handle.info().await?;
+    require_python(&info.language, &info.session_id)?;
+    let path = PathBuf::from(&info.cwd).join(path);
+    let expr = helper_expr(
+        ENCODE_SRC,
+        &format!("globals(), {MAX_CHECKPOINT_BYTES}, {MAX_NODES}, {MAX_DEPTH}"),
+    );
+    let got = python::eval_json_within(handle, &expr, KERNEL_TIMEOUT).await?;
+    let saved: Vec<String> = serde_json::from_value(got["saved"].clone()).unwrap_or_default();
+    let skipped = got["skipped"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| Skipped {
+                    name: s["name"].as_str().unwrap_or_default().to_string(),
+                    reason: s["reason"].as_str().unwrap_or_default().to_string(),
+                })
+                .collect::<Vec<_>>()
         })
-    }
+        .unwrap_or_default();
+    let file = json!({
+        "format": FORMAT,
+        "version": VERSION,
+        "created_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "session_id": info.session_id,
+        "kernel": info.kernel,
+        "python_version": info.kernel_info["language_info"]["version"],
+        "variables": got["variables"],
+        "skipped": skipped,
+    });
+    let mut bytes = serde_json::to_vec(&file)
+        .map_err(|e| SessionError::Internal(format!("checkpoint: {e}")))?;
+    bytes.push(b'\n');
+    let len = bytes.len();
+    files::write_file(&path, bytes, files::FileMode::Private).await?;
+    Ok(Checkpoint {
+        path,
+        saved,
+        skipped,
+        bytes: len,
+    })
+}
 
-    /// Load the checkpoint at `path` (relative: the session's cwd) into the Python namespace,
-    /// after validating all of it. Errors: `UNSUPPORTED` (not Python), `INVALID_ARGUMENT` (not
-    /// a valid checkpoint: nothing loaded), `IO_ERROR`, `LIMIT_EXCEEDED`, `SESSION_BUSY`.
-    pub async fn restore(&self, path: &Path) -> Result<Restored, SessionError> {
-        let info = self.info().await?;
-        require_python(&info.language, &info.session_id)?;
-        let path = PathBuf::from(&info.cwd).join(path);
-        let bytes = super::files::read_capped(&path, MAX_CHECKPOINT_BYTES + 64 * 1024).await?;
-        let variables = parse(&bytes).map_err(|why| {
-            SessionError::InvalidArgument(format!(
-                "{} is not a valid checkpoint: {why}. Nothing was loaded.",
-                path.display()
-            ))
+/// Load the checkpoint at `path` (relative: the session's cwd) into the Python namespace of
+/// `handle`'s session, after validating all of it. Errors: `UNSUPPORTED` (not Python),
+/// `INVALID_ARGUMENT` (not a valid checkpoint: nothing loaded), `IO_ERROR`, `LIMIT_EXCEEDED`,
+/// `SESSION_BUSY`.
+pub async fn restore(handle: &SessionHandle, path: &Path) -> Result<Restored, SessionError> {
+    let info = handle.info().await?;
+    require_python(&info.language, &info.session_id)?;
+    let path = PathBuf::from(&info.cwd).join(path);
+    let bytes = files::read_capped(&path, MAX_CHECKPOINT_BYTES + 64 * 1024).await?;
+    let variables = parse(&bytes).map_err(|why| {
+        SessionError::InvalidArgument(format!(
+            "{} is not a valid checkpoint: {why}. Nothing was loaded.",
+            path.display()
+        ))
+    })?;
+    let text = serde_json::to_string(&variables)
+        .map_err(|e| SessionError::Internal(format!("checkpoint: {e}")))?;
+    let literal = serde_json::to_string(&text).unwrap_or_default();
+    let expr = helper_expr(DECODE_SRC, &format!("globals(), {literal}"));
+    let got = python::eval_json_within(handle, &expr, KERNEL_TIMEOUT)
+        .await
+        .map_err(|e| match e {
+            SessionError::Internal(m) => SessionError::Internal(format!(
+                "{m}. Nothing was loaded into session '{}'.",
+                info.session_id
+            )),
+            other => other,
         })?;
-        let text = serde_json::to_string(&variables)
-            .map_err(|e| SessionError::Internal(format!("checkpoint: {e}")))?;
-        let literal = serde_json::to_string(&text).unwrap_or_default();
-        let expr = helper_expr(DECODE_SRC, &format!("globals(), {literal}"));
-        let got = python::eval_json_within(self, &expr, KERNEL_TIMEOUT)
-            .await
-            .map_err(|e| match e {
-                SessionError::Internal(m) => SessionError::Internal(format!(
-                    "{m}. Nothing was loaded into session '{}'.",
-                    info.session_id
-                )),
-                other => other,
-            })?;
-        Ok(Restored {
-            path,
-            restored: serde_json::from_value(got).unwrap_or_default(),
-        })
-    }
+    Ok(Restored {
+        path,
+        restored: serde_json::from_value(got).unwrap_or_default(),
+    })
 }
 
 fn require_python(language: &str, session: &str) -> Result<(), SessionError> {

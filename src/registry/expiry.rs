@@ -6,13 +6,12 @@
 //! due ones here and destroys them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{Registry, lock};
-use crate::session::{SessionError, SessionHandle};
+use super::scope::key::Slot;
+use crate::session::SessionError;
 
 /// How long an expired session's name answers `SESSION_EXPIRED`.
 pub const TOMBSTONE_TTL: Duration = Duration::from_secs(86_400);
@@ -21,92 +20,44 @@ pub const MAX_TOMBSTONES: usize = 4096;
 /// How often the reaper looks for expired sessions.
 pub const REAP_EVERY: Duration = Duration::from_secs(1);
 
-/// Recently expired sessions: registry key → (session id, when it expired).
+/// Recently expired sessions: slot → when it expired.
 #[derive(Debug, Default)]
-pub struct Tombstones(HashMap<String, (String, DateTime<Utc>)>);
+pub struct Tombstones(HashMap<Slot, DateTime<Utc>>);
 
 impl Tombstones {
-    /// `SESSION_EXPIRED` for `key` if it expired less than [`TOMBSTONE_TTL`] ago.
-    pub fn check(&mut self, key: &str) -> Option<SessionError> {
+    /// `SESSION_EXPIRED` for `slot` if it expired less than [`TOMBSTONE_TTL`] ago.
+    pub fn check(&mut self, slot: &Slot) -> Option<SessionError> {
         self.prune();
-        self.0.get(key).map(|(id, at)| SessionError::Expired {
-            id: id.clone(),
+        self.0.get(slot).map(|at| SessionError::Expired {
+            id: slot.name().to_string(),
             expired_at: at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         })
     }
 
-    /// Remember that the session under `key` (id `id`) expired now.
-    pub fn insert(&mut self, key: String, id: String) {
+    /// Remember that the session in `slot` expired now.
+    pub fn insert(&mut self, slot: Slot) {
         self.prune();
         if self.0.len() >= MAX_TOMBSTONES
             && let Some(oldest) = self
                 .0
                 .iter()
-                .min_by_key(|(_, (_, at))| *at)
+                .min_by_key(|(_, at)| **at)
                 .map(|(k, _)| k.clone())
         {
             self.0.remove(&oldest);
         }
-        self.0.insert(key, (id, Utc::now()));
+        self.0.insert(slot, Utc::now());
     }
 
-    /// Forget `key` (a new session took the name).
-    pub fn remove(&mut self, key: &str) {
-        self.0.remove(key);
+    /// Forget `slot` (a new session took it, or its connection ended).
+    pub fn remove(&mut self, slot: &Slot) {
+        self.0.remove(slot);
     }
 
     fn prune(&mut self) {
         let ttl = chrono::Duration::from_std(TOMBSTONE_TTL).unwrap_or(chrono::Duration::MAX);
         let now = Utc::now();
-        self.0.retain(|_, (_, at)| *at + ttl > now);
-    }
-}
-
-impl Registry {
-    /// Expire every session that is due: file it as expired, then shut its kernel down.
-    pub async fn reap_expired(&self) {
-        let handles: Vec<(String, SessionHandle)> = lock(self.sessions_table())
-            .iter()
-            .map(|(k, h)| (k.clone(), h.clone()))
-            .collect();
-        for (key, handle) in handles {
-            if !matches!(handle.check_expired().await, Ok(true)) {
-                continue;
-            }
-            {
-                // One critical section: a session created under this name meanwhile is not
-                // touched, and no call sees the name neither live nor expired.
-                let mut sessions = lock(self.sessions_table());
-                if !sessions.get(&key).is_some_and(|h| h.same_session(&handle)) {
-                    continue;
-                }
-                sessions.remove(&key);
-                lock(&self.expired).insert(key.clone(), handle.id().to_string());
-            }
-            self.forget_runs(&key);
-            let rung = handle.destroy().await;
-            tracing::info!(
-                session = handle.id(),
-                ?rung,
-                "session expired after being idle"
-            );
-        }
-    }
-
-    /// Run [`Registry::reap_expired`] every [`REAP_EVERY`] on the current runtime for as long
-    /// as the registry exists.
-    pub fn spawn_reaper(registry: &Arc<Registry>) {
-        let weak: Weak<Registry> = Arc::downgrade(registry);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(REAP_EVERY);
-            loop {
-                tick.tick().await;
-                let Some(registry) = weak.upgrade() else {
-                    return;
-                };
-                registry.reap_expired().await;
-            }
-        });
+        self.0.retain(|_, at| *at + ttl > now);
     }
 }
 
@@ -117,19 +68,20 @@ mod tests {
     #[test]
     fn an_expired_name_answers_session_expired_until_a_new_session_takes_it() {
         let mut t = Tombstones::default();
-        assert!(t.check("a").is_none());
-        t.insert("a".into(), "a".into());
-        let e = t.check("a").expect("expired");
+        let a = Slot::Named("a".into());
+        assert!(t.check(&a).is_none());
+        t.insert(a.clone());
+        let e = t.check(&a).expect("expired");
         assert_eq!(e.code(), crate::session::ErrorCode::SessionExpired);
-        t.remove("a");
-        assert!(t.check("a").is_none());
+        t.remove(&a);
+        assert!(t.check(&a).is_none());
     }
 
     #[test]
     fn tombstones_are_bounded() {
         let mut t = Tombstones::default();
         for i in 0..MAX_TOMBSTONES + 10 {
-            t.insert(format!("s{i}"), format!("s{i}"));
+            t.insert(Slot::Named(format!("s{i}")));
         }
         assert_eq!(t.0.len(), MAX_TOMBSTONES);
     }

@@ -49,6 +49,9 @@ pub struct ServiceOptions {
     pub idle_exit: Option<Duration>,
     /// Also serve streamable HTTP (each HTTP session a connection of its own).
     pub http: Option<HttpOptions>,
+    /// How long an idle HTTP session that holds no `default` session is kept
+    /// (see `mcp::http_sessions`).
+    pub http_keep_alive: Duration,
 }
 
 /// Why the service could not start, or stopped with an error.
@@ -151,7 +154,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut http = match &opts.http {
         Some(face) => {
-            let served = start_http(paths, face, registry.clone(), async {
+            let served = start_http(paths, face, opts.http_keep_alive, registry.clone(), async {
                 let _ = http_stopped.await;
             });
             match served.await {
@@ -243,6 +246,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
 async fn start_http(
     paths: &ServicePaths,
     face: &HttpOptions,
+    keep_alive: Duration,
     registry: Arc<Registry>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<tokio::task::JoinHandle<Result<(), ServeError>>, ServiceError> {
@@ -272,6 +276,7 @@ async fn start_http(
         listener,
         move || KernelMcp::for_connection(registry.clone(), Default::default()),
         access,
+        keep_alive,
         Some(jupyter),
         stop,
     )))

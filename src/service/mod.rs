@@ -3,7 +3,7 @@
 //! `kernel-mcp service` runs the process registry behind a Unix socket ([`listener`]): each
 //! connection is a full MCP session over the same handler as stdio, named sessions are shared
 //! by every connection, and each connection's `default` session is its own
-//! ([`crate::mcp::scope`]). `kernel-mcp serve --shared` is the stdio entry point turned into a
+//! ([`crate::registry::scope`]). `kernel-mcp serve --shared` is the stdio entry point turned into a
 //! byte relay to that socket, starting the service when none listens ([`relay`]); the relay
 //! and the commands for people trust the socket only after [`crate::trust`]'s checks. With
 //! `--http` the service also serves streamable HTTP, always behind a token ([`http`]). Where

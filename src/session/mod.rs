@@ -1,14 +1,12 @@
-//! Sessions: policy and state. One actor task per session (`actor`) owns the kernel, the
-//! FIFO queue, the runs and the generation; callers hold a cloneable [`SessionHandle`]. The
-//! [`Registry`] belongs to the process (not to an MCP connection) and maps names and run ids
-//! to sessions.
+//! Sessions: the actor core. One actor task per session (`actor`) owns the kernel, the FIFO
+//! queue, the runs, the history and the generation; callers hold a cloneable
+//! [`SessionHandle`]. Which sessions exist, and who may reach them, is the registry's
+//! (`crate::registry`); operations built from several actor calls are in `crate::ops`.
 //!
 //! Layout: `actor/` (the loop and its handlers), `run/` (one run: phase, collected output,
-//! bounded response), `runs.rs` (a session's runs), `ids.rs`, `history/` and `export.rs`
-//! (history, journal, exports), `display.rs` and `output.rs` (what the agent sees of outputs),
-//! `quirks.rs` and `language.rs` (per-kernel and per-language behaviour), `ops.rs` (session
-//! operations built from several actor calls), `registry.rs` and `expiry.rs` (expired sessions),
-//! `error.rs`, `types.rs`.
+//! bounded response), `runs.rs` (a session's runs), `ids.rs`, `history/` (history and its
+//! journal), `display.rs` and `output.rs` (what the agent sees of outputs), `quirks.rs` and
+//! `language.rs` (per-kernel and per-language behaviour), `error.rs`, `types.rs`.
 
 pub(crate) mod actor;
 pub(crate) mod display;
@@ -16,6 +14,7 @@ pub mod error;
 pub mod history;
 pub(crate) mod ids;
 pub(crate) mod language;
+pub mod observer;
 pub(crate) mod output;
 pub(crate) mod quirks;
 pub(crate) mod run;
@@ -28,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use actor::{Actor, Command};
-pub use actor::{ExecuteRequest, SessionDesc, Settled, Submitted};
+pub use actor::{ExecuteRequest, SessionDesc, Settled, Started, Submitted};
 pub use error::{ErrorCode, SessionError};
 pub use ids::RunId;
 pub use output::{StreamPage, clean_text};
@@ -45,9 +44,6 @@ const COMMAND_BUFFER: usize = 64;
 #[derive(Clone)]
 pub struct SessionHandle {
     id: String,
-    /// The name the registry files it under: the id, except for a connection's own
-    /// `default` session (see `crate::registry::Registry::create_keyed`).
-    key: String,
     tx: mpsc::Sender<Command>,
     /// What the session is (kernelspec, cwd, launcher): a fresh-kernel run starts its helper
     /// kernel from the same launcher.
@@ -57,7 +53,7 @@ pub struct SessionHandle {
 }
 
 /// The outcome of a session's first kernel start.
-pub type Created = oneshot::Receiver<Result<SessionInfo, SessionError>>;
+pub type Created = oneshot::Receiver<Result<Started, SessionError>>;
 
 impl SessionHandle {
     /// Spawn a session actor on `runtime`; it starts its first kernel at once, and `Created`
@@ -72,7 +68,6 @@ impl SessionHandle {
         let (history_tx, history) = watch::channel(0);
         let handle = SessionHandle {
             id: desc.id.clone(),
-            key: desc.id.clone(),
             tx,
             desc: Arc::new(desc.clone()),
             history,
@@ -90,15 +85,9 @@ impl SessionHandle {
         &self.desc
     }
 
-    /// The registry's name for this session (its id unless filed under an internal key).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// This handle, filed in the registry under `key` instead of its id.
-    pub(crate) fn filed_under(mut self, key: String) -> SessionHandle {
-        self.key = key;
-        self
+    /// The span the session's actor logs in (see [`SessionDesc::span`]).
+    pub fn span(&self) -> &tracing::Span {
+        &self.desc.span
     }
 
     /// True if both handles talk to the same actor (not merely the same session name).
@@ -178,6 +167,11 @@ impl SessionHandle {
 
     pub async fn info(&self) -> Result<SessionInfo, SessionError> {
         self.call(Command::Info).await
+    }
+
+    /// The session's language, from what its kernel reported.
+    pub async fn language(&self) -> Result<language::Language, SessionError> {
+        Ok(language::Language::from_name(&self.info().await?.language))
     }
 
     /// Interrupt the running run, if any; returns its id. Never restarts the kernel.

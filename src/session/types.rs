@@ -134,6 +134,9 @@ pub struct OutputItem {
     /// The first image in the bundle (base64 as sent by the kernel).
     pub image: Option<ImageData>,
     pub display_id: Option<String>,
+    /// Its position among the run's display outputs (`kernel-mcp://runs/{run_id}/outputs/{index}`);
+    /// a response that leaves outputs out keeps the others' indices.
+    pub index: usize,
     /// The MIME bundle as history and the notebook export keep it; not in the JSON.
     #[serde(skip)]
     pub bundle: std::sync::Arc<DisplayBundle>,

@@ -1,11 +1,12 @@
 """Make the fidelity test's notebooks and nbclient reference outputs (run by hand, not in CI).
 
-    python tests/fidelity/make_reference.py DIR
+    python tests/fidelity/make_reference.py DIR [NAME ...]
 
 DIR holds the distribution files named in SOURCES (e.g. fetched with
-`pip download --no-deps nbdime==4.0.4 ...`). For each line of SOURCES this copies the
-notebook out of its distribution with outputs and execution counts stripped into
-notebooks/NAME.ipynb, executes that copy once with nbclient (kernel python3, a fresh
+`pip download --no-deps nbdime==4.0.4 ...`). For each line of SOURCES (or only the NAMEs
+given) this copies the notebook out of its distribution with outputs and execution counts
+stripped into notebooks/NAME.ipynb (a line whose distribution is `-` names a notebook written
+for this project, already in notebooks/), executes that copy once with nbclient (kernel python3, a fresh
 empty working directory, errors allowed, 30 s per cell) and writes the executed notebook to
 reference/NAME.ipynb, with every image value replaced by a short placeholder so the repository
 stays small (the test compares images by MIME type only; see docs/fidelity.md).
@@ -54,12 +55,17 @@ def shorten_images(nb):
     return nb
 
 
-def main(dist_dir):
+def main(dist_dir, only):
     (HERE / "notebooks").mkdir(exist_ok=True)
     (HERE / "reference").mkdir(exist_ok=True)
     for name, package, version, dist, path in sources():
-        with zipfile.ZipFile(Path(dist_dir) / dist) as z:
-            nb = nbformat.reads(z.read(path).decode("utf-8"), as_version=4)
+        if only and name not in only:
+            continue
+        if dist == "-":
+            nb = nbformat.read(HERE / "notebooks" / f"{name}.ipynb", as_version=4)
+        else:
+            with zipfile.ZipFile(Path(dist_dir) / dist) as z:
+                nb = nbformat.reads(z.read(path).decode("utf-8"), as_version=4)
         nb = stripped(nb)
         nbformat.write(nb, HERE / "notebooks" / f"{name}.ipynb")
         with tempfile.TemporaryDirectory() as cwd:
@@ -76,4 +82,4 @@ def main(dist_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], set(sys.argv[2:]))

@@ -134,10 +134,13 @@ async fn without_a_name_the_console_offers_the_sessions_and_tab_completes_and_im
     agent.create_session("agent-one").await;
     // IPython's first completion loads jedi, which takes seconds on a loaded machine (over the
     // kernel's 10 s answer deadline at worst): warm it up so Tab below meets a ready kernel.
+    // (Through execute: `complete` is not in the default toolset the agent's relay gets.)
     agent
-        .call(
-            "complete",
-            serde_json::json!({"session_id": "agent-one", "code": "import o"}),
+        .exec(
+            "agent-one",
+            "from IPython.core.completer import provisionalcompleter\n\
+             with provisionalcompleter():\n    \
+             _ = list(get_ipython().Completer.completions('import o', 8))",
         )
         .await;
     let mut cmd = crate::common::cli::command(&svc, d);

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 /// Every difference between nbclient's outputs and ours that is intended, applied to both
 /// sides before comparing. The report prints this list with how often each applied.
-const NORMALISATIONS: [(&str, &str); 7] = [
+const NORMALISATIONS: [(&str, &str); 8] = [
     (
         "terminal",
         "stream text, tracebacks and error values rendered as a terminal shows them: ANSI escapes removed, `\\r` and `\\b` applied (what the agent reads)",
@@ -43,6 +43,10 @@ const NORMALISATIONS: [(&str, &str); 7] = [
     (
         "agent-result",
         "the agent's `result` of a rich execute_result is its richest readable form, so only a text/plain-only Out[] is compared as text",
+    ),
+    (
+        "reply-error",
+        "an error the kernel reported only in its execute_reply, printing it on stderr (ipykernel's UsageError for an unknown magic), is the agent's `error`; the notebook has the stderr line only",
     ),
 ];
 
@@ -224,7 +228,9 @@ fn expected_agent_view(outputs: &[Value], applied: &mut Applied) -> Value {
         }
     }
     let [stdout, stderr] = streams.map(|s| bounded(&terminal(&s, applied), applied));
-    json!({"stdout": stdout, "stderr": stderr, "result": result, "outputs": shown, "error": error})
+    // Every display reads as something (its text, or an image): none is blank.
+    json!({"stdout": stdout, "stderr": stderr, "result": result, "outputs": shown, "error": error,
+           "blank_outputs": 0})
 }
 
 /// The head and tail of a text over the agent's stream bound, else the text.
@@ -289,13 +295,32 @@ fn agent_view(r: &Value, applied: &mut Applied) -> Value {
     } else {
         Value::Null
     };
+    let blank = r["outputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["image"].is_null() && o["text"].as_str().is_none_or(|t| t.trim().is_empty()))
+        .count();
     json!({
         "stdout": stream("stdout", applied),
         "stderr": stream("stderr", applied),
         "result": result,
         "outputs": shown,
         "error": error,
+        "blank_outputs": blank,
     })
+}
+
+/// The "reply-error" normalisation: the agent's error is left out when nbclient's cell has
+/// none and the error's value is on the agent's stderr (the kernel printed it, and sent the
+/// error in its execute_reply only).
+fn reply_error(want: &Value, got: &mut Value, applied: &mut Applied) {
+    let evalue = got["error"][1].as_str().unwrap_or_default().to_string();
+    let printed = !evalue.is_empty() && got["stderr"].as_str().is_some_and(|e| e.contains(&evalue));
+    if want["error"].is_null() && printed {
+        got["error"] = Value::Null;
+        applied.note("reply-error", true);
+    }
 }
 
 /// Export session `session`'s history as a notebook into `dir`; returns its path and JSON.
@@ -409,7 +434,8 @@ async fn run_notebook(
     for (i, (source, outputs, _)) in cells.iter().enumerate() {
         let r = server.exec(&session, source).await;
         let want = expected_agent_view(outputs, applied);
-        let got = agent_view(&r, applied);
+        let mut got = agent_view(&r, applied);
+        reply_error(&want, &mut got, applied);
         compare(diffs, name, i, "agent view", &want, &got);
     }
     let (_, exported) = export(server, &session, out_dir).await;

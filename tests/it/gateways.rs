@@ -306,15 +306,35 @@ async fn a_cut_websocket_reconnects_and_the_run_completes_with_every_line() {
         json!({"session_id": "c", "gateway": "kg"}),
     )
     .await;
+    // Jupyter's channels have no acknowledgements: a message the gateway wrote just before
+    // the cut is lost with the connection (the server buffers for a reconnect only once it
+    // sees the close). So cut in the quiet second after a line, as a network would fail
+    // between two outputs; every line printed after the cut must arrive.
     let run = exec(
         &seen,
         &server,
         "c",
-        "import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.5)",
-        json!({"wait_s": 1.5}),
+        "import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.5 if i != 2 else 3)",
+        json!({"wait_s": 0.5}),
     )
     .await;
     assert_eq!(status(&run), "running", "{run}");
+    let mut seen_lines = 0;
+    for _ in 0..300 {
+        let page = seen
+            .call(
+                &server,
+                "get_execution",
+                json!({"run_id": run["run_id"], "wait_s": 0}),
+            )
+            .await;
+        seen_lines = page["stdout"].as_str().unwrap_or("").lines().count();
+        if seen_lines >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen_lines, 3, "line 2 (then a 3 s pause) never arrived");
     let cut = proxy.cut();
     assert!(cut >= 1, "no connection to cut");
     let done = finish(&seen, &server, &run).await;

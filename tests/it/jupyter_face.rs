@@ -4,7 +4,8 @@
 //! agent sees that cell in the session's history, marked as another client's, and its own
 //! runs go on beside it; a kernel started through the API is a session agents list. Every
 //! route needs the token (a websocket without it is refused before it upgrades); an adopted
-//! kernel, and a session an agent uses, are never restarted or deleted through the API. The
+//! kernel, and a session an agent uses, are never restarted or deleted through the API; an
+//! MCP connection's own `default` is never one of the API's kernels. The
 //! live notebook validates with nbformat after each run; a notebook open on a Jupyter Server
 //! is adopted by its path.
 
@@ -280,6 +281,60 @@ async fn raw_upgrade(port: u16, path: &str) -> String {
 }
 
 #[tokio::test]
+async fn an_agents_own_default_is_never_a_kernel_of_the_jupyter_api() {
+    let face = FaceService::start(&[], &[]).await;
+    let agent = face.agent().await;
+    // `execute` without session_id: this connection's own `default`, private to it.
+    let r = agent.call("execute", json!({"code": "secret = 1"})).await;
+    assert_eq!(r["status"], "ok", "{r}");
+    let info = agent
+        .call("get_session", json!({"session_id": "default"}))
+        .await;
+    let own = info["kernel_id"].as_str().expect("a kernel_id").to_string();
+    let named = agent_session(&agent, "named", "x = 1").await;
+    let token = Some(face.token.as_str());
+    let (status, kernels) = rest("GET", &face.url("/api/kernels"), token, None).await;
+    assert_eq!(status, 200);
+    let ids: Vec<&str> = kernels
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["id"].as_str())
+        .collect();
+    assert_eq!(ids, [named.as_str()], "only the named session: {kernels}");
+    let (status, _) = rest(
+        "GET",
+        &face.url(&format!("/api/kernels/{own}")),
+        token,
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let interrupt = face.url(&format!("/api/kernels/{own}/interrupt"));
+    assert_eq!(rest("POST", &interrupt, token, None).await.0, 404);
+    let (_, specs) = rest("GET", &face.url("/api/kernelspecs"), token, None).await;
+    assert!(
+        specs["kernelspecs"]["kernel-mcp-session.named"].is_object(),
+        "{specs}"
+    );
+    assert!(
+        specs["kernelspecs"]["kernel-mcp-session.default"].is_null(),
+        "{specs}"
+    );
+    // Nor may the API name a `default` of its own.
+    let ask = json!({"metadata": {"session_id": "default"}});
+    let (status, why) = rest("POST", &face.url("/api/kernels"), token, Some(ask)).await;
+    assert_eq!(status, 400, "{why}");
+    assert!(
+        why["message"].as_str().unwrap().contains("default"),
+        "{why}"
+    );
+    let listed = agent.call("list_sessions", json!({})).await;
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 2, "{listed}");
+    face.stop().await;
+}
+
+#[tokio::test]
 async fn adopted_and_agents_kernels_are_never_restarted_or_deleted_through_the_api() {
     let face = FaceService::start(&[], &[]).await;
     let agent = face.agent().await;
@@ -392,7 +447,9 @@ async fn validate(path: &std::path::Path) -> (bool, usize, String) {
 async fn the_live_notebook_validates_with_nbformat_after_each_run() {
     use std::os::unix::fs::PermissionsExt;
     let face = FaceService::start(&[], &[]).await;
-    let agent = face.agent().await;
+    // `create_session(notebook)` is a default tool's parameter; `mirror_notebook` is the
+    // `notebook` set's.
+    let agent = face.agent_with("default,notebook").await;
     let dir = tempfile::tempdir().unwrap();
     let info = agent
         .call(

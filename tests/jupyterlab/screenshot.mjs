@@ -46,9 +46,9 @@ try {
   await page.keyboard.press('Enter');
   await page.keyboard.type(code);
   await page.keyboard.press('Shift+Enter');
-  const mine = page.locator('.jp-Notebook .jp-Cell').nth((await cells.count()) - 2);
-  const output = mine.locator('.jp-OutputArea-output');
-  await output.filter({ hasText: expected }).first().waitFor({ timeout: 60000 });
+  // The person's output, wherever the new cell landed (no agent cell prints it).
+  const output = page.locator('.jp-Notebook .jp-OutputArea-output', { hasText: expected });
+  await output.first().waitFor({ timeout: 60000 });
   // Let the prompt number settle; decline JupyterLab's news offer, which covers a corner.
   await page.waitForTimeout(500);
   await page.locator('.jp-toast-button', { hasText: 'No' }).first().click({ timeout: 2000 })

@@ -7,24 +7,43 @@
 //! updated, entries deleted or cleared), then renders the whole in-memory history with the
 //! notebook export ([`super::render`]: every MIME type, display updates applied, cell ids
 //! from run ids; `metadata.kernelspec` names the session's own kernelspec on the Jupyter
-//! face, so JupyterLab on the service's gateway opens it on the session) and replaces the file atomically (a temporary file renamed over it, mode
-//! 0600 like every file of session data). Changes that come while a write is under way are
+//! face ([`session_spec_name`]), so JupyterLab on the service's gateway opens it on the
+//! session) and replaces the file atomically (a temporary file renamed over it, mode 0600
+//! like every file of session data). Changes that come while a write is under way are
 //! folded into the next write, so a burst of runs costs one write each [`SETTLE`] at most.
 //! The task ends with the session (its history's sender is dropped), or when the session's
-//! mirror moves to another path ([`Mirrors::start`]). A write that fails is logged and
+//! mirror moves to another path ([`Mirrors::start`]). The mirrors are the process's, like
+//! the registry ([`Mirrors::global`]): one per live session, kept below the MCP tools that
+//! start them and beside the registry, which sits a layer lower and never sees them. A write that fails is logged and
 //! retried at the next change; the first write's failure is the caller's error.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::{ExportContext, ExportFormat, render};
-use crate::ops::files::{self, FileError, WriteOptions};
+use crate::ops::files::{self, FileError, FileMode, WriteOptions};
 use crate::session::history::HistoryEntry;
-use crate::session::{SessionError, SessionHandle};
+use crate::session::{SessionError, SessionHandle, SessionInfo};
+
+/// How the Jupyter face names the kernelspec that stands for a session: this prefix, then
+/// the session id (`crate::jupyter::models::session_spec`).
+pub const SESSION_SPEC_PREFIX: &str = "kernel-mcp-session.";
+
+/// The kernelspec name that stands for session `id` on the Jupyter face.
+pub fn session_spec_name(id: &str) -> String {
+    format!("{SESSION_SPEC_PREFIX}{id}")
+}
+
+/// The display name of a session's kernelspec: `ID — kernel-mcp session (DISPLAY NAME)`.
+pub fn session_display_name(info: &SessionInfo) -> String {
+    format!(
+        "{} — kernel-mcp session ({})",
+        info.session_id, info.display_name
+    )
+}
 
 /// Changes that come within this long of each other are written once.
 pub const SETTLE: Duration = Duration::from_millis(100);
@@ -40,13 +59,27 @@ pub struct Mirrored {
     pub bytes: usize,
 }
 
-/// The sessions' live notebooks, by registry key: one per session.
-#[derive(Default)]
-pub struct Mirrors {
-    tasks: Mutex<HashMap<String, (PathBuf, tokio::task::AbortHandle)>>,
+/// One session's live notebook.
+struct Mirror {
+    handle: SessionHandle,
+    path: PathBuf,
+    task: tokio::task::AbortHandle,
 }
 
+/// The sessions' live notebooks: one per session.
+#[derive(Default)]
+pub struct Mirrors {
+    tasks: Mutex<Vec<Mirror>>,
+}
+
+static MIRRORS: LazyLock<Mirrors> = LazyLock::new(Mirrors::default);
+
 impl Mirrors {
+    /// The process's mirrors.
+    pub fn global() -> &'static Mirrors {
+        &MIRRORS
+    }
+
     /// Mirror `handle`'s session to `path` from now on (relative: under `cwd`; no extension:
     /// `.ipynb`), replacing the mirror it had. Writes the notebook once before returning.
     /// Errors: `IO_ERROR` (the file cannot be written: nothing is mirrored), `SESSION_DEAD`
@@ -60,13 +93,20 @@ impl Mirrors {
         let path = notebook_path(path, Path::new(&info.cwd));
         let (entries, bytes) = write_once(handle, &path).await?;
         let task = tokio::spawn(follow(handle.clone(), path.clone()));
-        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks.retain(|_, (_, t)| !t.is_finished());
-        if let Some((_, old)) = tasks.insert(
-            handle.key().to_string(),
-            (path.clone(), task.abort_handle()),
-        ) {
-            old.abort();
+        {
+            let mut tasks = lock(&self.tasks);
+            tasks.retain(|m| {
+                let replaced = m.handle.same_session(handle);
+                if replaced {
+                    m.task.abort();
+                }
+                !replaced && !m.task.is_finished()
+            });
+            tasks.push(Mirror {
+                handle: handle.clone(),
+                path: path.clone(),
+                task: task.abort_handle(),
+            });
         }
         tracing::info!(session = %handle.id(), path = %path.display(), "mirroring the session to a notebook");
         Ok(Mirrored {
@@ -77,14 +117,14 @@ impl Mirrors {
         })
     }
 
-    /// The path session `key` is mirrored to, while its mirror runs.
-    pub fn path_of(&self, key: &str) -> Option<PathBuf> {
-        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks
-            .get(key)
-            .filter(|(_, t)| !t.is_finished())
-            .map(|(p, _)| p.clone())
+    /// Forget the mirror of `handle`'s session to `path` (its task has ended).
+    fn ended(&self, handle: &SessionHandle, path: &Path) {
+        lock(&self.tasks).retain(|m| !(m.handle.same_session(handle) && m.path == path));
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `path` made absolute under `cwd`, with `.ipynb` when it has no extension.
@@ -112,6 +152,7 @@ async fn follow(handle: SessionHandle, path: PathBuf) {
         }
     }
     tracing::debug!(session = %handle.id(), path = %path.display(), "the live notebook's session ended");
+    Mirrors::global().ended(&handle, &path);
 }
 
 /// Render the session's whole history as a notebook and replace `path` with it (0600).
@@ -122,8 +163,8 @@ async fn write_once(handle: &SessionHandle, path: &Path) -> Result<(usize, usize
     let mut ctx = ExportContext::from_info(&info);
     // The session's own kernelspec on the Jupyter face: a JupyterLab on `--gateway-url` of
     // the service opens the live notebook attached to this session's kernel.
-    ctx.kernel = crate::jupyter::models::session_spec_name(&info.session_id);
-    ctx.display_name = crate::jupyter::models::session_display_name(&info);
+    ctx.kernel = session_spec_name(&info.session_id);
+    ctx.display_name = session_display_name(&info);
     let entries: Vec<HistoryEntry> = entries.into_iter().map(|(_, e)| e).collect();
     let count = entries.len();
     let target = path.to_path_buf();
@@ -143,14 +184,11 @@ async fn write_once(handle: &SessionHandle, path: &Path) -> Result<(usize, usize
 /// Replace `path` atomically with `bytes`, leaving it mode 0600 (also over an existing file
 /// that others could read: a notebook holds the session's data).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
-    use std::os::unix::fs::PermissionsExt;
     let opts = WriteOptions {
-        new_mode: 0o600,
+        mode: FileMode::Private,
         sync: false,
     };
-    files::write_file_blocking(path, bytes, opts)?;
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-    Ok(())
+    files::write_file_blocking(path, bytes, opts)
 }
 
 #[cfg(test)]

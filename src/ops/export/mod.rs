@@ -34,6 +34,20 @@ pub struct ExportContext {
     pub exported_at: String,
 }
 
+impl ExportContext {
+    /// The export context of a live session.
+    pub fn from_info(info: &crate::session::SessionInfo) -> ExportContext {
+        ExportContext {
+            session_id: info.session_id.clone(),
+            kernel: info.kernel.clone(),
+            display_name: info.display_name.clone(),
+            language: info.language.clone(),
+            language_info: info.kernel_info["language_info"].clone(),
+            exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        }
+    }
+}
+
 /// The file contents for `format`. Script: a comment header naming session, kernel and time
 /// (comment syntax by language: `%` for octave/matlab, `#` otherwise), then each block's code
 /// in order separated by a blank line. Transcript: `[n] code` then its outputs, like a REPL.
@@ -346,8 +360,10 @@ fn error_output(err: &ErrorInfo) -> Value {
     })
 }
 
-/// The outputs in the kernel's order (entries that kept [`HistoryEntry::order`]); an error
-/// with no place in the order (one the reply or a quirk reported) comes last.
+/// The outputs in the kernel's order (entries that kept [`HistoryEntry::order`]): only what
+/// came on iopub. An error with no place in the order (one only the `execute_reply` or a
+/// kernel's error line reported) is the run's status, not an output, as in nbclient's
+/// notebook.
 fn ordered_outputs(entry: &HistoryEntry, order: &[EntrySlot]) -> Vec<Value> {
     let mut outputs = Vec::with_capacity(order.len());
     let mut error_written = false;
@@ -369,9 +385,6 @@ fn ordered_outputs(entry: &HistoryEntry, order: &[EntrySlot]) -> Vec<Value> {
                 }
             }
         }
-    }
-    if let (Some(err), false) = (&entry.error, error_written) {
-        outputs.push(error_output(err));
     }
     outputs
 }

@@ -4,7 +4,8 @@
 //! opens never wait (`O_NONBLOCK`, so a FIFO without a writer or a device cannot stall them),
 //! anything but a regular file is refused with an error naming what it is, reads stop one byte
 //! past their cap, and writes go to a temp file in the target's directory that is then renamed
-//! over the target, so readers see the old file or the new one, never half of it.
+//! over the target, so readers see the old file or the new one, never half of it. A file that
+//! holds a session's data is written for its owner only ([`FileMode::Private`]).
 
 use std::fmt;
 use std::fs::{FileType, OpenOptions, Permissions};
@@ -181,44 +182,45 @@ pub async fn read_capped(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> 
     on_blocking_pool(path, Access::Read, move || read_capped_now(&owned, cap)).await
 }
 
+/// Who may read a file [`write_file`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// Its owner only (`0o600`), whatever the umask or the replaced file's mode: the file holds
+    /// a session's data (its code, output, variables — secrets included).
+    Private,
+    /// An existing file keeps its permission bits; a new one gets `0o666` minus the umask.
+    Keep,
+    /// An existing file keeps its permission bits; a new one is `0o600` (a person's file that
+    /// can hold credentials, such as an MCP client's config).
+    KeepNewPrivate,
+}
+
+/// How [`write_file_blocking`] writes: the permission bits, and whether the new contents are
+/// flushed to disk before the rename (a file a person keeps, so a crash leaves the old file
+/// or the new one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOptions {
+    pub mode: FileMode,
+    pub sync: bool,
+}
+
 /// Write `bytes` to `path`, replacing it atomically: the bytes go to a temp file in the same
 /// directory, which is renamed over `path`. Creates missing parent directories. A symlink is
 /// followed (its target is replaced) unless it dangles, in which case the link itself is
-/// replaced. An existing file keeps its permission bits; a new one gets `0o666` minus the
-/// umask. The target is never opened, so a FIFO or device there cannot block the call.
+/// replaced. The permission bits follow `mode`. The target is never opened, so a FIFO or
+/// device there cannot block the call.
 ///
 /// Runs on tokio's blocking pool.
 ///
 /// Errors: [`FileError::IsDirectory`] when `path` is a directory or ends in `/`;
 /// [`FileError::NotRegular`] when it is a FIFO, device, socket or other special file;
 /// [`FileError::Io`] for anything else (permissions, a full disk, a parent that is a file).
-pub async fn write_file(path: &Path, bytes: Vec<u8>) -> Result<(), FileError> {
+pub async fn write_file(path: &Path, bytes: Vec<u8>, mode: FileMode) -> Result<(), FileError> {
     let owned = path.to_path_buf();
     on_blocking_pool(path, Access::Write, move || {
-        write_file_blocking(&owned, &bytes, WriteOptions::default())
+        write_file_blocking(&owned, &bytes, WriteOptions { mode, sync: false })
     })
     .await
-}
-
-/// How [`write_file_blocking`] creates and finishes a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WriteOptions {
-    /// Permission bits of a file that did not exist (before the umask); an existing file
-    /// keeps its own.
-    pub new_mode: u32,
-    /// Flush the new contents to disk before the rename (a file a person keeps, such as a
-    /// client's config), so a crash leaves the old file or the new one.
-    pub sync: bool,
-}
-
-impl Default for WriteOptions {
-    /// `0o666` (minus the umask) for a new file, no flush: what the server's own writes use.
-    fn default() -> WriteOptions {
-        WriteOptions {
-            new_mode: 0o666,
-            sync: false,
-        }
-    }
 }
 
 /// Run `f` with `spawn_blocking`; a panic in it becomes [`FileError::Io`].
@@ -337,9 +339,16 @@ pub fn write_file_blocking(path: &Path, bytes: &[u8], opts: WriteOptions) -> Res
     let mut prefix = std::ffi::OsString::from(".");
     prefix.push(target.file_name().unwrap_or_default());
     prefix.push(".");
-    let mode = existing
+    // The bits the file ends with: exactly these (`set_permissions` below undoes the umask),
+    // or — for a new file kept to the default — 0o666 narrowed by the umask at creation.
+    let (exact, new_mode) = match opts.mode {
+        FileMode::Private => (Some(Permissions::from_mode(0o600)), 0o600),
+        FileMode::Keep => (existing, 0o666),
+        FileMode::KeepNewPrivate => (existing, 0o600),
+    };
+    let mode = exact
         .clone()
-        .unwrap_or_else(|| Permissions::from_mode(opts.new_mode));
+        .unwrap_or_else(|| Permissions::from_mode(new_mode));
     let write = || -> io::Result<()> {
         let mut tmp = tempfile::Builder::new()
             .prefix(&prefix)
@@ -350,8 +359,8 @@ pub fn write_file_blocking(path: &Path, bytes: &[u8], opts: WriteOptions) -> Res
         if opts.sync {
             tmp.as_file().sync_all()?;
         }
-        if let Some(perms) = existing {
-            // The umask narrowed the mode at creation; restore it exactly.
+        if let Some(perms) = exact {
+            // The umask narrowed the mode at creation; set it exactly.
             tmp.as_file().set_permissions(perms)?;
         }
         tmp.persist(&target).map_err(|e| e.error)?;

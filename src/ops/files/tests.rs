@@ -30,7 +30,7 @@ fn read(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
 fn write(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     promptly(
         &format!("write_file({})", path.display()),
-        write_file(path, bytes.to_vec()),
+        write_file(path, bytes.to_vec(), FileMode::Keep),
     )
 }
 
@@ -229,6 +229,25 @@ fn write_keeps_an_existing_files_permission_bits() {
     write(&path, b"new").unwrap();
     let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o751);
+}
+
+#[test]
+fn a_private_write_is_for_its_owner_only_new_or_replacing_a_readable_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new.json");
+    let old = dir.path().join("old.json");
+    fs::write(&old, b"old").unwrap();
+    fs::set_permissions(&old, Permissions::from_mode(0o644)).unwrap();
+    for path in [&new, &old] {
+        promptly(
+            "write_file(private)",
+            write_file(path, b"secret".to_vec(), FileMode::Private),
+        )
+        .unwrap();
+        let mode = fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o600, "{}", path.display());
+        assert_eq!(fs::read(path).unwrap(), b"secret");
+    }
 }
 
 #[test]

@@ -1,217 +1,229 @@
-//! Who owns which session: the registry as one MCP connection sees it.
+//! Who may reach which session: the registry as one MCP connection sees it.
 //!
-//! Named sessions belong to the process and every connection sees them. The implicit
-//! `default` session is different in the per-user service: each connection gets its own,
-//! filed in the registry under a key no client can type (`default#<n>`), shown to its
-//! connection as `default`, invisible to the others, and destroyed when the connection ends.
-//! A standalone server has one client, so its view is unscoped and `default` is simply the
-//! session named `default`, as it always was.
+//! Named sessions belong to the process and every connection reaches the same one. The
+//! implicit `default` session is different in the per-user service: each connection gets its
+//! own, shown to it as `default`, out of every other connection's reach (its runs, tasks,
+//! resources, history, journal and log events included), and destroyed when the connection
+//! ends. A standalone server has one client, so its scope is [`Scope::standalone`] and
+//! `default` is simply the session named `default`, as it always was.
 //!
-//! [`RegistryView`] dereferences to the [`Registry`] and shadows exactly the calls that take
-//! a session id from the client, so the tools read `self.registry.get(id)` either way.
+//! A [`Scope`] is the only maker of the keys the registry takes ([`SessionKey`], [`RunKey`],
+//! see [`key`]): every registry call that touches a session or a run takes one, so a tool
+//! cannot reach a session without resolving the caller's scope first.
 
-use std::ops::Deref;
-use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
-use crate::ops::export::ExportFormat;
-use crate::ops::{Exported, HistorySource};
-use crate::registry::{CreateRequest, DEFAULT_SESSION, Registry, is_internal_key};
-use crate::session::{SessionError, SessionHandle, SessionInfo};
+pub mod key;
 
-/// Numbers the connections of this process (the `<n>` of `default#<n>`).
+use key::{ConnectionId, DEFAULT_SESSION, RunKey, SessionKey, Slot, Viewer};
+
+use super::Registry;
+use crate::session::RunId;
+
+/// Numbers the connections of this process.
 static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
-/// One connection's `default` session key; dropping the last clone of the view destroys that
-/// session (the fallback for transports that end without telling us, such as HTTP sessions).
-struct Owner {
-    key: String,
+/// One connection of the service. Dropping the last clone of its scope ends what belongs to
+/// it: its `default` session is destroyed (the fallback for transports that end without
+/// telling us), and its expired and ended `default` are forgotten.
+struct Connection {
+    id: ConnectionId,
     registry: Arc<Registry>,
 }
 
-impl Drop for Owner {
+impl Drop for Connection {
     fn drop(&mut self) {
-        if self.registry.get(&self.key).is_err() {
-            return;
-        }
-        let (registry, key) = (self.registry.clone(), self.key.clone());
+        let (registry, id) = (self.registry.clone(), self.id);
+        registry.forget_connection(id);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = registry.destroy(&key).await;
+                registry.end_default(id).await;
             });
         }
     }
 }
 
-/// The registry seen by one MCP connection.
+/// The registry seen by one caller.
 #[derive(Clone)]
-pub struct RegistryView {
+pub struct Scope {
     registry: Arc<Registry>,
-    /// `None`: unscoped (standalone); `default` is the session named `default`.
-    owner: Option<Arc<Owner>>,
+    /// `None`: a standalone server's only client; `default` is the session named `default`.
+    connection: Option<Arc<Connection>>,
 }
 
-impl Deref for RegistryView {
-    type Target = Registry;
-    fn deref(&self) -> &Registry {
-        &self.registry
-    }
-}
-
-impl RegistryView {
+impl Scope {
     /// The whole registry, `default` included: a standalone server's only client.
-    pub fn unscoped(registry: Arc<Registry>) -> RegistryView {
-        RegistryView {
+    pub fn standalone(registry: Arc<Registry>) -> Scope {
+        Scope {
             registry,
-            owner: None,
+            connection: None,
         }
     }
 
     /// A new connection of the service, with a `default` session of its own.
-    pub fn connection(registry: Arc<Registry>) -> RegistryView {
-        let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
-        RegistryView {
-            owner: Some(Arc::new(Owner {
-                key: format!("{DEFAULT_SESSION}#{n}"),
+    pub fn connection(registry: Arc<Registry>) -> Scope {
+        let id = ConnectionId(CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1);
+        Scope {
+            connection: Some(Arc::new(Connection {
+                id,
                 registry: registry.clone(),
             })),
             registry,
         }
     }
 
-    /// The registry key for the id a client gave.
-    fn key<'a>(&'a self, id: &'a str) -> &'a str {
-        match &self.owner {
-            Some(o) if id == DEFAULT_SESSION => &o.key,
-            _ => id,
+    /// The registry (limits, kernel sources); reaching a session needs a key from here.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Who asks.
+    pub fn viewer(&self) -> Viewer {
+        Viewer(self.connection.as_ref().map(|c| c.id))
+    }
+
+    /// The connection asking (`None` for a standalone server's client).
+    pub fn connection_id(&self) -> Option<ConnectionId> {
+        self.viewer().connection()
+    }
+
+    /// The key of session `id` as this caller names it: `default` is its own.
+    pub fn key(&self, id: &str) -> SessionKey {
+        SessionKey::new(self.slot(id), self.viewer(), false)
+    }
+
+    /// The key of the session `execute` uses without `session_id`: this caller's `default`,
+    /// created on first use.
+    pub fn default_key(&self) -> SessionKey {
+        SessionKey::new(self.slot(DEFAULT_SESSION), self.viewer(), true)
+    }
+
+    /// The key of `id` when given, else [`Self::default_key`].
+    pub fn key_or_default(&self, id: Option<&str>) -> SessionKey {
+        match id {
+            Some(id) => self.key(id),
+            None => self.default_key(),
         }
     }
 
-    /// Say `default`, never the internal key, in errors shown to this connection.
-    fn unkey(&self, e: SessionError) -> SessionError {
-        match e {
-            SessionError::NotFound {
-                id,
-                mut known,
-                journal_checked,
-            } => {
-                let id = if is_internal_key(&id) {
-                    DEFAULT_SESSION.to_string()
-                } else {
-                    id
-                };
-                if let Some(o) = &self.owner
-                    && self.registry.get(&o.key).is_ok()
-                {
-                    known.push(DEFAULT_SESSION.into());
-                    known.sort();
-                }
-                SessionError::NotFound {
-                    id,
-                    known,
-                    journal_checked,
-                }
-            }
-            other => other,
-        }
+    /// A key for a new session with a name no session has (`session-N`).
+    pub fn new_key(&self) -> SessionKey {
+        SessionKey::new(
+            Slot::Named(self.registry.unused_name()),
+            self.viewer(),
+            false,
+        )
     }
 
-    /// Session `id` as this connection names it. Errors: `SESSION_NOT_FOUND`.
-    pub fn get(&self, id: &str) -> Result<SessionHandle, SessionError> {
-        self.registry.get(self.key(id)).map_err(|e| self.unkey(e))
+    /// The key of run `run` as this caller names it.
+    pub fn run_key(&self, run: impl Into<RunId>) -> RunKey {
+        RunKey::new(run.into(), self.viewer())
     }
 
-    /// Session `id`, or this connection's `default` session (created on first use).
-    pub async fn get_or_default(&self, id: Option<&str>) -> Result<SessionHandle, SessionError> {
-        match (id, &self.owner) {
-            (Some(id), _) => self.get(id),
-            (None, Some(o)) => self.registry.default_session(&o.key).await,
-            (None, None) => self.registry.get_or_default(None).await,
-        }
+    /// True while this connection holds a `default` session, live or recently expired (an
+    /// HTTP session that does must not be ended for being idle: see `mcp/http_sessions.rs`).
+    pub fn holds_default(&self) -> bool {
+        self.connection
+            .as_ref()
+            .is_some_and(|c| self.registry.holds_default(c.id))
     }
 
-    /// Create a session; `session_id: "default"` makes this connection's own.
-    pub async fn create(&self, req: CreateRequest) -> Result<SessionInfo, SessionError> {
-        match (&self.owner, req.session_id.as_deref()) {
-            (Some(o), Some(DEFAULT_SESSION)) => {
-                self.registry.create_keyed(o.key.clone(), req).await
-            }
-            _ => self.registry.create(req).await,
-        }
+    /// This scope, without keeping its connection alive (`None` for a standalone client,
+    /// which has no `default` of its own).
+    pub fn downgrade(&self) -> Option<WeakScope> {
+        self.connection.as_ref().map(|c| WeakScope {
+            registry: Arc::downgrade(&self.registry),
+            connection: Arc::downgrade(c),
+            id: c.id,
+        })
     }
 
-    /// The sessions this connection sees: every named one and its own `default`.
-    pub async fn list(&self) -> Vec<SessionInfo> {
-        let own = self.owner.as_ref().map(|o| o.key.clone());
-        self.registry
-            .list_where(|k| !is_internal_key(k) || Some(k) == own.as_deref())
-            .await
-    }
-
-    /// The ids this connection sees, sorted.
-    pub fn session_ids(&self) -> Vec<String> {
-        let mut ids = self.registry.session_ids();
-        if let Some(o) = &self.owner
-            && self.registry.get(&o.key).is_ok()
-        {
-            ids.push(DEFAULT_SESSION.into());
-            ids.sort();
-        }
-        ids
-    }
-
-    /// Destroy session `id` as this connection names it.
-    pub async fn destroy(&self, id: &str) -> Result<crate::kernel::ShutdownRung, SessionError> {
-        self.registry
-            .destroy(self.key(id))
-            .await
-            .map_err(|e| self.unkey(e))
-    }
-
-    /// History of session `id` (live or journalled) as this connection names it.
-    pub async fn history_source(
-        &self,
-        id: &str,
-        start: Option<i64>,
-        end: Option<i64>,
-    ) -> Result<HistorySource, SessionError> {
-        if self.key(id) != id && self.registry.get(self.key(id)).is_err() {
-            // Its own default session has ended: read the `default` journal.
-            return self.registry.history_source(id, start, end).await;
-        }
-        self.registry
-            .history_source(self.key(id), start, end)
-            .await
-            .map_err(|e| self.unkey(e))
-    }
-
-    /// Export the history of session `id` as this connection names it.
-    pub async fn export(
-        &self,
-        id: &str,
-        path: &Path,
-        format: ExportFormat,
-        start: Option<i64>,
-        end: Option<i64>,
-    ) -> Result<Exported, SessionError> {
-        let key = if self.registry.get(self.key(id)).is_ok() {
-            self.key(id)
-        } else {
-            id
-        };
-        self.registry
-            .export(key, path, format, start, end)
-            .await
-            .map_err(|e| self.unkey(e))
-    }
-
-    /// End this connection's `default` session, if it has one (the connection closed).
+    /// This connection has ended: destroy its `default` session, if it has one.
     pub async fn close(&self) {
-        if let Some(o) = &self.owner
-            && self.registry.get(&o.key).is_ok()
-        {
-            let _ = self.registry.destroy(&o.key).await;
+        if let Some(c) = &self.connection {
+            self.registry.end_default(c.id).await;
         }
+    }
+
+    fn slot(&self, id: &str) -> Slot {
+        match &self.connection {
+            Some(c) if id == DEFAULT_SESSION => Slot::Default(c.id),
+            _ => Slot::Named(id.to_string()),
+        }
+    }
+}
+
+/// A connection's scope that does not keep the connection alive.
+#[derive(Clone)]
+pub struct WeakScope {
+    registry: Weak<Registry>,
+    connection: Weak<Connection>,
+    id: ConnectionId,
+}
+
+impl WeakScope {
+    /// [`Scope::holds_default`], while the connection lives; false after.
+    pub fn holds_default(&self) -> bool {
+        match (self.registry.upgrade(), self.connection.strong_count() > 0) {
+            (Some(registry), true) => registry.holds_default(self.id),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Limits;
+    use crate::kernel::discovery::KernelSearch;
+
+    fn registry() -> Arc<Registry> {
+        Arc::new(Registry::new(
+            KernelSearch::new(&[], None, None),
+            None,
+            Limits::default(),
+            tokio::runtime::Handle::current(),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_named_session_is_one_key_for_every_connection_and_default_is_each_ones_own() {
+        let registry = registry();
+        let (a, b) = (
+            Scope::connection(registry.clone()),
+            Scope::connection(registry.clone()),
+        );
+        assert_eq!(a.key("shared").slot(), b.key("shared").slot());
+        assert_ne!(a.key("default").slot(), b.key("default").slot());
+        assert_eq!(a.key("default").name(), "default");
+        assert_eq!(a.default_key().slot(), a.key("default").slot());
+        assert!(a.default_key().is_lazy() && !a.key("default").is_lazy());
+        assert!(a.key("default").is_private() && !a.key("shared").is_private());
+        assert!(a.viewer().sees(a.key("default").slot()));
+        assert!(!b.viewer().sees(a.key("default").slot()));
+        assert!(b.viewer().sees(a.key("shared").slot()));
+    }
+
+    #[tokio::test]
+    async fn a_standalone_default_is_the_session_named_default() {
+        let registry = registry();
+        let s = Scope::standalone(registry.clone());
+        assert_eq!(s.key("default").slot(), &Slot::Named("default".into()));
+        assert!(!s.key("default").is_private());
+        let c = Scope::connection(registry);
+        assert!(!s.viewer().sees(c.key("default").slot()));
+    }
+
+    #[tokio::test]
+    async fn a_run_key_carries_its_callers_view() {
+        let registry = registry();
+        let (a, b) = (
+            Scope::connection(registry.clone()),
+            Scope::connection(registry),
+        );
+        let (ka, kb) = (a.run_key("run-1"), b.run_key("run-1"));
+        assert_eq!(ka.run(), kb.run());
+        assert_ne!(ka.viewer(), kb.viewer());
     }
 }

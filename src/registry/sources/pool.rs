@@ -275,41 +275,6 @@ impl Pool {
     }
 }
 
-impl crate::registry::Registry {
-    /// Keep `wanted` started kernels for each (kernelspec name, N) in `pool`, launched as a
-    /// session with no cwd, env or memory limit of its own (see the module docs). Filling
-    /// starts with [`crate::registry::Registry::fill_pool`]. Errors: a kernelspec not found.
-    pub fn with_pool(self, pool: &[(String, usize)]) -> Result<Self, String> {
-        let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
-        for (name, wanted) in pool {
-            let spec = self
-                .search
-                .find(name)
-                .map_err(|e| format!("--pool {name}={wanted}: {e}"))?;
-            let opts = LaunchOptions {
-                cwd: cwd.clone(),
-                env: Default::default(),
-                env_prefix: self.env_prefix.clone(),
-                startup_timeout: Duration::from_secs(self.limits.startup_timeout_s),
-                supervisor: self.supervisor.clone(),
-                max_memory_mib: self.limits.max_memory_mib,
-                sandbox: self.sandbox,
-            };
-            self.pool.add(LocalLauncher { spec, opts }, *wanted);
-        }
-        Ok(self)
-    }
-
-    /// Start the pool's kernels (on the sessions runtime), within the session limit.
-    pub fn fill_pool(&self) {
-        let room = self
-            .limits
-            .max_sessions
-            .saturating_sub(self.session_ids().len());
-        self.pool.fill(&self.sessions_runtime, room);
-    }
-}
-
 /// A session's launcher whose first kernel came from the pool; every later one (restart,
 /// recovery) starts cold, the way the session was asked for.
 pub struct PooledLauncher {

@@ -1,7 +1,8 @@
-//! Sessions on a Jupyter server or gateway: turning `create_session(gateway, kernel)` or
-//! `create_session(gateway, kernel_id)` into a kernelspec and a [`RemoteLauncher`], after a
-//! REST call that answers `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED` or `KERNEL_NOT_FOUND` at once;
-//! and the gateways' kernelspecs for `list_kernels`.
+//! Sessions on a Jupyter server or gateway: turning `create_session(gateway, kernel)`,
+//! `create_session(gateway, kernel_id)` or `create_session(gateway, notebook_path)` into a
+//! kernelspec and a [`RemoteLauncher`], after a REST call that answers `GATEWAY_UNAVAILABLE`,
+//! `UNAUTHORIZED` or `KERNEL_NOT_FOUND` at once; and the gateways' kernelspecs for
+//! `list_kernels`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +13,6 @@ use serde_json::{Value, json};
 
 use crate::kernel::remote::{GatewayError, RemoteLauncher, Rest};
 use crate::kernel::{InterruptMode, KernelLauncher, KernelSpec};
-use crate::registry::CreateRequest;
 use crate::session::SessionError;
 
 /// One gateway's kernelspec, as `list_kernels` shows it.
@@ -131,7 +131,7 @@ fn spec_from(name: &str, spec: &Value, rest: &Rest) -> KernelSpec {
 /// The kernel id of the notebook open at `path` on Jupyter Server `rest`.
 /// Errors: `KERNEL_NOT_FOUND` (no such notebook open there, or a server without
 /// `/api/sessions`, such as Kernel Gateway), `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`.
-async fn notebook_kernel(rest: &Rest, path: &str) -> Result<String, SessionError> {
+pub async fn notebook_kernel(rest: &Rest, path: &str) -> Result<String, SessionError> {
     let gateway = &rest.gateway().name;
     let not_found = |why: String| SessionError::KernelNotFound {
         message: why,
@@ -149,37 +149,20 @@ async fn notebook_kernel(rest: &Rest, path: &str) -> Result<String, SessionError
     }
 }
 
-/// The spec and launcher of a session on gateway `rest`: a kernel started from `req.kernel`
-/// (else the gateway's default), or the running kernel `req.kernel_id`.
-/// Errors: `INVALID_ARGUMENT`, `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `KERNEL_NOT_FOUND`.
-pub async fn remote_spec(
+/// The spec and launcher of a session on gateway `rest`: a kernel started from `kernel`
+/// (else the gateway's default) with `env`, or — with `adopt` — the running kernel of that id.
+/// Errors: `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `KERNEL_NOT_FOUND`.
+pub async fn launch(
     rest: &Rest,
-    req: &CreateRequest,
+    kernel: Option<&str>,
+    adopt: Option<&str>,
+    env: &BTreeMap<String, String>,
     startup_timeout: Duration,
 ) -> Result<(KernelSpec, Arc<dyn KernelLauncher>), SessionError> {
-    if req.python.is_some() || req.connection_file.is_some() {
-        return Err(SessionError::InvalidArgument(
-            "A gateway session runs the gateway's kernelspecs: give `kernel` or `kernel_id`, not `python`, `environment` or `connection_file`.".into(),
-        ));
-    }
     let gateway = rest.gateway().name.clone();
     let (specs, default) = kernelspecs(rest).await?;
-    let by_notebook = match &req.notebook_path {
-        Some(_) if req.kernel_id.is_some() => {
-            return Err(SessionError::InvalidArgument(
-                "Give notebook_path or kernel_id to adopt a kernel, not both.".into(),
-            ));
-        }
-        Some(path) => Some(notebook_kernel(rest, path).await?),
-        None => None,
-    };
-    let (name, adopt_id) = match by_notebook.as_ref().or(req.kernel_id.as_ref()) {
+    let (name, adopt_id) = match adopt {
         Some(id) => {
-            if req.kernel.is_some() || !req.env.is_empty() {
-                return Err(SessionError::InvalidArgument(
-                    "kernel_id and notebook_path adopt a running kernel: give no kernel or env with them.".into(),
-                ));
-            }
             let model = rest.kernel(id).await.map_err(|e| match e {
                 GatewayError::NotFound { .. } => SessionError::KernelNotFound {
                     message: format!("Gateway '{gateway}' has no running kernel '{id}'."),
@@ -187,12 +170,11 @@ pub async fn remote_spec(
                 },
                 e => session_error(e),
             })?;
-            (model.name, Some(id.clone()))
+            (model.name, Some(id.to_string()))
         }
         None => {
-            let name = req
-                .kernel
-                .clone()
+            let name = kernel
+                .map(String::from)
                 .or(default)
                 .unwrap_or_else(|| "python3".into());
             if !specs.iter().any(|s| s.spec.name == name) {
@@ -219,7 +201,7 @@ pub async fn remote_spec(
     let launcher = RemoteLauncher {
         rest: rest.clone(),
         kernel: name,
-        env: req.env.clone(),
+        env: env.clone(),
         adopt_id,
         startup_timeout,
     };

@@ -1,113 +1,122 @@
-//! Which kernelspec a `create_session` launches: an interpreter or venv given as `python`
-//! (checked for ipykernel, with the install command when it lacks it), a named environment, a
-//! named kernelspec, a `.venv` in the session's cwd, or the default; and the spec of a kernel
-//! adopted from its connection file.
+//! Kernelspecs found on this machine: the spec that runs ipykernel from an interpreter or venv
+//! (checked for ipykernel, with the install command when it lacks it), a named kernelspec,
+//! the default (a `.venv` in the session's cwd, else `python3`, else the first found), and the
+//! spec of a kernel adopted from its connection file.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::kernel::KernelSpec;
 use crate::kernel::advice;
-use crate::registry::{CreateRequest, Registry, lock};
-use crate::session::error::SessionError;
+use crate::kernel::discovery::KernelSearch;
+use crate::session::SessionError;
 
-impl Registry {
-    /// The kernelspec to launch: from `python` (an interpreter or venv, which must have
-    /// ipykernel), else the named kernel, else a `.venv` in the session's cwd that has ipykernel,
-    /// else the default kernel.
-    pub(in crate::registry) async fn resolve_spec(
-        &self,
-        req: &CreateRequest,
-        cwd: &std::path::Path,
-    ) -> Result<KernelSpec, SessionError> {
-        if let Some(python) = &req.python {
-            let mut path = PathBuf::from(python);
-            if path.is_relative() {
-                path = cwd.join(path);
-            }
-            let interpreter = if path.is_dir() {
-                path.join("bin").join("python")
-            } else {
-                path
-            };
-            if !interpreter.exists() {
-                return Err(SessionError::KernelNotFound {
-                    message: format!(
-                        "Python interpreter '{}' does not exist. Pass an interpreter path or a venv directory.",
-                        interpreter.display()
-                    ),
-                    details: json!({"python": interpreter}),
-                });
-            }
-            self.check_ipykernel(&interpreter).await?;
-            return Ok(python_spec(&interpreter));
-        }
-        if req.kernel.is_none() {
-            let local = cwd.join(".venv").join("bin").join("python");
-            if local.exists() && self.check_ipykernel(&local).await.is_ok() {
-                return Ok(python_spec(&local));
-            }
-        }
-        let name = match &req.kernel {
-            Some(k) => k.clone(),
-            None => self.default_kernel().ok_or_else(|| SessionError::KernelNotFound {
-                message: format!(
-                    "No kernelspecs found. Searched: {}.\n\nInstall ipykernel into a Python environment (`python3 -m venv ~/.venvs/kernels && ~/.venvs/kernels/bin/pip install ipykernel`), then select it, or:\n- {}",
-                    self.search.dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
-                    advice::select_env_hint()
-                ),
-                details: json!({"searched": self.search.dirs()}),
-            })?,
-        };
-        self.search.find(&name).map_err(|e| SessionError::KernelNotFound {
-            message: e.to_string(),
-            details: json!({
-                "kernel": e.name, "available": e.available,
-                "searched": e.searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            }),
-        })
-    }
+/// Interpreters known to import ipykernel (the probe costs a Python start-up).
+#[derive(Default)]
+pub struct IpykernelCache(Mutex<HashSet<PathBuf>>);
 
-    /// `req` with a named environment turned into its interpreter, and that name.
-    /// Errors: `INVALID_ARGUMENT` (combined with `kernel` or `python`), `KERNEL_NOT_FOUND`
-    /// (not registered; the message lists the registered names), `IO_ERROR`.
-    pub(in crate::registry) async fn apply_environment(
-        &self,
-        mut req: CreateRequest,
-    ) -> Result<(CreateRequest, Option<String>), SessionError> {
-        let Some(name) = req.environment.take() else {
-            return Ok((req, None));
-        };
-        if req.kernel.is_some() || req.python.is_some() {
-            return Err(SessionError::InvalidArgument(
-                "Give one of `environment`, `kernel` or `python`, not several.".into(),
-            ));
-        }
-        let env = self.environments.get(&name).await?;
-        req.python = Some(env.python.display().to_string());
-        Ok((req, Some(name)))
-    }
-
+impl IpykernelCache {
     /// [`check_ipykernel`], remembering interpreters that passed.
-    pub(in crate::registry) async fn check_ipykernel(
-        &self,
-        interpreter: &std::path::Path,
-    ) -> Result<(), SessionError> {
-        if lock(&self.ipykernel_ok).contains(interpreter) {
+    pub async fn check(&self, interpreter: &Path) -> Result<(), SessionError> {
+        if lock(&self.0).contains(interpreter) {
             return Ok(());
         }
         check_ipykernel(interpreter).await?;
-        lock(&self.ipykernel_ok).insert(interpreter.to_path_buf());
+        lock(&self.0).insert(interpreter.to_path_buf());
         Ok(())
     }
 }
 
+/// The spec that runs ipykernel from `python` (an interpreter or a venv directory, relative
+/// to `cwd`), which must exist and import ipykernel.
+/// Errors: `KERNEL_NOT_FOUND` (no such interpreter), `KERNEL_START_FAILED` (no ipykernel: the
+/// message has the install command).
+pub async fn python(
+    cache: &IpykernelCache,
+    python: &Path,
+    cwd: &Path,
+) -> Result<KernelSpec, SessionError> {
+    let path = if python.is_relative() {
+        cwd.join(python)
+    } else {
+        python.to_path_buf()
+    };
+    let interpreter = if path.is_dir() {
+        path.join("bin").join("python")
+    } else {
+        path
+    };
+    if !interpreter.exists() {
+        return Err(SessionError::KernelNotFound {
+            message: format!(
+                "Python interpreter '{}' does not exist. Pass an interpreter path or a venv directory.",
+                interpreter.display()
+            ),
+            details: json!({"python": interpreter}),
+        });
+    }
+    cache.check(&interpreter).await?;
+    Ok(python_spec(&interpreter))
+}
+
+/// The spec when nothing is named: a `.venv` in the session's cwd that has ipykernel, else
+/// the default kernelspec (`python3` if installed, else the first found).
+/// Errors: `KERNEL_NOT_FOUND` naming the directories searched and how to get a kernel.
+pub async fn default(
+    cache: &IpykernelCache,
+    search: &KernelSearch,
+    cwd: &Path,
+) -> Result<KernelSpec, SessionError> {
+    let local = cwd.join(".venv").join("bin").join("python");
+    if local.exists() && cache.check(&local).await.is_ok() {
+        return Ok(python_spec(&local));
+    }
+    let Some(name) = default_kernel(search) else {
+        return Err(SessionError::KernelNotFound {
+            message: format!(
+                "No kernelspecs found. Searched: {}.\n\nInstall ipykernel into a Python environment (`python3 -m venv ~/.venvs/kernels && ~/.venvs/kernels/bin/pip install ipykernel`), then select it, or:\n- {}",
+                search
+                    .dirs()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                advice::select_env_hint()
+            ),
+            details: json!({"searched": search.dirs()}),
+        });
+    };
+    kernelspec(search, &name)
+}
+
+/// The installed kernelspec `name`. Errors: `KERNEL_NOT_FOUND` naming the available ones
+/// and the directories searched.
+pub fn kernelspec(search: &KernelSearch, name: &str) -> Result<KernelSpec, SessionError> {
+    search.find(name).map_err(|e| SessionError::KernelNotFound {
+        message: e.to_string(),
+        details: json!({
+            "kernel": e.name, "available": e.available,
+            "searched": e.searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        }),
+    })
+}
+
+/// The kernel used when none is named: `python3` if installed, else the first found.
+pub fn default_kernel(search: &KernelSearch) -> Option<String> {
+    let specs = search.list();
+    specs
+        .iter()
+        .find(|s| s.name == "python3")
+        .or(specs.first())
+        .map(|s| s.name.clone())
+}
+
 /// Fails with the exact install command unless `interpreter` can import ipykernel.
-async fn check_ipykernel(interpreter: &std::path::Path) -> Result<(), SessionError> {
+async fn check_ipykernel(interpreter: &Path) -> Result<(), SessionError> {
     let probe = tokio::process::Command::new(interpreter)
         .args(["-c", "import ipykernel"])
         .stdin(std::process::Stdio::null())
@@ -127,19 +136,12 @@ async fn check_ipykernel(interpreter: &std::path::Path) -> Result<(), SessionErr
 }
 
 /// The spec and launcher of a session adopting the kernel of `file` (relative to `cwd`).
-/// Errors: `INVALID_ARGUMENT` with `kernel`/`python`/`env`, `KERNEL_NOT_FOUND` for a missing file.
-pub(in crate::registry) fn adopted_spec(
-    req: &CreateRequest,
-    file: &std::path::Path,
-    cwd: &std::path::Path,
+/// Errors: `KERNEL_NOT_FOUND` for a missing or unreadable file.
+pub fn adopted(
+    file: &Path,
+    cwd: &Path,
     timeout: Duration,
 ) -> Result<(KernelSpec, Arc<dyn crate::kernel::KernelLauncher>), SessionError> {
-    if req.kernel.is_some() || req.python.is_some() || !req.env.is_empty() {
-        return Err(SessionError::InvalidArgument(
-            "connection_file adopts a running kernel: give no kernel, python or env with it."
-                .into(),
-        ));
-    }
     let path = if file.is_relative() {
         cwd.join(file)
     } else {
@@ -174,7 +176,7 @@ pub(in crate::registry) fn adopted_spec(
 }
 
 /// A kernelspec that runs ipykernel from `interpreter`.
-fn python_spec(interpreter: &std::path::Path) -> KernelSpec {
+fn python_spec(interpreter: &Path) -> KernelSpec {
     KernelSpec {
         name: "python3".into(),
         resource_dir: PathBuf::new(),
@@ -191,4 +193,8 @@ fn python_spec(interpreter: &std::path::Path) -> KernelSpec {
         env: BTreeMap::new(),
         metadata: serde_json::Value::Object(Default::default()),
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

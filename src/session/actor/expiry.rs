@@ -1,11 +1,13 @@
 //! Idle expiry (the clock the registry's reaper reads) and clearing the queue.
 //!
 //! A session with `expires_after` set expires once it has been idle that long: no run
-//! executing or queued, and no command from a client (reading `get_session`/`list_sessions`
-//! does not count; the reaper's own check never does). A busy session restarts its idle
-//! clock at every check, so a long run never expires under the agent's feet; so does another
-//! client's cell in progress (a person's, `others.rs`). The actor only
-//! answers "expired or not"; the registry then files the session as expired and destroys it.
+//! executing or queued, no command from a client (reading `get_session`/`list_sessions`
+//! does not count; the reaper's own check never does), and no cell of another client of the
+//! kernel in progress (a person's in JupyterLab or `jupyter console --existing`: its
+//! `execute_input` on iopub opens it, its `status: idle` ends it; see `others.rs`). A busy
+//! session restarts its idle clock at every check, so a long run never expires under the
+//! agent's feet. The actor only answers "expired or not"; the registry then files the session
+//! as expired and destroys it.
 
 use super::*;
 

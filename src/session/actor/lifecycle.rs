@@ -8,6 +8,8 @@
 //! (`restart_session`, a `timeout_s` escalation, recovery after a death), and
 //! [`Actor::start_kernel`] refuses a replacement it would have to make.
 
+use tracing::Instrument;
+
 use super::*;
 
 impl Actor {
@@ -51,12 +53,15 @@ impl Actor {
         let grace = self.limits.shutdown_grace();
         self.starting = Some((
             reason,
-            tokio::spawn(async move {
-                match old {
-                    Some(old) => launcher.replace(old, grace).await,
-                    None => launcher.start().await,
+            tokio::spawn(
+                async move {
+                    match old {
+                        Some(old) => launcher.replace(old, grace).await,
+                        None => launcher.start().await,
+                    }
                 }
-            }),
+                .in_current_span(),
+            ),
         ));
     }
 
@@ -77,12 +82,18 @@ impl Actor {
                 }
                 self.quirks = Quirks::from_kernel_info(&info);
                 self.kernel_info = info;
+                if let Some(o) = &self.desc.observer {
+                    o.kernel_ready(kernel.connection_file());
+                }
                 self.kernel = Some(kernel);
                 self.others.clear();
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {
-                    let _ = w.send(Ok(info.clone()));
+                    let _ = w.send(Ok(Started {
+                        info: info.clone(),
+                        journal: self.journal.as_ref().map(|j| j.path().to_path_buf()),
+                    }));
                 }
                 for w in self.restart_waiters.drain(..) {
                     let _ = w.send(Ok(info.clone()));
@@ -116,6 +127,7 @@ impl Actor {
         let Some(mut kernel) = self.kernel.take() else {
             return;
         };
+        self.observe_cancel();
         // Apply what the kernel already delivered before declaring the death.
         while let Some(ev) = kernel.try_next_event() {
             if let KernelEvent::Message(channel, msg) = ev {
@@ -123,6 +135,7 @@ impl Actor {
             }
         }
         let tail = kernel.output_tail();
+        self.others.clear();
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
         let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {
@@ -175,6 +188,7 @@ impl Actor {
 
     /// End the session: cancel its runs, stop a start under way, shut the kernel down.
     pub(super) async fn destroy(&mut self) -> ShutdownRung {
+        self.observe_cancel();
         self.cancel_queued("Cancelled: the session was destroyed.");
         if let Some(run) = self.runs.current_mut() {
             run.notices
@@ -221,6 +235,7 @@ impl Actor {
             self.finish_current();
         }
         self.cancel_queued("Cancelled: the session was restarted before this run started.");
+        self.observe_cancel();
         let old = self.kernel.take();
         self.start_kernel(StartReason::Restart, old);
     }

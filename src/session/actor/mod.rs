@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::error::SessionError;
 use super::history::{History, HistoryEntry, Journal, JournalHeader, JournalRecord};
@@ -65,10 +66,26 @@ pub struct SessionDesc {
     pub launcher: Arc<dyn KernelLauncher>,
     /// Where its history journal goes; `None`: no journal.
     pub journal_dir: Option<PathBuf>,
+    /// The journal belongs to one client (a connection's own `default`): it is marked private
+    /// and never found by the session's name.
+    pub journal_private: bool,
+    /// The span the actor (and its kernel's start) log in: whoever reads the logs tells
+    /// sessions apart by it (see `mcp/logging.rs`).
+    pub span: tracing::Span,
+    /// Told about its kernels and cancellations (the broker's endpoint); `None`: nobody.
+    pub observer: Option<Arc<dyn super::observer::SessionObserver>>,
     /// The id Jupyter clients know its kernel by (`/api/kernels/{id}`, DESIGN §15): fixed
     /// for the session's life, across restarts, as a Jupyter server keeps a kernel's id. A
     /// kernel on a gateway answers with the gateway's own id instead.
     pub kernel_id: String,
+}
+
+/// What a session's first kernel start hands back: the session, and where its history is
+/// journalled.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub info: SessionInfo,
+    pub journal: Option<PathBuf>,
 }
 
 /// A validated execute request.
@@ -228,7 +245,7 @@ pub struct Actor {
     generation: u64,
     starting: Option<Starting>,
     restart_waiters: Vec<Reply<Result<SessionInfo, SessionError>>>,
-    create_waiter: Option<Reply<Result<SessionInfo, SessionError>>>,
+    create_waiter: Option<Reply<Result<Started, SessionError>>>,
     runs: RunTable,
     /// Generation of the kernel the last started run executed in.
     last_run_generation: Option<u64>,
@@ -266,7 +283,7 @@ impl Actor {
         desc: SessionDesc,
         limits: Arc<Limits>,
         commands: mpsc::Receiver<Command>,
-        created: Reply<Result<SessionInfo, SessionError>>,
+        created: Reply<Result<Started, SessionError>>,
         history_version: watch::Sender<u64>,
     ) -> JoinHandle<()> {
         let now = chrono::Utc::now();
@@ -300,11 +317,15 @@ impl Actor {
             others: Default::default(),
             history_version,
         };
-        runtime.spawn(async move {
-            actor.journal = actor.open_journal();
-            actor.start_kernel(StartReason::Create, None);
-            actor.run().await;
-        })
+        let span = actor.desc.span.clone();
+        runtime.spawn(
+            async move {
+                actor.journal = actor.open_journal();
+                actor.start_kernel(StartReason::Create, None);
+                actor.run().await;
+            }
+            .instrument(span),
+        )
     }
 
     async fn run(&mut self) {
@@ -407,12 +428,20 @@ impl Actor {
 
     /// Interrupt the kernel, bounded by [`SEND_DEADLINE`]; failures are logged.
     async fn interrupt_kernel(&mut self) {
+        self.observe_cancel();
         let Some(kernel) = self.kernel.as_mut() else {
             return;
         };
         let outcome = tokio::time::timeout(SEND_DEADLINE, kernel.interrupt()).await;
         if !matches!(outcome, Ok(Ok(()))) {
             tracing::warn!(session = %self.desc.id, "interrupt not delivered: {outcome:?}");
+        }
+    }
+
+    /// Tell the observer that what runs in the session is being cancelled.
+    fn observe_cancel(&self) {
+        if let Some(o) = &self.desc.observer {
+            o.run_cancelled();
         }
     }
 
@@ -434,6 +463,7 @@ impl Actor {
             created_at: self
                 .created_at
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            private: self.desc.journal_private,
         };
         match Journal::create(dir, &header) {
             Ok(j) => {

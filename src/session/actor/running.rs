@@ -40,6 +40,9 @@ impl Actor {
                 ));
             }
             run.notices.extend(notices);
+            if let Some(o) = &self.desc.observer {
+                run.notices.extend(o.run_notices(&run.code));
+            }
             run.started_at = Some(Instant::now());
             run.set_status(RunStatus::Running);
             let code = run.code.clone();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-pub use output::{MAX_STORED_BYTES, RunOutput, Slot};
+pub use output::{RunOutput, Slot};
 pub use phase::{Deadline, Executing, Interrupting, Phase, Timing};
 pub use response::{Bounds, Part, page_part};
 

@@ -18,8 +18,7 @@ use crate::session::quirks::Quirks;
 use crate::session::types::{ErrorInfo, OutputItem};
 use crate::wire::Message;
 
-/// Output kept per run (bytes); beyond it output is dropped with a notice.
-pub const MAX_STORED_BYTES: usize = 64 * 1024 * 1024;
+pub use crate::config::MAX_STORED_BYTES;
 
 /// Bytes counted against [`MAX_STORED_BYTES`] for each new slot (its bookkeeping), so a
 /// flood of alternating one-byte writes to stdout and stderr stays bounded too.
@@ -240,7 +239,9 @@ impl RunOutput {
     }
 
     /// Apply the `execute_reply` content: its execution_count and, for status `error`, the
-    /// error when no `error` message came.
+    /// error when no `error` message came. That error is the agent's (`error`, status), not an
+    /// output: it takes no slot, so the notebook export holds only what came on iopub (as
+    /// nbclient's does: ipykernel's `UsageError` for an unknown magic is a stderr line).
     pub fn apply_reply(&mut self, content: &Value, quirks: &Quirks) {
         if let Some(n) = content["execution_count"].as_i64() {
             self.execution_count = Some(n);
@@ -248,7 +249,7 @@ impl RunOutput {
         if content["status"] == "error" && self.error.is_none() {
             let mut e = error_info(content);
             e.ename = quirks.ename(e.ename);
-            self.set_error(e);
+            self.error = Some(e);
         }
     }
 

@@ -2,9 +2,10 @@
 //!
 //! Each stream, the `result` and the traceback show at most [`Bounds::part_bytes`] (head and
 //! tail, with the omitted byte count in `truncated`); the error value and the input prompt
-//! are bounded the same way; at most [`Bounds::max_outputs`] display outputs are shown (the
-//! first and the last ones), each text to [`Bounds::display_bytes`]. So one response stays
-//! near 1 MiB of text however large the output, and [`page_part`] pages the full text.
+//! are bounded the same way; display outputs are bounded by bytes, not by count: each text to
+//! `DISPLAY_TEXT_BYTES`, and all of them to [`Bounds::display_bytes`] (beyond it the first and
+//! the last ones are shown, each keeping its `index`). So one response stays near 1 MiB of
+//! text however large the output, and [`page_part`] pages the full text.
 
 use std::collections::BTreeMap;
 
@@ -19,15 +20,20 @@ use crate::session::types::{ErrorInfo, ExecutionResult, Prompt, StreamTruncation
 pub struct Bounds {
     /// Bytes per stream, result, traceback, error value and prompt (head + tail).
     pub part_bytes: usize,
-    /// Display outputs shown.
-    pub max_outputs: usize,
+    /// Bytes of display outputs shown, in all: each output's text and MIME type names plus
+    /// [`OUTPUT_OVERHEAD`] (images count only that: they have their own budget, in
+    /// `mcp/render.rs`).
+    pub display_bytes: usize,
 }
+
+/// What one shown output costs beyond its text: its JSON fields.
+pub const OUTPUT_OVERHEAD: usize = 64;
 
 impl Default for Bounds {
     fn default() -> Bounds {
         Bounds {
             part_bytes: 20_000,
-            max_outputs: 40,
+            display_bytes: 256 * 1024,
         }
     }
 }
@@ -146,37 +152,58 @@ impl Run {
         }
     }
 
-    /// The first and last `max_outputs / 2` display outputs, texts bounded.
+    /// The display outputs, texts bounded, each with its index; when they cost more than
+    /// [`Bounds::display_bytes`], the first and the last ones within half of it each.
     fn shown_outputs(
         &self,
         b: &Bounds,
         notices: &mut Vec<String>,
     ) -> Vec<crate::session::types::OutputItem> {
-        let all = self.output.outputs();
-        let keep = |i: usize| {
-            all.len() <= b.max_outputs
-                || i < b.max_outputs / 2
-                || i >= all.len() - b.max_outputs / 2
-        };
-        if all.len() > b.max_outputs {
-            notices.push(format!(
-                "{} of this run's {} display outputs are not shown (the first and last {} are).",
-                all.len() - b.max_outputs,
-                all.len(),
-                b.max_outputs / 2
-            ));
-        }
-        all.iter()
+        let all: Vec<crate::session::types::OutputItem> = self
+            .output
+            .outputs()
+            .into_iter()
             .enumerate()
-            .filter(|(i, _)| keep(*i))
-            .map(|(_, o)| {
-                let mut o = (*o).clone();
+            .map(|(index, o)| {
+                let mut o = o.clone();
+                o.index = index;
                 if let Some(t) = &o.text {
                     o.text = Some(crate::session::display::bounded(t));
                 }
                 o
             })
-            .collect()
+            .collect();
+        let cost = |o: &crate::session::types::OutputItem| {
+            OUTPUT_OVERHEAD
+                + o.text.as_ref().map_or(0, String::len)
+                + o.mime_types.iter().map(String::len).sum::<usize>()
+        };
+        let total: usize = all.iter().map(cost).sum();
+        if total <= b.display_bytes {
+            return all;
+        }
+        let half = b.display_bytes / 2;
+        let fits = |it: &mut dyn Iterator<Item = &crate::session::types::OutputItem>| {
+            let mut used = 0;
+            it.take_while(|o| {
+                used += cost(o);
+                used <= half
+            })
+            .count()
+        };
+        let head = fits(&mut all.iter());
+        let tail = fits(&mut all.iter().rev()).min(all.len() - head);
+        let omitted = all.len() - head - tail;
+        notices.push(format!(
+            "{omitted} of this run's {} display outputs (indices {head} to {}) are not shown: the displays come to {total} bytes, over the {} shown in one response. \
+             The notebook export (export_history) keeps them all.",
+            all.len(),
+            head + omitted - 1,
+            b.display_bytes
+        ));
+        let mut shown = all;
+        shown.drain(head..head + omitted);
+        shown
     }
 }
 

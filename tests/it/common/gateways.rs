@@ -148,7 +148,11 @@ impl GatewayProc {
             token,
             child,
             log,
-            http: reqwest::Client::new(),
+            http: {
+                // The build's one rustls provider (as kernel-mcp installs it).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::Client::new()
+            },
             _dir: dir,
         };
         let t0 = std::time::Instant::now();

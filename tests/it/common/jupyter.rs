@@ -90,6 +90,12 @@ impl FaceService {
         HttpClient::connect_as(self.port, Some(&self.token)).await
     }
 
+    /// An agent whose client asks for the `default` tools plus the named set `tools`.
+    pub async fn agent_with(&self, tools: &str) -> HttpClient {
+        let ask = serde_json::json!({"experimental": {"kernel-mcp": {"tools": tools}}});
+        HttpClient::connect_asking(self.port, Some(&self.token), ask).await
+    }
+
     /// SIGTERM, and wait for the service to exit.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
@@ -240,6 +246,7 @@ impl Drop for JupyterOnFace {
 
 /// True when `GET url` with `token` answers 200 (a server not up yet answers nothing).
 async fn answers(url: &str, token: &str) -> bool {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let req = client
         .get(url)
@@ -257,6 +264,7 @@ pub async fn rest(
     token: Option<&str>,
     body: Option<Value>,
 ) -> (u16, Value) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let mut req = client.request(method.parse().unwrap(), url);
     if let Some(t) = token {

@@ -322,7 +322,9 @@ pub fn terminate(pid: u32, grace: Duration) {
     }
 }
 
-/// The server command: the cargo-built binary, the venv, debug logs, a temp working dir.
+/// The server command: the cargo-built binary, the venv, debug logs, a temp working dir,
+/// every tool (`KERNEL_MCP_TOOLS=all`; in shared mode the service gives the relay its
+/// default toolset).
 pub fn server_command(workdir: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"));
     cmd.env("VIRTUAL_ENV", venv())
@@ -331,7 +333,9 @@ pub fn server_command(workdir: &Path) -> tokio::process::Command {
         .env_remove("KERNEL_MCP_PYTHON_ENV")
         .env_remove("KERNEL_MCP_TOKEN")
         .env_remove("KERNEL_MCP_GATEWAY_TOKEN")
-        .env_remove("KERNEL_MCP_TOOLS")
+        // Every tool (the suites call them all); toolsets.rs pins what each set lists with
+        // `serve --tools NAME`, which wins over this.
+        .env("KERNEL_MCP_TOOLS", "all")
         // History journals go to the test's temp dir, not the user's ~/.local/state.
         .env("XDG_STATE_HOME", workdir.join("state"))
         // Registered environments go there too, never into the user's ~/.config.
@@ -533,6 +537,7 @@ pub fn status(result: &Value) -> &str {
     result["status"].as_str().unwrap_or("")
 }
 
+pub mod broker;
 pub mod cli;
 pub mod fake;
 pub mod gateways;
@@ -540,6 +545,7 @@ pub mod history;
 pub mod http;
 pub mod jupyter;
 pub mod kernels;
+pub mod person;
 pub mod raw;
 pub mod schemas;
 pub mod scripted;

@@ -35,8 +35,19 @@ pub fn call_line(id: i64, tool: &str, args: Value) -> String {
 impl RawClient {
     /// Spawn the server, `initialize` (id 0) and send `notifications/initialized`.
     pub async fn start() -> RawClient {
+        RawClient::start_with(&[], &[]).await
+    }
+
+    /// [`RawClient::start`] with extra environment variables and arguments for the server
+    /// (e.g. a relay to a test's service: `serve --shared` and its environment).
+    pub async fn start_with(env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> RawClient {
         let workdir = tempfile::tempdir().unwrap();
-        let mut child = server_command(workdir.path())
+        let mut cmd = server_command(workdir.path());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -114,6 +125,13 @@ impl RawClient {
                 self.notifications.push(msg);
             }
         }
+    }
+
+    /// Every notification seen so far (in arrival order), after reading what arrives within
+    /// `limit`.
+    pub async fn notifications_within(&mut self, limit: Duration) -> Vec<Value> {
+        let _ = self.notification(limit, |_| false).await;
+        self.notifications.clone()
     }
 
     /// Close stdin and wait (bounded) for the server to exit; true if it did.

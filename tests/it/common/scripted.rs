@@ -215,6 +215,9 @@ async fn session_of(
         }),
         journal_dir: None,
         kernel_id: "scripted-kernel".into(),
+        journal_private: false,
+        span: tracing::Span::none(),
+        observer: None,
     };
     let (handle, created) = SessionHandle::spawn(
         &tokio::runtime::Handle::current(),
@@ -222,8 +225,8 @@ async fn session_of(
         Arc::new(Limits::default()),
     );
     let first = scripts.recv().await.expect("a first kernel");
-    let info = created.await.expect("created").expect("started");
-    assert_eq!(info.generation, 1);
+    let started = created.await.expect("created").expect("started");
+    assert_eq!(started.info.generation, 1);
     (handle, scripts, first)
 }
 

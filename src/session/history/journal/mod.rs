@@ -27,6 +27,10 @@ pub struct JournalHeader {
     pub language: String,
     /// RFC 3339.
     pub created_at: String,
+    /// The session belonged to one client (a service connection's own `default`): only that
+    /// client may read this journal, so [`latest_journal`] never returns it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub private: bool,
 }
 
 /// Every later line of a journal file.
@@ -284,7 +288,7 @@ pub fn latest_journal(dir: &Path, session_id: &str) -> Option<PathBuf> {
         let Some(header) = read_header(&path) else {
             continue;
         };
-        if header.session_id != session_id {
+        if header.session_id != session_id || header.private {
             continue;
         }
         let created = chrono::DateTime::parse_from_rfc3339(&header.created_at)

@@ -14,6 +14,7 @@ fn header(id: &str, created_at: &str) -> JournalHeader {
         display_name: "Python 3 (ipykernel)".into(),
         language: "python".into(),
         created_at: created_at.into(),
+        private: false,
     }
 }
 
@@ -209,6 +210,30 @@ fn latest_journal_picks_newest_of_that_session() {
     {
         assert_eq!(got, second.path());
     }
+}
+
+#[test]
+fn a_private_journal_is_never_found_by_name_and_old_headers_are_public() {
+    let dir = tempfile::tempdir().unwrap();
+    let public = Journal::create(dir.path(), &header("default", "2025-01-01T00:00:00Z")).unwrap();
+    let private = JournalHeader {
+        private: true,
+        ..header("default", "2099-01-01T00:00:00Z")
+    };
+    let mine = Journal::create(dir.path(), &private).unwrap();
+    assert_eq!(
+        latest_journal(dir.path(), "default").as_deref(),
+        Some(public.path())
+    );
+    let line = fs::read_to_string(mine.path()).unwrap();
+    assert!(line.contains(r#""private":true"#), "{line}");
+    let plain = fs::read_to_string(public.path()).unwrap();
+    assert!(!plain.contains("private"), "{plain}");
+    let old: JournalHeader = serde_json::from_str(
+        r#"{"session_id":"a","kernel":"k","display_name":"d","language":"l","created_at":"t"}"#,
+    )
+    .unwrap();
+    assert!(!old.private);
 }
 
 #[test]

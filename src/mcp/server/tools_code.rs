@@ -8,12 +8,12 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 use serde_json::json;
 
-use super::error::{ToolError, ToolResult};
-use super::params::{CompleteParams, InspectParams, InstallPackagesParams, IsCompleteParams};
-use super::render;
-use super::results::{Completeness, Completion, Inspection};
-use super::schema::output;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::{ToolError, ToolResult};
+use crate::mcp::params::{CompleteParams, InspectParams, InstallPackagesParams, IsCompleteParams};
+use crate::mcp::render;
+use crate::mcp::results::{Completeness, Completion, Inspection};
+use crate::mcp::schema::output;
 use crate::ops::packages::InstallOutcome;
 use crate::session::output::clean_text;
 
@@ -47,8 +47,8 @@ impl KernelMcp {
         &self,
         Parameters(p): Parameters<InstallPackagesParams>,
     ) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
-        let outcome = handle.install_packages(&p.packages).await?;
+        let handle = self.session(&p.session_id)?;
+        let outcome = crate::ops::install_packages(&handle, &p.packages).await?;
         let mut r = render::success(
             render::install_text(&outcome, &p.packages),
             &outcome,
@@ -65,7 +65,7 @@ impl KernelMcp {
     )]
     async fn complete(&self, Parameters(p): Parameters<CompleteParams>) -> ToolResult {
         let cursor = cursor(&p.code, p.cursor_pos)?;
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let content = json!({"code": p.code, "cursor_pos": cursor});
         let reply = handle
             .request("complete_request", content, true, INTROSPECTION_TIMEOUT)
@@ -94,7 +94,7 @@ impl KernelMcp {
         output_schema = output::<Completeness>()
     )]
     async fn is_complete(&self, Parameters(p): Parameters<IsCompleteParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let reply = handle
             .request(
                 "is_complete_request",
@@ -117,7 +117,7 @@ impl KernelMcp {
     )]
     async fn inspect(&self, Parameters(p): Parameters<InspectParams>) -> ToolResult {
         let cursor = cursor(&p.code, p.cursor_pos)?;
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let content = json!({"code": p.code, "cursor_pos": cursor, "detail_level": p.detail_level.unwrap_or(0).min(1)});
         let reply = handle
             .request("inspect_request", content, true, INTROSPECTION_TIMEOUT)

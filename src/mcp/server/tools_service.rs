@@ -7,9 +7,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::error::ToolResult;
-use super::render;
-use super::server::{KernelMcp, seconds};
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::seconds;
+use crate::mcp::render;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RenewSessionParams {
@@ -40,7 +41,7 @@ impl KernelMcp {
     )]
     async fn renew_session(&self, Parameters(p): Parameters<RenewSessionParams>) -> ToolResult {
         let after = seconds(p.expires_after_s, "expires_after_s")?;
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let info = handle
             .renew(after.map(|d| (!d.is_zero()).then_some(d)))
             .await?;
@@ -63,7 +64,7 @@ impl KernelMcp {
         output_schema = crate::mcp::schema::output::<crate::mcp::results::QueueCleared>()
     )]
     async fn clear_queue(&self, Parameters(p): Parameters<ClearQueueParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let cancelled = handle.clear_queue().await?;
         Ok(render::success(
             format!("cancelled {} queued run(s)", cancelled.len()),

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
-use super::error::ToolResult;
-use super::params::CheckpointParams;
-use super::render;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::CheckpointParams;
+use crate::mcp::render;
 
 #[tool_router(router = state_router, vis = "pub(crate)")]
 impl KernelMcp {
@@ -26,8 +26,8 @@ impl KernelMcp {
         output_schema = crate::mcp::schema::output::<crate::mcp::results::Checkpointed>()
     )]
     async fn checkpoint_session(&self, Parameters(p): Parameters<CheckpointParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
-        let done = handle.checkpoint(&PathBuf::from(&p.path)).await?;
+        let handle = self.session(&p.session_id)?;
+        let done = crate::ops::checkpoint::save(&handle, &PathBuf::from(&p.path)).await?;
         let mut text = format!(
             "saved {} variable(s) to {} ({} bytes): {}",
             done.saved.len(),
@@ -53,8 +53,8 @@ impl KernelMcp {
         output_schema = crate::mcp::schema::output::<crate::mcp::results::RestoredVars>()
     )]
     async fn restore_session(&self, Parameters(p): Parameters<CheckpointParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
-        let done = handle.restore(&PathBuf::from(&p.path)).await?;
+        let handle = self.session(&p.session_id)?;
+        let done = crate::ops::checkpoint::restore(&handle, &PathBuf::from(&p.path)).await?;
         Ok(render::success(
             format!(
                 "restored {} variable(s) from {}: {}",

@@ -1,24 +1,25 @@
 //! History tools: read, delete, replay and export a session's executed blocks. A session that
-//! no longer runs (destroyed, or from before a server restart) is read from its journal.
+//! no longer runs (destroyed, or from before a server restart) is read from its journal; a
+//! connection's own `default` only from that connection's journal of it.
 
 use std::path::PathBuf;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
-use super::error::{ToolError, ToolResult};
-use super::params::{
+use super::KernelMcp;
+use crate::mcp::error::{ToolError, ToolResult};
+use crate::mcp::params::seconds;
+use crate::mcp::params::{
     DeleteHistoryParams, ExportHistoryParams, HistoryParams, MirrorNotebookParams,
     RerunHistoryParams,
 };
-use super::render;
-use super::results::{Deleted, History, HistoryRow};
-use super::schema::output;
-use super::server::{KernelMcp, seconds};
+use crate::mcp::render;
+use crate::mcp::results::{Deleted, History, HistoryRow};
+use crate::mcp::schema::output;
 use crate::ops::export::ExportFormat;
-use crate::ops::export::mirror::Mirrored;
-use crate::ops::history_query::HistorySelect;
-use crate::ops::{Exported, Replay};
+use crate::ops::export::mirror::{Mirrored, Mirrors};
+use crate::ops::history::{self as ops_history, Exported, HistorySelect, Replay};
 use crate::session::history::{self, HistoryEntry};
 
 #[tool_router(router = history_router, vis = "pub(crate)")]
@@ -31,7 +32,8 @@ impl KernelMcp {
     )]
     async fn get_history(&self, Parameters(p): Parameters<HistoryParams>) -> ToolResult {
         let select = HistorySelect::from_params(p.start, p.end, p.run_id, p.latest_n)?;
-        let src = self.registry.history_select(&p.session_id, &select).await?;
+        let key = self.scope.key(&p.session_id);
+        let src = ops_history::select(self.registry(), &key, &select).await?;
         let entries: Vec<_> = src
             .entries
             .iter()
@@ -73,7 +75,7 @@ impl KernelMcp {
         output_schema = output::<Deleted>()
     )]
     async fn delete_history(&self, Parameters(p): Parameters<DeleteHistoryParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let deleted = handle.delete_history(Some(p.start), p.end).await?;
         Ok(render::success(
             format!("deleted {deleted} history entries"),
@@ -90,11 +92,10 @@ impl KernelMcp {
     )]
     async fn rerun_history(&self, Parameters(p): Parameters<RerunHistoryParams>) -> ToolResult {
         let timeout = seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero());
-        let handle = self.registry.get(&p.session_id)?;
-        let replay = self
-            .registry
-            .rerun(&handle, p.start, p.end, p.restart.unwrap_or(true), timeout)
-            .await?;
+        let key = self.scope.key(&p.session_id);
+        let restart = p.restart.unwrap_or(true);
+        let replay =
+            ops_history::rerun(self.registry(), &key, p.start, p.end, restart, timeout).await?;
         Ok(render::success(
             render::replay_text(&replay),
             &replay,
@@ -120,10 +121,9 @@ impl KernelMcp {
             }
         };
         let path = PathBuf::from(&p.path);
-        let done = self
-            .registry
-            .export(&p.session_id, &path, format, p.start, p.end)
-            .await?;
+        let key = self.scope.key(&p.session_id);
+        let done =
+            ops_history::export(self.registry(), &key, &path, format, p.start, p.end).await?;
         Ok(render::success(
             format!(
                 "wrote {} entries ({} bytes) to {}",
@@ -143,10 +143,8 @@ impl KernelMcp {
         output_schema = output::<Mirrored>()
     )]
     async fn mirror_notebook(&self, Parameters(p): Parameters<MirrorNotebookParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
-        let mut done = self
-            .registry
-            .mirrors
+        let handle = self.session(&p.session_id)?;
+        let mut done = Mirrors::global()
             .start(&handle, &PathBuf::from(&p.path))
             .await?;
         done.session_id = p.session_id;

@@ -8,67 +8,74 @@ use std::time::Duration;
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
-use super::error::{ToolError, ToolResult};
-use super::render;
-use super::server::{KernelMcp, seconds};
-use crate::registry::Registry;
+use super::KernelMcp;
+use crate::config::Limits;
+use crate::mcp::error::{ToolError, ToolResult};
+use crate::mcp::params::seconds;
+use crate::mcp::render;
 use crate::registry::fresh::FreshRun;
-use crate::session::{ErrorCode, ExecuteRequest, ExecutionResult, SessionHandle};
+use crate::registry::scope::key::SessionKey;
+use crate::session::{ErrorCode, ExecuteRequest, ExecutionResult};
 
 impl KernelMcp {
-    /// Run `req` in a fresh kernel like `handle`'s and wait for it like `execute` does.
+    /// Run `req` in a fresh kernel like the one of `key`'s session and wait for it like
+    /// `execute` does. Only the client's cancellation stops it (or its start); the end of the
+    /// client's connection only ends the wait, and the run goes on to its end.
     pub(crate) async fn run_fresh(
         &self,
-        handle: &SessionHandle,
+        key: &SessionKey,
         req: ExecuteRequest,
         wait_s: Option<f64>,
         ctx: &RequestContext<RoleServer>,
     ) -> ToolResult {
-        let limits = &self.registry.limits;
+        let limits = self.limits();
         let wait =
             seconds(wait_s, "wait_s")?.unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
-        let mut fresh = tokio::select! {
-            started = self.registry.start_fresh(handle, req) => started?,
+        let start = self.registry().start_fresh(key, req);
+        tokio::pin!(start);
+        let started = tokio::select! {
+            started = &mut start => started,
             _ = ctx.ct.cancelled() => {
-                return Err(ToolError::new(
-                    ErrorCode::InternalError,
-                    "The call was cancelled while the fresh kernel started; it was shut down.",
-                ));
+                if self.cancels.asked(&ctx.id).await {
+                    return Err(ToolError::new(
+                        ErrorCode::InternalError,
+                        "The call was cancelled while the fresh kernel started; it was shut down.",
+                    ));
+                }
+                start.await
             }
         };
+        let mut fresh = started?;
+        let run = self.scope.run_key(fresh.run_id.clone());
         let followed = self
-            .follow_run(
-                &fresh.helper,
-                &fresh.run_id,
-                fresh.rx.clone(),
-                None,
-                wait,
-                ctx,
-                true,
-            )
+            .follow_run(&fresh.helper, &run, fresh.rx.clone(), None, wait, ctx, true)
             .await;
-        if ctx.ct.is_cancelled() {
-            fresh.abandon();
-        }
-        let mut r = match followed {
-            Ok(r) => r,
+        let (mut r, cancelled) = match followed {
+            Ok(f) => f,
             Err(e) => {
                 fresh.abandon();
                 return Err(e);
             }
         };
+        if cancelled {
+            fresh.abandon();
+        }
         let finished = r.status.is_final();
         if finished {
             fresh.reaped().await;
         }
         r.notices.push(FreshRun::notice(fresh.pid, finished));
-        Ok(render::execution(&r, limits.max_image_bytes))
+        Ok(render::execution(&r, limits).await)
     }
 }
 
 /// `get_execution` of a fresh run whose kernel is gone: its kept final result. Paging is not
 /// possible any more (the full output went with the helper).
-pub(crate) fn finished_fresh(r: &ExecutionResult, paging: bool, registry: &Registry) -> ToolResult {
+pub(crate) async fn finished_fresh(
+    r: &ExecutionResult,
+    paging: bool,
+    limits: &Limits,
+) -> ToolResult {
     if paging {
         return Err(ToolError::new(
             ErrorCode::Unsupported,
@@ -78,5 +85,5 @@ pub(crate) fn finished_fresh(r: &ExecutionResult, paging: bool, registry: &Regis
             ),
         ));
     }
-    Ok(render::execution(r, registry.limits.max_image_bytes))
+    Ok(render::execution(r, limits).await)
 }

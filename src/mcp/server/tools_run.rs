@@ -1,7 +1,9 @@
 //! Tools that run code and follow runs: execute, execute_file, get_execution (wait again, or
 //! page one part), send_input and cancel_execution. Waiting is bounded by `wait_s`; while it
-//! waits, a call with a progress token gets `notifications/progress` once a second, and MCP
-//! cancellation of an `execute` cancels its run (docs/semantics.md).
+//! waits, a call with a progress token gets `notifications/progress` once a second, and the
+//! client's cancellation of an `execute` cancels its run; the end of the client's connection
+//! only ends the wait (docs/semantics.md). Runs are named through the caller's scope: a run of
+//! a session it does not see is `EXECUTION_NOT_FOUND`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,15 +14,17 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use tokio::sync::watch;
 
-use super::error::{ToolError, ToolResult};
-use super::params::*;
-use super::render;
-use super::results::{RunOrPage, RunPage};
-use super::schema::output;
-use super::server::{KernelMcp, seconds};
+use super::KernelMcp;
+use crate::mcp::error::{ToolError, ToolResult};
+use crate::mcp::params::*;
+use crate::mcp::render;
+use crate::mcp::results::{RunOrPage, RunPage};
+use crate::mcp::schema::output;
+use crate::registry::RunRef;
+use crate::registry::scope::key::{RunKey, SessionKey};
 use crate::session::{
-    ErrorCode, ExecuteRequest, ExecutionResult, Part, RunId, RunStatus, SessionHandle, Settled,
-    wait_settled,
+    ErrorCode, ExecuteRequest, ExecutionResult, Part, RunStatus, SessionError, SessionHandle,
+    Settled, wait_settled,
 };
 
 #[tool_router(router = run_router, vis = "pub(crate)")]
@@ -36,7 +40,7 @@ impl KernelMcp {
         Parameters(p): Parameters<ExecuteParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult {
-        let limits = &self.registry.limits;
+        let limits = self.limits();
         if p.code.len() > limits.max_code_bytes {
             return Err(ToolError::new(
                 ErrorCode::LimitExceeded,
@@ -47,10 +51,8 @@ impl KernelMcp {
                 ),
             ));
         }
-        let handle = self
-            .registry
-            .get_or_default(p.session_id.as_deref())
-            .await?;
+        let key = self.scope.key_or_default(p.session_id.as_deref());
+        self.registry().get_or_default(&key).await?;
         let req = ExecuteRequest {
             store_history: p.store_history.unwrap_or(true),
             timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
@@ -58,7 +60,7 @@ impl KernelMcp {
             expected_generation: p.expected_generation,
             ..ExecuteRequest::new(p.code)
         };
-        self.submit_and_wait(&handle, req, p.wait_s, &ctx).await
+        self.submit_and_wait(&key, req, p.wait_s, &ctx).await
     }
 
     /// Run a file in a session (relative paths: its cwd). Python runs it in the session's namespace
@@ -81,15 +83,11 @@ impl KernelMcp {
                 "mode must be \"persistent\" (the session's kernel) or \"fresh\" (a new kernel just for this run), not {m:?}."
             )));
         }
-        let handle = self
-            .registry
-            .get_or_default(p.session_id.as_deref())
-            .await?;
+        let key = self.scope.key_or_default(p.session_id.as_deref());
+        let handle = self.registry().get_or_default(&key).await?;
         let argv = p.argv.unwrap_or_default();
-        let max = self.registry.limits.max_code_bytes;
-        let code = handle
-            .file_code(&PathBuf::from(&p.path), &argv, max)
-            .await?;
+        let max = self.limits().max_code_bytes;
+        let code = crate::ops::file_code(&handle, &PathBuf::from(&p.path), &argv, max).await?;
         let remote = handle.info().await?.location != "local";
         let req = ExecuteRequest {
             timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
@@ -100,9 +98,9 @@ impl KernelMcp {
             ..ExecuteRequest::new(code)
         };
         if p.mode.as_deref() == Some("fresh") {
-            self.run_fresh(&handle, req, p.wait_s, &ctx).await
+            self.run_fresh(&key, req, p.wait_s, &ctx).await
         } else {
-            self.submit_and_wait(&handle, req, p.wait_s, &ctx).await
+            self.submit_and_wait(&key, req, p.wait_s, &ctx).await
         }
     }
 
@@ -117,11 +115,15 @@ impl KernelMcp {
         Parameters(p): Parameters<GetExecutionParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult {
-        let run_id = RunId::from(p.run_id);
-        if let Some(r) = self.registry.fresh.finished(&run_id) {
-            return super::tools_fresh::finished_fresh(&r, p.stream.is_some(), &self.registry);
-        }
-        let handle = self.registry.session_of_run(&run_id)?;
+        let key = self.scope.run_key(p.run_id);
+        let handle = match self.registry().run(&key)? {
+            RunRef::Finished(r) => {
+                return super::tools_fresh::finished_fresh(&r, p.stream.is_some(), self.limits())
+                    .await;
+            }
+            RunRef::Live(handle) => handle,
+        };
+        let run_id = key.run();
         if let Some(stream) = p.stream {
             let part = Part::parse(&stream).ok_or_else(|| {
                 ToolError::invalid(format!(
@@ -131,20 +133,20 @@ impl KernelMcp {
             let offset = p.offset.unwrap_or(0);
             let limit = p
                 .limit
-                .unwrap_or(self.registry.limits.stream_bytes)
+                .unwrap_or(self.limits().stream_bytes)
                 .clamp(1, MAX_PAGE_BYTES);
-            let page = handle.page(&run_id, part, offset, limit).await?;
+            let page = handle.page(run_id, part, offset, limit).await?;
             let text = page.text.clone();
             let v = RunPage {
-                run_id,
+                run_id: run_id.clone(),
                 stream,
                 page,
             };
             return Ok(render::success(text, &v, vec![]));
         }
         let wait = seconds(p.wait_s, "wait_s")?.unwrap_or(Duration::ZERO);
-        let rx = handle.watch_run(&run_id).await?;
-        self.wait_and_render(&handle, &run_id, rx, wait, &ctx, false)
+        let rx = handle.watch_run(run_id).await?;
+        self.wait_and_render(&handle, &key, rx, wait, &ctx, false)
             .await
     }
 
@@ -158,11 +160,20 @@ impl KernelMcp {
         Parameters(p): Parameters<SendInputParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult {
-        let run_id = RunId::from(p.run_id);
-        let handle = self.registry.session_of_run(&run_id)?;
-        let rx = handle.send_input(&run_id, p.value).await?;
-        let wait = Duration::from_secs_f64(self.registry.limits.default_wait_s);
-        self.wait_and_render(&handle, &run_id, rx, wait, &ctx, false)
+        let key = self.scope.run_key(p.run_id);
+        let handle = match self.registry().run(&key)? {
+            RunRef::Live(handle) => handle,
+            RunRef::Finished(r) => {
+                return Err(SessionError::NotAwaitingInput {
+                    run: key.run().clone(),
+                    status: r.status.as_str(),
+                }
+                .into());
+            }
+        };
+        let rx = handle.send_input(key.run(), p.value).await?;
+        let wait = Duration::from_secs_f64(self.limits().default_wait_s);
+        self.wait_and_render(&handle, &key, rx, wait, &ctx, false)
             .await
     }
 
@@ -172,18 +183,18 @@ impl KernelMcp {
         output_schema = output::<ExecutionResult>()
     )]
     async fn cancel_execution(&self, Parameters(p): Parameters<RunIdParams>) -> ToolResult {
-        let run_id = RunId::from(p.run_id);
-        if let Some(r) = self.registry.fresh.finished(&run_id) {
-            return Ok(render::execution(&r, self.registry.limits.max_image_bytes));
-        }
-        let handle = self.registry.session_of_run(&run_id)?;
-        handle.cancel(&run_id).await?;
+        let key = self.scope.run_key(p.run_id);
+        let handle = match self.registry().run(&key)? {
+            RunRef::Finished(r) => return Ok(render::execution(&r, self.limits()).await),
+            RunRef::Live(handle) => handle,
+        };
+        handle.cancel(key.run()).await?;
         // Give an interrupt a moment to land before reporting.
-        if let Ok(mut rx) = handle.watch_run(&run_id).await {
+        if let Ok(mut rx) = handle.watch_run(key.run()).await {
             wait_settled(&mut rx, Duration::from_secs(2)).await;
         }
-        let r = self.run_record(&handle, &run_id).await?;
-        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+        let r = self.run_record(&handle, &key).await?;
+        Ok(render::execution(&r, self.limits()).await)
     }
 }
 
@@ -191,59 +202,63 @@ impl KernelMcp {
 const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 impl KernelMcp {
-    /// Queue `req` in `handle`'s session and wait for it like `execute` does.
+    /// Queue `req` in `key`'s session and wait for it like `execute` does.
     async fn submit_and_wait(
         &self,
-        handle: &SessionHandle,
+        key: &SessionKey,
         req: ExecuteRequest,
         wait_s: Option<f64>,
         ctx: &RequestContext<RoleServer>,
     ) -> ToolResult {
-        let limits = &self.registry.limits;
+        let limits = self.limits();
         let wait =
             seconds(wait_s, "wait_s")?.unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
-        let ((run_id, rx), settled) = self.registry.submit_settled(handle, req).await?;
-        let r = self
-            .follow_run(handle, &run_id, rx, Some(settled), wait, ctx, true)
+        let (handle, (run_id, rx), settled) = self.registry().submit_settled(key, req).await?;
+        let run = self.scope.run_key(run_id);
+        let (r, _) = self
+            .follow_run(&handle, &run, rx, Some(settled), wait, ctx, true)
             .await?;
-        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+        Ok(render::execution(&r, limits).await)
     }
 
     /// Wait for the run to settle (bounded by `wait`) and render it; see [`Self::follow_run`].
     async fn wait_and_render(
         &self,
         handle: &SessionHandle,
-        run_id: &RunId,
+        run: &RunKey,
         rx: watch::Receiver<RunStatus>,
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
         cancel_on_abort: bool,
     ) -> ToolResult {
-        let r = self
-            .follow_run(handle, run_id, rx, None, wait, ctx, cancel_on_abort)
+        let (r, _) = self
+            .follow_run(handle, run, rx, None, wait, ctx, cancel_on_abort)
             .await?;
-        Ok(render::execution(&r, self.registry.limits.max_image_bytes))
+        Ok(render::execution(&r, self.limits()).await)
     }
 
     /// Wait for the run to settle (bounded by `wait`), sending progress notifications when the
-    /// request carries a token; on MCP cancellation of an `execute`, cancel the run. Returns
-    /// the run's record at the end of the wait: the one `settled` delivers when given (no
-    /// further call to the session), else a fresh `get_run`.
+    /// request carries a token. When the request's token fires, the wait ends; only if the
+    /// client cancelled the call (not when its connection ended, see [`crate::mcp::cancel`]) and
+    /// `cancel_on_abort`, the run is cancelled too. Returns the run's record at the end of the
+    /// wait — the one `settled` delivers when given (no further call to the session), else a
+    /// fresh `get_run` — and whether the client cancelled.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn follow_run(
         &self,
         handle: &SessionHandle,
-        run_id: &RunId,
+        run: &RunKey,
         mut rx: watch::Receiver<RunStatus>,
         mut settled: Option<Settled>,
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
         cancel_on_abort: bool,
-    ) -> Result<crate::session::ExecutionResult, ToolError> {
+    ) -> Result<(ExecutionResult, bool), ToolError> {
+        let run_id = run.run();
         enum Step {
             Settled,
             Elapsed,
-            Cancelled,
+            TokenFired,
         }
         let deadline = tokio::time::Instant::now() + wait;
         let token = ctx.meta.get_progress_token();
@@ -258,7 +273,7 @@ impl KernelMcp {
             let outcome = match settled.as_mut() {
                 Some(record) => tokio::select! {
                     r = tokio::time::timeout(step, record) => match r {
-                        Ok(Ok(record)) => return Ok(record),
+                        Ok(Ok(record)) => return Ok((record, false)),
                         // The actor let go of it (the run is gone): watch the status instead.
                         Ok(Err(_)) => {
                             settled = None;
@@ -266,22 +281,26 @@ impl KernelMcp {
                         }
                         Err(_) => Step::Elapsed,
                     },
-                    _ = ctx.ct.cancelled() => Step::Cancelled,
+                    _ = ctx.ct.cancelled() => Step::TokenFired,
                 },
                 None => tokio::select! {
                     s = wait_settled(&mut rx, step) => if s { Step::Settled } else { Step::Elapsed },
-                    _ = ctx.ct.cancelled() => Step::Cancelled,
+                    _ = ctx.ct.cancelled() => Step::TokenFired,
                 },
             };
             match outcome {
                 Step::Settled => break,
                 Step::Elapsed if tokio::time::Instant::now() >= deadline => break,
                 Step::Elapsed => {}
-                Step::Cancelled => {
-                    if cancel_on_abort {
+                Step::TokenFired => {
+                    let asked = self.cancels.asked(&ctx.id).await;
+                    if !asked {
+                        tracing::info!(parent: handle.span(), run = %run_id, "the client's connection ended while a call waited; the run goes on");
+                    } else if cancel_on_abort {
                         let _ = handle.cancel(run_id).await;
                     }
-                    break;
+                    let r = self.run_record(handle, run).await?;
+                    return Ok((r, asked));
                 }
             }
             if let Some(t) = &token {
@@ -301,7 +320,7 @@ impl KernelMcp {
                     .await;
             }
         }
-        self.run_record(handle, run_id).await
+        Ok((self.run_record(handle, run).await?, false))
     }
 
     /// The run's record; for a fresh run whose helper kernel was just shut down, its kept
@@ -309,11 +328,11 @@ impl KernelMcp {
     async fn run_record(
         &self,
         handle: &SessionHandle,
-        run_id: &RunId,
-    ) -> Result<crate::session::ExecutionResult, ToolError> {
-        match handle.get_run(run_id).await {
+        run: &RunKey,
+    ) -> Result<ExecutionResult, ToolError> {
+        match handle.get_run(run.run()).await {
             Ok(r) => Ok(r),
-            Err(e) => self.registry.fresh.finished(run_id).ok_or(e.into()),
+            Err(e) => self.registry().finished_run(run).ok_or(e.into()),
         }
     }
 }

@@ -7,10 +7,10 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 use serde_json::{Value, json};
 
-use super::error::ToolResult;
-use super::params::{EnvironmentNameParams, RegisterEnvironmentParams};
-use super::render;
-use super::server::KernelMcp;
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::{EnvironmentNameParams, RegisterEnvironmentParams};
+use crate::mcp::render;
 use crate::registry::sources::environments::Environment;
 
 /// One line per environment, for models that read text.
@@ -58,7 +58,8 @@ impl KernelMcp {
     ) -> ToolResult {
         let base = std::env::current_dir().unwrap_or_default();
         let (env, replaced) = self
-            .registry
+            .registry()
+            .sources()
             .environments
             .register(&p.name, &p.python, &base, p.replace.unwrap_or(false))
             .await?;
@@ -83,7 +84,7 @@ impl KernelMcp {
         output_schema = crate::mcp::schema::output::<crate::mcp::results::EnvironmentList>()
     )]
     async fn list_environments(&self) -> ToolResult {
-        let envs = self.registry.environments.list().await?;
+        let envs = self.registry().sources().environments.list().await?;
         let text = if envs.is_empty() {
             "no environments registered (register_environment adds one)".to_string()
         } else {
@@ -94,7 +95,7 @@ impl KernelMcp {
         };
         Ok(render::success(
             text,
-            &json!({"environments": envs, "path": self.registry.environments.path()}),
+            &json!({"environments": envs, "path": self.registry().sources().environments.path()}),
             vec![],
         ))
     }
@@ -108,7 +109,7 @@ impl KernelMcp {
         &self,
         Parameters(p): Parameters<EnvironmentNameParams>,
     ) -> ToolResult {
-        let env = self.registry.environments.get(&p.name).await?;
+        let env = self.registry().sources().environments.get(&p.name).await?;
         Ok(render::success(environment_line(&env), &env, vec![]))
     }
 
@@ -126,7 +127,12 @@ impl KernelMcp {
         &self,
         Parameters(p): Parameters<EnvironmentNameParams>,
     ) -> ToolResult {
-        let found = self.registry.environments.validate(&p.name).await?;
+        let found = self
+            .registry()
+            .sources()
+            .environments
+            .validate(&p.name)
+            .await?;
         let line = environment_line(&found.env);
         let text = match &found.problem {
             None => format!("ok: {line}"),
@@ -153,7 +159,12 @@ impl KernelMcp {
         &self,
         Parameters(p): Parameters<EnvironmentNameParams>,
     ) -> ToolResult {
-        let env = self.registry.environments.remove(&p.name).await?;
+        let env = self
+            .registry()
+            .sources()
+            .environments
+            .remove(&p.name)
+            .await?;
         Ok(render::success(
             format!("removed environment {}", env.name),
             &json!({"name": env.name, "removed": true, "python": env.python}),

@@ -2,22 +2,20 @@
 //! destroy sessions, and server_info. Each validates its parameters, calls the registry or a
 //! session handle and renders the record.
 
-use std::path::PathBuf;
-
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
-use super::error::ToolResult;
-use super::params::*;
-use super::render;
-use super::results::{
+use super::KernelMcp;
+use crate::mcp::error::ToolResult;
+use crate::mcp::params::*;
+use crate::mcp::render;
+use crate::mcp::results::{
     Destroyed, Interrupted, KernelEntry, KernelList, ServerInfo, SessionDetail, SessionList,
 };
-use super::schema::output;
-use super::server::{KernelMcp, seconds};
+use crate::mcp::schema::output;
+use crate::ops::export::mirror::Mirrors;
 use crate::ops::variables_note;
-use crate::registry::CreateRequest;
-use crate::session::SessionInfo;
+use crate::session::{RunId, RunStatus, SessionHandle, SessionInfo};
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl KernelMcp {
@@ -27,10 +25,10 @@ impl KernelMcp {
         output_schema = output::<KernelList>()
     )]
     async fn list_kernels(&self) -> ToolResult {
+        let sources = self.registry().sources();
         let (remote, gateways) =
-            crate::registry::sources::remote::list_all(&self.registry.gateways).await;
-        let mut kernels: Vec<_> = self
-            .registry
+            crate::registry::sources::remote::list_all(&sources.gateways).await;
+        let mut kernels: Vec<_> = sources
             .search
             .list()
             .into_iter()
@@ -53,7 +51,7 @@ impl KernelMcp {
         }));
         let list = KernelList {
             kernels,
-            default_kernel: self.registry.default_kernel(),
+            default_kernel: sources.default_kernel(),
             gateways,
         };
         Ok(render::success(render::kernels_text(&list), &list, vec![]))
@@ -65,26 +63,26 @@ impl KernelMcp {
         output_schema = output::<SessionInfo>()
     )]
     async fn create_session(&self, Parameters(p): Parameters<CreateSessionParams>) -> ToolResult {
-        let req = CreateRequest {
-            session_id: p.session_id,
-            kernel: p.kernel,
-            python: p.python,
-            environment: p.environment,
-            cwd: p.cwd.map(PathBuf::from),
-            env: p.env.unwrap_or_default(),
-            startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,
-            max_memory_mib: p.max_memory_mib,
-            expires_after: seconds(p.expires_after_s, "expires_after_s")?,
-            connection_file: p.connection_file.map(PathBuf::from),
-            gateway: p.gateway,
-            kernel_id: p.kernel_id,
-            sandbox: p.sandbox,
-            sandbox_network: p.sandbox_network,
-            notebook: p.notebook.map(PathBuf::from),
-            notebook_path: p.notebook_path,
-            jupyter_kernel_id: None,
+        let new = NewSession::try_from(p)?;
+        let key = match &new.session_id {
+            Some(id) => self.scope.key(id),
+            None => self.scope.new_key(),
         };
-        let info = self.registry.create(req).await?;
+        let info = self
+            .registry()
+            .create(&key, new.source, new.options)
+            .await?;
+        if let Some(notebook) = &new.notebook {
+            // A live notebook that cannot be written leaves no session behind.
+            let mirrored = match self.registry().get(&key) {
+                Ok(handle) => Mirrors::global().start(&handle, notebook).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = mirrored {
+                let _ = self.registry().destroy(&key).await;
+                return Err(e.into());
+            }
+        }
         Ok(render::success(render::session_text(&info), &info, vec![]))
     }
 
@@ -94,7 +92,7 @@ impl KernelMcp {
         output_schema = output::<SessionList>()
     )]
     async fn list_sessions(&self) -> ToolResult {
-        let sessions = self.registry.list().await;
+        let sessions = self.registry().list(self.scope.viewer()).await;
         let text = if sessions.is_empty() {
             "no sessions".to_string()
         } else {
@@ -110,7 +108,7 @@ impl KernelMcp {
         output_schema = output::<SessionDetail>()
     )]
     async fn get_session(&self, Parameters(p): Parameters<GetSessionParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let info = handle.info().await?;
         let mut text = render::session_text(&info);
         let mut detail = SessionDetail {
@@ -119,7 +117,7 @@ impl KernelMcp {
             variables_note: None,
         };
         if p.include_variables.unwrap_or(false) {
-            match handle.variables().await {
+            match crate::ops::variables(&handle).await {
                 Ok((vars, total)) => {
                     text.push_str(&render::variables_text(&vars));
                     detail.variables_note = variables_note(vars.len(), total)
@@ -132,7 +130,8 @@ impl KernelMcp {
         Ok(render::success(text, &detail, vec![]))
     }
 
-    /// Interrupt the running code (Ctrl-C); state is kept.
+    /// Interrupt the running code (Ctrl-C), keeping state; waits up to 5 s and says whether the
+    /// run stopped. One that did not goes on: restart_session stops it (losing state).
     #[tool(
         annotations(
             destructive_hint = false,
@@ -142,15 +141,47 @@ impl KernelMcp {
         output_schema = output::<Interrupted>()
     )]
     async fn interrupt_session(&self, Parameters(p): Parameters<SessionIdParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
-        let (info, run) = handle.interrupt().await?;
-        let text = match &run {
-            Some(r) => format!("interrupted run {r}\n{}", render::session_text(&info)),
+        let handle = self.session(&p.session_id)?;
+        let (_, run) = handle.interrupt().await?;
+        let grace = self.limits().interrupt_grace();
+        let outcome = match &run {
+            Some(r) => Some(stop_outcome(&handle, r, grace).await),
+            None => None,
+        };
+        let info = handle.info().await?;
+        let (run_status, stopped, notice) = match (&run, outcome) {
+            (Some(r), Some((status, waited))) => {
+                let stopped = status.is_final();
+                let notice = if stopped {
+                    format!(
+                        "Run {r} stopped ({}) {} ms after the interrupt; the session's variables are kept.",
+                        status.as_str(),
+                        waited.as_millis()
+                    )
+                } else {
+                    format!(
+                        "Run {r} is still {} {} s after the interrupt: the code ignores SIGINT or is blocked \
+                         where an interrupt cannot reach it. It goes on (get_execution(run_id=\"{r}\") waits for it); \
+                         restart_session(session_id=\"{}\") will stop it, and loses the session's variables.",
+                        status.as_str(),
+                        waited.as_secs_f64().round(),
+                        info.session_id
+                    )
+                };
+                (Some(status), Some(stopped), Some(notice))
+            }
+            _ => (None, None, None),
+        };
+        let text = match &notice {
+            Some(n) => format!("{n}\n{}", render::session_text(&info)),
             None => format!("nothing was running\n{}", render::session_text(&info)),
         };
         let v = Interrupted {
             info,
             interrupted_run_id: run,
+            run_status,
+            stopped,
+            notices: notice.into_iter().collect(),
         };
         Ok(render::success(text, &v, vec![]))
     }
@@ -161,7 +192,7 @@ impl KernelMcp {
         output_schema = output::<SessionInfo>()
     )]
     async fn restart_session(&self, Parameters(p): Parameters<RestartSessionParams>) -> ToolResult {
-        let handle = self.registry.get(&p.session_id)?;
+        let handle = self.session(&p.session_id)?;
         let info = handle.restart(p.clear_history.unwrap_or(false)).await?;
         Ok(render::success(render::session_text(&info), &info, vec![]))
     }
@@ -172,7 +203,10 @@ impl KernelMcp {
         output_schema = output::<Destroyed>()
     )]
     async fn destroy_session(&self, Parameters(p): Parameters<SessionIdParams>) -> ToolResult {
-        let shutdown = self.registry.destroy(&p.session_id).await?;
+        let shutdown = self
+            .registry()
+            .destroy(&self.scope.key(&p.session_id))
+            .await?;
         let text = format!(
             "session '{}' destroyed (shutdown: {})",
             p.session_id,
@@ -191,7 +225,8 @@ impl KernelMcp {
         output_schema = output::<ServerInfo>()
     )]
     async fn server_info(&self) -> ToolResult {
-        let sessions = self.registry.session_ids().len();
+        let registry = self.registry();
+        let sessions = registry.names(self.scope.viewer()).len();
         let v = ServerInfo {
             name: "kernel-mcp".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -200,16 +235,16 @@ impl KernelMcp {
                 .iter()
                 .map(|v| v.to_string())
                 .collect(),
-            limits: (*self.registry.limits).clone(),
-            kernelspec_dirs: self.registry.search.dirs().to_vec(),
-            python_environment: self.registry.env_prefix.clone(),
+            limits: self.limits().clone(),
+            kernelspec_dirs: registry.sources().search.dirs().to_vec(),
+            python_environment: registry.sources().env_prefix.clone(),
             session_count: sessions,
-            pool: self.registry.pool.counts(),
+            pool: registry.sources().pool.counts(),
             server_instance: crate::instance::current().id.clone(),
             started_at: crate::instance::current().started_at.clone(),
-            sandbox: super::results::SandboxInfo {
-                default_policy: self.registry.sandbox.policy,
-                network: self.registry.sandbox.network,
+            sandbox: crate::mcp::results::SandboxInfo {
+                default_policy: registry.sources().sandbox.policy,
+                network: registry.sources().sandbox.network,
                 host: crate::kernel::sandbox::HostSupport::current().clone(),
             },
         };
@@ -223,4 +258,23 @@ impl KernelMcp {
             vec![],
         ))
     }
+}
+
+/// Wait up to `grace` for `run` to stop after an interrupt: its status then (final, or still
+/// `running` / `awaiting_input`) and how long the wait took. A run that is no longer kept
+/// counts as stopped (`interrupted`).
+async fn stop_outcome(
+    handle: &SessionHandle,
+    run: &RunId,
+    grace: std::time::Duration,
+) -> (RunStatus, std::time::Duration) {
+    let started = tokio::time::Instant::now();
+    let Ok(mut rx) = handle.watch_run(run).await else {
+        return (RunStatus::Interrupted, started.elapsed());
+    };
+    // An input() after the KeyboardInterrupt is a prompt, not a stop: only a final status
+    // ends the wait (the prompt shows as awaiting_input).
+    let _ = tokio::time::timeout(grace, rx.wait_for(|s| s.is_final())).await;
+    let status = *rx.borrow();
+    (status, started.elapsed())
 }

@@ -1,0 +1,226 @@
+//! A session's endpoint: the Unix socket its kernels reach the broker on, and the session's
+//! side of the broker (journal, calls in flight, the kernels' endpoint files).
+//!
+//! The socket is `<runtime dir>/broker-<id>/mcp.sock`: the directory 0700, the socket 0600,
+//! a connection accepted only from our own uid (SO_PEERCRED), and each request carries the
+//! session's key (compared in constant time). One request per connection, one JSON line
+//! each way (see [`super::ops`] for the operations). The kernel learns the socket and key
+//! from its endpoint file, written 0600 when the kernel is ready ([`SessionObserver`]), so a
+//! pooled kernel that was started before the session gets them when the session takes it.
+//!
+//! The endpoint is the session's observer; it ends when the session does (the actor and its
+//! handles drop it): the listener and open connections stop, the socket, its directory and
+//! the endpoint files go, and its hold on the project ends.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio_util::sync::CancellationToken;
+
+use super::lock;
+use super::ops;
+use super::project::Project;
+use super::shared::Shared;
+use crate::session::observer::SessionObserver;
+
+/// Connections served at once per session (each is one call or query).
+pub const MAX_CONNECTIONS: usize = 32;
+/// Endpoint files remembered per session (one per kernel it had; older ones are removed).
+const MAX_BINDINGS: usize = 8;
+
+/// A session's endpoint (see the module docs).
+pub struct Endpoint {
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    dir: PathBuf,
+}
+
+impl Endpoint {
+    /// Bind the session's socket and start listening on `runtime`.
+    /// Errors: the runtime directory or the socket cannot be made.
+    pub fn bind(
+        session: &str,
+        project: Arc<Project>,
+        runtime: &tokio::runtime::Handle,
+    ) -> std::io::Result<Endpoint> {
+        let base = crate::kernel::connection::runtime_dir()?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = base.join(format!("broker-{}", &id[..12]));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let socket = dir.join("mcp.sock");
+        let listener = match std::os::unix::net::UnixListener::bind(&socket) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(e);
+            }
+        };
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        let key = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let shared = Arc::new(Shared {
+            session: session.to_string(),
+            key,
+            socket,
+            project,
+            journal: Default::default(),
+            cancel: Mutex::new(CancellationToken::new()),
+            bindings: Default::default(),
+        });
+        let stop = CancellationToken::new();
+        runtime.spawn(listen(listener, shared.clone(), stop.clone()));
+        tracing::debug!(session, socket = %shared.socket.display(), "broker endpoint");
+        Ok(Endpoint { shared, stop, dir })
+    }
+
+    /// Write the endpoint file of the kernel with `connection_file` (0600, atomically).
+    fn bind_kernel(&self, connection_file: &Path) -> std::io::Result<()> {
+        let file = super::endpoint_file(connection_file);
+        let dir = file.parent().unwrap_or(Path::new("/"));
+        let body = serde_json::json!({
+            "socket": self.shared.socket,
+            "key": self.shared.key,
+            "session": self.shared.session,
+        });
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        std::io::Write::write_all(&mut tmp, body.to_string().as_bytes())?;
+        tmp.persist(&file).map_err(|e| e.error)?;
+        let mut bindings = lock(&self.shared.bindings);
+        if !bindings.contains(&file) {
+            bindings.push_back(file);
+        }
+        while bindings.len() > MAX_BINDINGS {
+            if let Some(old) = bindings.pop_front() {
+                let _ = std::fs::remove_file(old);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SessionObserver for Endpoint {
+    fn kernel_ready(&self, connection_file: Option<&Path>) {
+        let Some(cf) = connection_file else {
+            return;
+        };
+        if let Err(e) = self.bind_kernel(cf) {
+            tracing::warn!(session = %self.shared.session, "kernel endpoint file not written: {e}");
+        }
+    }
+
+    fn run_cancelled(&self) {
+        let old = std::mem::replace(&mut *lock(&self.shared.cancel), CancellationToken::new());
+        old.cancel();
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        for f in lock(&self.shared.bindings).drain(..) {
+            let _ = std::fs::remove_file(f);
+        }
+        let _ = std::fs::remove_file(&self.shared.socket);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Accept connections until `stop`; each is served by a task of its own.
+async fn listen(
+    listener: std::os::unix::net::UnixListener,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) {
+    let listener = match tokio::net::UnixListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(session = %shared.session, "broker endpoint cannot listen: {e}");
+            return;
+        }
+    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let uid = nix::unistd::getuid().as_raw();
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let Ok((mut stream, _)) = accepted else {
+            continue;
+        };
+        // The directory is 0700 and the socket 0600; the peer check is the last word.
+        if stream.peer_cred().map(|c| c.uid()).ok() != Some(uid) {
+            tracing::warn!(session = %shared.session, "broker endpoint: refused a connection from another uid");
+            continue;
+        }
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            let reply = ops::failure(
+                "busy",
+                format!(
+                    "{MAX_CONNECTIONS} broker calls of this session are already in flight; wait for one to end"
+                ),
+            );
+            let _ = stream.write_all(format!("{reply}\n").as_bytes()).await;
+            continue;
+        };
+        let (shared, stop) = (shared.clone(), stop.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = serve(stream, &shared) => {}
+                _ = stop.cancelled() => {}
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Serve one connection: read the request line, answer it, close.
+async fn serve(stream: UnixStream, shared: &Shared) {
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = BufReader::new(rd);
+    let mut line = Vec::new();
+    let limit = ops::MAX_REQUEST_BYTES as u64 + 1;
+    let read = (&mut rd).take(limit).read_until(b'\n', &mut line).await;
+    let reply = match read {
+        Ok(0) | Err(_) => return,
+        Ok(n) if n as u64 >= limit && !line.ends_with(b"\n") => ops::failure(
+            "limit",
+            format!(
+                "the request is larger than {} bytes: a call's arguments may be at most {} bytes of JSON",
+                ops::MAX_REQUEST_BYTES,
+                ops::MAX_ARGUMENT_BYTES
+            ),
+        ),
+        Ok(_) => {
+            // The peer closing its side (KeyboardInterrupt, the kernel gone) abandons the call.
+            let gone = Box::pin(peer_gone(rd));
+            match ops::handle(shared, &line, gone).await {
+                Some(reply) => reply,
+                None => return,
+            }
+        }
+    };
+    let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
+    bytes.push(b'\n');
+    let _ = wr.write_all(&bytes).await;
+    let _ = wr.shutdown().await;
+}
+
+/// Resolves when the peer closed its side of the connection (or wrote past its request).
+async fn peer_gone(mut rd: BufReader<tokio::net::unix::OwnedReadHalf>) {
+    let mut buf = [0u8; 256];
+    loop {
+        match rd.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            // Nothing is expected after the request; whatever comes is read and dropped.
+            Ok(_) => continue,
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! `mcp.explain(server, tool=None)`: what the broker knows about a server without connecting
+//! to it — where it is configured, its transport as written, the grant, whether each
+//! credential (header, env entry, `${VAR}`) is present (never a value), the connection state,
+//! and the fix for what stands in the way of a call.
+//!
+//! Values are never shown: headers and env entries by name; `command` and `args` as written
+//! (with `${VAR}` unexpanded); a URL without its query string.
+
+use serde_json::{Value, json};
+
+use super::config::Written;
+use super::downstream::State;
+use super::expand;
+use super::shared::Shared;
+
+/// The explanation of `server` (and `tool`) for the session of `shared`.
+pub fn explain(shared: &Shared, server: &str, tool: Option<&str>) -> Value {
+    let reg = &shared.project.registry;
+    let lookup = |k: &str| std::env::var(k).ok();
+    let Some(entry) = reg.entries.get(server) else {
+        let known: Vec<&str> = reg.entries.keys().map(String::as_str).collect();
+        let fix = if reg.found {
+            format!(
+                "Add \"{server}\" under \"mcpServers\" in {}{}.",
+                reg.path.display(),
+                if known.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (configured: {})", known.join(", "))
+                }
+            )
+        } else {
+            format!(
+                "Create {} with {{\"mcpServers\": {{\"{server}\": {{\"command\": …}}}}}}, then start a new session.",
+                reg.path.display()
+            )
+        };
+        return json!({
+            "server": server,
+            "configured": false,
+            "registry": reg.path,
+            "registry_found": reg.found,
+            "registry_errors": reg.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+            "known_servers": known,
+            "fix": fix,
+        });
+    };
+    let mut variables: Vec<(String, bool)> = Vec::new();
+    let mut credentials = serde_json::Map::new();
+    let transport = match &entry.written {
+        Some(Written::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        }) => {
+            for s in std::iter::once(command).chain(args).chain(cwd) {
+                variables.extend(expand::variables(s, &lookup));
+            }
+            for (k, v) in env {
+                let vars = expand::variables(v, &lookup);
+                let present = vars.iter().all(|(_, set)| *set) && !v.is_empty();
+                credentials.insert(format!("env.{k}"), present_word(present));
+                variables.extend(vars);
+            }
+            json!({"type": "stdio", "command": command, "args": args, "cwd": cwd, "env": env.keys().collect::<Vec<_>>()})
+        }
+        Some(Written::Http { url, headers }) => {
+            variables.extend(expand::variables(url, &lookup));
+            for (k, v) in headers {
+                let vars = expand::variables(v, &lookup);
+                let present = vars.iter().all(|(_, set)| *set) && !v.trim().is_empty();
+                credentials.insert(format!("headers.{k}"), present_word(present));
+                variables.extend(vars);
+            }
+            let (base, query) = match url.split_once('?') {
+                Some((b, _)) => (b, true),
+                None => (url.as_str(), false),
+            };
+            json!({"type": "http", "url": base, "url_has_query": query, "headers": headers.keys().collect::<Vec<_>>()})
+        }
+        None => Value::Null,
+    };
+    variables.sort();
+    variables.dedup();
+    let state = shared.project.downstreams.get(server).map(|d| d.state());
+    let granted = tool.map(|t| entry.allows(t));
+    let errors: Vec<String> = entry.errors.iter().map(|e| e.to_string()).collect();
+    let other_errors: Vec<String> = reg
+        .errors
+        .iter()
+        .filter(|e| e.entry() != Some(server))
+        .map(|e| e.to_string())
+        .collect();
+    let fix = if !errors.is_empty() {
+        Some(format!(
+            "Fix {} (then start a new session): {}",
+            reg.path.display(),
+            errors.join("; ")
+        ))
+    } else if !other_errors.is_empty() {
+        Some(format!(
+            "This server's entry is fine, but the registry is not, so no call works: {}",
+            other_errors.join("; ")
+        ))
+    } else if granted == Some(false) {
+        Some(format!(
+            "Add \"{}\" to \"allowedTools\" of \"{server}\" in {}.",
+            tool.unwrap_or_default(),
+            reg.path.display()
+        ))
+    } else if let Some(State::Broken { reason, .. }) = &state {
+        Some(format!(
+            "The last connection failed: {reason}. Check the entry's command or url; the next call tries again."
+        ))
+    } else {
+        None
+    };
+    let mut out = json!({
+        "server": server,
+        "configured": true,
+        "registry": reg.path,
+        "transport": transport,
+        "grant": match &entry.allowed_tools {
+            Some(t) => json!({"allowedTools": t}),
+            None => json!("every tool of the server (no allowedTools)"),
+        },
+        "credentials": credentials,
+        "variables": variables.iter().map(|(k, set)| (k.clone(), present_word(*set))).collect::<serde_json::Map<_, _>>(),
+        "state": state.map(|s| serde_json::to_value(s).unwrap_or(Value::Null)).unwrap_or_else(|| json!({"state": "unavailable"})),
+        "errors": errors,
+        "fix": fix,
+    });
+    if let (Some(t), Some(g)) = (tool, granted) {
+        out["tool"] = json!(t);
+        out["tool_granted"] = json!(g);
+    }
+    // Text the broker did not write (a server's error) passes the redactor too.
+    let text = serde_json::to_string(&out).unwrap_or_default();
+    let redacted = shared.project.redactor.redact(&text);
+    if redacted != text {
+        serde_json::from_str(&redacted).unwrap_or(out)
+    } else {
+        out
+    }
+}
+
+fn present_word(present: bool) -> Value {
+    Value::from(if present { "present" } else { "missing" })
+}

@@ -1,0 +1,433 @@
+//! The MCP server handler: [`KernelMcp`], a cheap clone over the process-wide [`Registry`]
+//! seen through the caller's [`Scope`], with the tool routers of its `tools_*.rs` and the one
+//! `call_tool` override that every call passes through: the toolset's gate (see
+//! [`super::toolset`]), a panic guard keyed on the tool name, and the contract's error shape
+//! for arguments that do not deserialize. It also records the client's cancellations
+//! (`on_cancelled`, see [`super::cancel`]) and, over HTTP, which `Mcp-Session-Id` it serves
+//! (see [`super::http_sessions`]).
+//!
+//! The router always holds every tool; the [`Toolset`] decides what `tools/list` shows and
+//! what `tools/call` accepts. It is the server's (`--tools`), unless the client asks for
+//! another in its capabilities (`experimental["kernel-mcp"].tools`, what the CLI does to
+//! reach the service's every tool, see [`super::toolset::client_config`]).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CancelledNotificationParam,
+    Extensions, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
+
+use super::cancel::Cancels;
+use super::error::ToolError;
+use super::http_sessions::HttpSessions;
+use super::toolset::Toolset;
+use crate::config::Limits;
+use crate::registry::Registry;
+use crate::registry::scope::Scope;
+use crate::session::{ErrorCode, SessionError, SessionHandle};
+
+mod tools_code;
+mod tools_env;
+mod tools_fresh;
+mod tools_history;
+mod tools_run;
+mod tools_service;
+mod tools_session;
+mod tools_state;
+
+/// The MCP server: a cheap clone over the process-wide [`Registry`], seen through the
+/// connection's [`Scope`] (who owns `default`, who may see which run).
+#[derive(Clone)]
+pub struct KernelMcp {
+    pub(crate) scope: Scope,
+    /// This handler's number (log subscriptions are per handler).
+    handler: u64,
+    /// The requests this connection's client cancelled.
+    pub(crate) cancels: Arc<Cancels>,
+    /// The HTTP endpoint's session table, when served over streamable HTTP.
+    http: Option<Arc<HttpSessions>>,
+    /// Every tool, for dispatch (the toolset gates it).
+    tool_router: ToolRouter<KernelMcp>,
+    /// The server's toolset (`--tools`).
+    toolset: Toolset,
+    /// `tools/list` of `toolset`, made once.
+    listed: Arc<Vec<Tool>>,
+}
+
+impl KernelMcp {
+    /// The handler of a standalone server with every tool: its client owns every session,
+    /// `default` included.
+    pub fn new(registry: Arc<Registry>) -> KernelMcp {
+        KernelMcp::with_toolset(registry, Toolset::all())
+    }
+
+    /// A standalone handler offering `toolset`; a tool left out is unknown to `tools/call` too.
+    pub fn with_toolset(registry: Arc<Registry>, toolset: Toolset) -> KernelMcp {
+        KernelMcp::with_scope(Scope::standalone(registry), toolset)
+    }
+
+    /// The handler of one connection to the shared service: it sees every named session and a
+    /// `default` session of its own, which ends with [`KernelMcp::close`].
+    pub fn for_connection(registry: Arc<Registry>, toolset: Toolset) -> KernelMcp {
+        KernelMcp::with_scope(Scope::connection(registry), toolset)
+    }
+
+    /// This handler serves one session of an HTTP endpoint whose lifetimes `sessions` keeps.
+    pub fn over_http(mut self, sessions: Arc<HttpSessions>) -> KernelMcp {
+        self.http = Some(sessions);
+        self
+    }
+
+    /// The connection has ended: destroy its own `default` session (if it has one).
+    pub async fn close(&self) {
+        self.scope.close().await;
+    }
+
+    /// The registry (limits, kernel sources); sessions are reached with the scope's keys.
+    pub(crate) fn registry(&self) -> &Registry {
+        self.scope.registry()
+    }
+
+    /// The server's limits.
+    pub(crate) fn limits(&self) -> &Limits {
+        self.registry().limits()
+    }
+
+    /// The session `id` names for this caller (`default`: its own).
+    /// Errors: `SESSION_NOT_FOUND`, `SESSION_EXPIRED`.
+    pub(crate) fn session(&self, id: &str) -> Result<SessionHandle, SessionError> {
+        self.registry().get(&self.scope.key(id))
+    }
+
+    /// Over HTTP: the `Mcp-Session-Id` of a request to this connection.
+    fn http_session<'a>(&self, extensions: &'a Extensions) -> Option<&'a str> {
+        extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| super::http_sessions::session_id(&p.headers))
+    }
+
+    /// Over HTTP: tell the session table which `Mcp-Session-Id` this connection is.
+    fn bind_http_session(&self, extensions: &Extensions) {
+        if let (Some(http), Some(id)) = (&self.http, self.http_session(extensions)) {
+            http.bind(id, self.scope.downgrade());
+        }
+    }
+
+    fn with_scope(scope: Scope, toolset: Toolset) -> KernelMcp {
+        let tool_router = Self::every_tool();
+        let listed = Arc::new(listed_tools(&tool_router, toolset));
+        static HANDLERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        KernelMcp {
+            scope,
+            handler: HANDLERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            cancels: Default::default(),
+            http: None,
+            tool_router,
+            toolset,
+            listed,
+        }
+    }
+
+    /// The toolset of one request: the one the client asked for, else the server's.
+    fn toolset_of(&self, context: &RequestContext<RoleServer>) -> Toolset {
+        context
+            .client_capabilities()
+            .and_then(|c| super::toolset::requested(c.experimental.as_ref()?))
+            .unwrap_or(self.toolset)
+    }
+
+    /// The router of every tool, before a toolset cuts it down.
+    pub(crate) fn every_tool() -> ToolRouter<KernelMcp> {
+        Self::session_router()
+            + Self::run_router()
+            + Self::history_router()
+            + Self::service_router()
+            + Self::code_router()
+            + Self::state_router()
+            + Self::env_router()
+    }
+
+    /// `INVALID_ARGUMENT` when `request` passes a parameter that `toolset` leaves out (see
+    /// [`Toolset::missing_param`]).
+    fn check_set_params(
+        toolset: Toolset,
+        request: &CallToolRequestParams,
+    ) -> Result<(), ToolError> {
+        let Some(args) = &request.arguments else {
+            return Ok(());
+        };
+        for param in args.keys() {
+            if let Some(set) = toolset.missing_param(&request.name, param) {
+                return Err(ToolError::invalid(format!(
+                    "{}'s `{param}` is not offered by this server (--tools {toolset}): it belongs to the `{}` tool set. \
+                     Leave it out, or have the server started with --tools {toolset},{}.",
+                    request.name,
+                    set.name(),
+                    set.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The tools `toolset` lists, in the router's order (by name): its parameters only, schemas
+/// compacted (see `schema.rs`).
+fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
+    router
+        .list_all()
+        .into_iter()
+        .filter(|t| toolset.offers(&t.name))
+        .map(|mut t| {
+            let mut schema = t.input_schema.as_ref().clone();
+            if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+                props.retain(|param, _| toolset.lists_param(&t.name, param));
+            }
+            super::schema::compact_input(&mut schema, toolset.describes_params());
+            t.input_schema = Arc::new(schema);
+            if toolset.terse_outputs() {
+                t.output_schema = Some(super::schema::terse_output());
+            }
+            t
+        })
+        .collect()
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for KernelMcp {
+    /// The router's dispatch under a panic guard (a bug answers `INTERNAL_ERROR` instead of
+    /// leaving the call unanswered), plus one fix-up: arguments that do not deserialize are
+    /// rejected by rmcp before any tool runs, as a bare `isError` text; give them the
+    /// contract's `{error_code: INVALID_ARGUMENT, message, details}` like every other error.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let tool = request.name.to_string();
+        let toolset = self.toolset_of(&context);
+        if !toolset.offers(&tool) {
+            // What rmcp's router answers for a tool it does not have.
+            return Err(McpError::invalid_params("tool not found", None));
+        }
+        if let Err(e) = Self::check_set_params(toolset, &request) {
+            return Ok(e.to_result().into());
+        }
+        // Over HTTP, the session is not idle while the client waits for this answer.
+        let _busy = self.http.as_ref().and_then(|http| {
+            self.http_session(&context.extensions)
+                .map(|id| http.call(id, self.scope.downgrade()))
+        });
+        let wants_task = super::tasks::may_become_task(&tool)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        let tcc = ToolCallContext::new(self, request, context);
+        let mut response = match AssertUnwindSafe(self.tool_router.call(tcc))
+            .catch_unwind()
+            .await
+        {
+            Ok(r) => r?,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                tracing::error!(tool, "tool panicked: {what}");
+                let e = ToolError::new(
+                    ErrorCode::InternalError,
+                    format!(
+                        "Internal error in {tool}: {what}. The server is still running; please report this."
+                    ),
+                );
+                return Ok(e.to_result().into());
+            }
+        };
+        if let CallToolResponse::Complete(r) = &mut response
+            && r.is_error == Some(true)
+            && r.structured_content.is_none()
+        {
+            let message: String = r
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            *r = ToolError::invalid(format!(
+                "Invalid arguments for {tool}: {message}. See the tool's input schema."
+            ))
+            .to_result();
+        }
+        if wants_task {
+            response = super::tasks::into_task(response);
+        }
+        Ok(response)
+    }
+
+    /// `tools/list`: the tools of this request's toolset.
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let toolset = self.toolset_of(&context);
+        let tools = if toolset == self.toolset {
+            self.listed.as_ref().clone()
+        } else {
+            listed_tools(&self.tool_router, toolset)
+        };
+        let mut result = ListToolsResult::with_all_items(tools);
+        // As rmcp's generated list_tools does: 2026-07-28 peers get cache hints.
+        if context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28)
+        {
+            result = result
+                .with_ttl_ms(0)
+                .with_cache_scope(rmcp::model::CacheScope::Public);
+        }
+        Ok(result)
+    }
+
+    /// A tool of the server's toolset, as listed (the HTTP transport checks headers with it).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.listed.iter().find(|t| t.name == name).cloned()
+    }
+
+    /// `tasks/get`: a task is a run (see [`super::tasks`]).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(
+            super::tasks::detailed(&self.scope, &request.task_id).await?,
+        ))
+    }
+
+    /// `tasks/cancel`: cancels the task's run, as `cancel_execution` does.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::tasks::cancel(&self.scope, &request.task_id).await
+    }
+
+    /// `notifications/cancelled`: the client, not the end of its connection, cancelled a
+    /// request (see [`super::cancel`]).
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        if let Some(id) = notification.request_id {
+            self.cancels.record(id);
+        }
+    }
+
+    /// `notifications/initialized`: over HTTP, the first request that names this
+    /// connection's `Mcp-Session-Id`.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.bind_http_session(&context.extensions);
+    }
+
+    /// `logging/setLevel`: from now on this connection gets the server's log messages at
+    /// `level` or above (see [`super::logging`]).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::logging::subscribe(
+            self.handler,
+            self.scope.connection_id().map(|c| c.get()),
+            context.peer.clone(),
+            request.level,
+        );
+        Ok(())
+    }
+
+    /// Run resources are listed through templates only (there is one set per run).
+    async fn list_resource_templates(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(
+            super::resources::templates(),
+        ))
+    }
+
+    /// A run's stdout, stderr or output (see [`super::resources`]).
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let contents = super::resources::read(&self.scope, &request.uri).await?;
+        Ok(rmcp::model::ReadResourceResult::new(contents).into())
+    }
+
+    #[allow(deprecated)]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .enable_resources()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
+        .with_instructions(self.toolset.instructions())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::toolset::{DEFAULT_TOOLS, NamedSet};
+
+    #[test]
+    fn every_tool_is_in_the_default_set_or_a_named_set() {
+        for tool in KernelMcp::every_tool().list_all() {
+            let name = tool.name.as_ref();
+            let places = usize::from(DEFAULT_TOOLS.contains(&name))
+                + NamedSet::ALL
+                    .iter()
+                    .filter(|s| s.tools().contains(&name))
+                    .count();
+            assert_eq!(
+                places, 1,
+                "{name} must be in exactly one of DEFAULT_TOOLS and the named sets (src/mcp/toolset.rs)"
+            );
+        }
+    }
+
+    #[test]
+    fn the_set_lists_name_only_tools_that_exist() {
+        let names: Vec<String> = KernelMcp::every_tool()
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        let listed = DEFAULT_TOOLS
+            .iter()
+            .chain(crate::mcp::MINIMAL_TOOLS.iter())
+            .chain(crate::mcp::CODE_TOOLS.iter())
+            .chain(NamedSet::ALL.iter().flat_map(|s| s.tools()));
+        for t in listed {
+            assert!(names.iter().any(|n| n == t), "{t} is listed but is no tool");
+        }
+    }
+}
