@@ -34,5 +34,6 @@ pub mod registry;
 pub mod secrets;
 pub mod service;
 pub mod session;
+pub mod tls;
 pub mod trust;
 pub mod wire;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// The layers, lowest first; a module may name modules of its own layer or below.
 const LAYERS: [&[&str]; 10] = [
     &["wire"],
-    &["config", "instance", "memory", "secrets", "trust"],
+    &["config", "instance", "memory", "secrets", "tls", "trust"],
     &["kernel"],
     &["session"],
     &["broker", "registry"],

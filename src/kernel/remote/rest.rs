@@ -81,9 +81,8 @@ pub struct Rest {
 impl Rest {
     /// A client for `gateway`. Errors: a sentence when the HTTP client cannot be built.
     pub fn new(gateway: Gateway) -> Result<Rest, String> {
-        // rustls's process-wide crypto provider: `ring` (the build has no other). Set once,
-        // before the first TLS client (this one, or a kernel's websocket after it) is made.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // Before the first TLS client (this one, or a kernel's websocket after it) is made.
+        crate::tls::install_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .no_proxy()
