@@ -364,6 +364,7 @@ impl Downstream {
                     .custom_headers(headers.iter().cloned().collect())
                     // A session that expired is reported, not silently re-made and retried.
                     .reinit_on_expired_session(false);
+                crate::tls::install_provider();
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let client = Self::client_info()
                     .serve(transport)

@@ -26,7 +26,7 @@ pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
     let outcome = match command {
         Command::Serve(args) if args.shared => {
             return with_runtime(Flavor::Light, |rt| {
-                super::serve::relay(&ctx, args.socket, &args.sessions, rt)
+                super::serve::relay(&ctx, args.socket, &args.sessions, args.tools, rt)
             });
         }
         Command::Serve(args) => super::serve::serve(ctx, args),

@@ -84,6 +84,7 @@ pub fn relay(
     ctx: &Context,
     socket: Option<PathBuf>,
     sessions: &SessionArgs,
+    tools: kernel_mcp::mcp::Toolset,
     rt: &tokio::runtime::Runtime,
 ) -> ExitCode {
     use kernel_mcp::service::relay;
@@ -92,7 +93,8 @@ pub fn relay(
     args.extend(sessions.service_flags());
     let outcome = rt.block_on(async {
         let stream = relay::connect_or_start(&paths, &args).await?;
-        relay::relay(stream, &paths.socket).await
+        let ask_tools = (tools != kernel_mcp::mcp::Toolset::default()).then(|| tools.to_string());
+        relay::relay(stream, &paths.socket, ask_tools).await
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

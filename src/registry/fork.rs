@@ -136,6 +136,8 @@ impl Registry {
             journal_private: new.is_private(),
             span: session_span(new.slot()),
             observer,
+            // A kernel of its own for Jupyter clients, as any new session's.
+            kernel_id: uuid::Uuid::new_v4().to_string(),
         };
         let (entries, _) = source.history(None, None).await.unwrap_or_default();
         let (handle, created) = {

@@ -221,13 +221,14 @@ impl Registry {
             .await?;
         // The broker's side of the session (see `crate::broker`): an endpoint for a local
         // Python kernel, a notice for a remote one, nothing for an adopted one.
-        let observer = self.broker.as_ref().and_then(|b| match &source {
-            KernelSource::Gateway { gateway, .. } | KernelSource::GatewayKernel { gateway, .. } => {
-                b.attach_remote(gateway)
-            }
-            KernelSource::ConnectionFile(_) => None,
-            _ => b.attach(key.name(), &launch.spec, &cwd),
-        });
+        let observer = self
+            .broker
+            .as_ref()
+            .and_then(|b| match (&source, source.gateway()) {
+                (_, Some(gateway)) => b.attach_remote(gateway),
+                (KernelSource::ConnectionFile(_), _) => None,
+                _ => b.attach(key.name(), &launch.spec, &cwd),
+            });
         let desc = SessionDesc {
             id: key.name().to_string(),
             spec: launch.spec,
@@ -237,6 +238,10 @@ impl Registry {
             journal_private: key.is_private(),
             span: session_span(key.slot()),
             observer,
+            kernel_id: opts
+                .jupyter_kernel_id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         };
         let (handle, created) = {
             let mut table = lock(&self.table);

@@ -6,7 +6,8 @@
 //! When nobody listens it starts the service detached (its own session via `setsid`, stdio on
 //! /dev/null, logging to its file) and waits for the socket. A start lock (flock) around "connect, else start and wait" makes relays started
 //! together start one service; the service itself replaces a stale socket file. Then bytes
-//! flow both ways untouched. When the client closes stdin the relay half-closes the socket,
+//! flow both ways untouched (but for the toolset the relay's `--tools` asks for, added to the
+//! client's `initialize`: see [`relay`]). When the client closes stdin the relay half-closes the socket,
 //! lets the service answer what is in flight, and exits 0; when the service goes away first it
 //! exits non-zero and says why on stderr (the only thing it ever writes there).
 
@@ -29,6 +30,8 @@ use crate::trust::{self, TrustError};
 const START_DEADLINE: Duration = Duration::from_secs(30);
 /// Longest the relay waits for the service's last answers after the client closed stdin.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
+/// Longest first line the relay reads to add a toolset to (a longer one passes untouched).
+const MAX_INITIALIZE_BYTES: u64 = 1 << 20;
 
 /// Why the relay stopped working.
 #[derive(Debug, thiserror::Error)]
@@ -200,11 +203,32 @@ fn log_name() -> String {
 /// pipes (as MCP clients start servers) they are read and written non-blocking on the event
 /// loop, not through tokio's blocking pool: that saves two thread handoffs each way per
 /// message (rmcp's `stdio_pipes`, the same transport the stdio server uses).
+///
+/// `ask_tools` (the relay's own `--tools`, when not the default) goes into the client's
+/// `initialize` as the experimental capability the service reads a connection's toolset from
+/// ([`crate::mcp::toolset::CAPABILITY`]), unless the client asks for one itself: so
+/// `kernel-mcp --shared --tools minimal` lists what it says, whatever the running service
+/// was started with.
 /// Errors: [`RelayError::ServiceGone`] when the service hangs up while the client is still there.
-pub async fn relay(stream: UnixStream, socket: &Path) -> Result<(), RelayError> {
+pub async fn relay(
+    stream: UnixStream,
+    socket: &Path,
+    ask_tools: Option<String>,
+) -> Result<(), RelayError> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
     let (mut from_service, mut to_service) = stream.into_split();
-    let (mut stdin, mut stdout) = rmcp::transport::stdio_pipes();
+    let (stdin, mut stdout) = rmcp::transport::stdio_pipes();
+    let mut stdin = tokio::io::BufReader::new(stdin);
     let up = async {
+        if let Some(tools) = &ask_tools {
+            let mut first = Vec::new();
+            (&mut stdin)
+                .take(MAX_INITIALIZE_BYTES)
+                .read_until(b'\n', &mut first)
+                .await?;
+            let first = ask_for_toolset(&first, tools).unwrap_or(first);
+            to_service.write_all(&first).await?;
+        }
         let r = tokio::io::copy(&mut stdin, &mut to_service).await;
         let _ = to_service.shutdown().await;
         r
@@ -232,9 +256,65 @@ pub async fn relay(stream: UnixStream, socket: &Path) -> Result<(), RelayError> 
     }
 }
 
+/// `line` (one JSON-RPC message and its newline) with `tools` asked for in its capabilities,
+/// when it is an `initialize` request that asks for no toolset; `None` leaves it as it is.
+fn ask_for_toolset(line: &[u8], tools: &str) -> Option<Vec<u8>> {
+    use crate::mcp::toolset::CAPABILITY;
+    let mut message: serde_json::Value = serde_json::from_slice(line).ok()?;
+    if message.get("method")?.as_str()? != "initialize" {
+        return None;
+    }
+    let capabilities = message
+        .get_mut("params")?
+        .as_object_mut()?
+        .entry("capabilities")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()?;
+    let experimental = capabilities
+        .entry("experimental")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()?;
+    let ours = experimental
+        .entry(CAPABILITY)
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()?;
+    if ours.contains_key("tools") {
+        return None;
+    }
+    ours.insert("tools".into(), tools.into());
+    let mut out = serde_json::to_vec(&message).ok()?;
+    out.push(b'\n');
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_relays_toolset_goes_into_initialize_unless_the_client_asks_for_one() {
+        let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}
+"#;
+        let out = ask_for_toolset(init, "minimal").expect("rewritten");
+        assert!(out.ends_with(b"\n"));
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["params"]["capabilities"]["experimental"]["kernel-mcp"]["tools"],
+            "minimal"
+        );
+        assert_eq!(v["params"]["clientInfo"]["name"], "c");
+
+        let asks = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"experimental":{"kernel-mcp":{"tools":"all"}}}}}
+"#;
+        assert!(
+            ask_for_toolset(asks, "minimal").is_none(),
+            "the client's own ask wins"
+        );
+        let other = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}
+"#;
+        assert!(ask_for_toolset(other, "minimal").is_none());
+        assert!(ask_for_toolset(b"not json\n", "minimal").is_none());
+    }
 
     #[test]
     fn the_service_is_started_with_the_callers_gateways_kernelspecs_and_environment() {

@@ -51,6 +51,8 @@ pub struct SessionHandle {
     /// What the session is (kernelspec, cwd, launcher): a fresh-kernel run starts its helper
     /// kernel from the same launcher.
     desc: Arc<SessionDesc>,
+    /// Changes whenever the session's history does (see [`SessionHandle::history_changes`]).
+    history: watch::Receiver<u64>,
 }
 
 /// The outcome of a session's first kernel start.
@@ -66,12 +68,14 @@ impl SessionHandle {
     ) -> (SessionHandle, Created) {
         let (tx, rx) = mpsc::channel(COMMAND_BUFFER);
         let (created_tx, created_rx) = oneshot::channel();
+        let (history_tx, history) = watch::channel(0);
         let handle = SessionHandle {
             id: desc.id.clone(),
             tx,
             desc: Arc::new(desc.clone()),
+            history,
         };
-        Actor::spawn(runtime, desc, limits, rx, created_tx);
+        Actor::spawn(runtime, desc, limits, rx, created_tx, history_tx);
         (handle, created_rx)
     }
 
@@ -176,6 +180,19 @@ impl SessionHandle {
     /// Interrupt the running run, if any; returns its id. Never restarts the kernel.
     pub async fn interrupt(&self) -> Result<(SessionInfo, Option<RunId>), SessionError> {
         self.call(Command::Interrupt).await
+    }
+
+    /// Interrupt whatever the kernel is running: the session's current run (as
+    /// [`Self::interrupt`]), or else the kernel itself, for a cell another client of the
+    /// kernel runs (a person's, through the Jupyter face). Never restarts the kernel.
+    pub async fn interrupt_kernel(&self) -> Result<(SessionInfo, Option<RunId>), SessionError> {
+        self.call(Command::InterruptKernel).await
+    }
+
+    /// A receiver that changes whenever the history does (an entry added, a display updated,
+    /// entries deleted or cleared); it closes when the session ends.
+    pub fn history_changes(&self) -> watch::Receiver<u64> {
+        self.history.clone()
     }
 
     /// Replace the kernel; answers once the new one is ready.

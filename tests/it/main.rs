@@ -34,6 +34,8 @@ mod history_ranges;
 mod http_transport;
 mod install_cli;
 mod interrupts;
+mod jupyter_face;
+mod jupyterlab_browser;
 mod kernel_secrets;
 mod kernels_bash;
 mod kernels_octave;

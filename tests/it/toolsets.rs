@@ -43,9 +43,19 @@ async fn raw_tools_list(tools: &str) -> (String, String, String) {
 /// Send `messages` to a fresh `serve --tools <tools>`, one line each, and return the lines
 /// it answers with (one per request).
 async fn exchange(tools: &str, messages: &[Value]) -> Vec<String> {
+    exchange_with(&["serve", "--tools", tools], &[], messages).await
+}
+
+/// [`exchange`] with kernel-mcp's arguments and extra environment.
+async fn exchange_with(
+    args: &[&str],
+    env: &[(&str, std::ffi::OsString)],
+    messages: &[Value],
+) -> Vec<String> {
     let workdir = tempfile::tempdir().unwrap();
     let mut child = server_command(workdir.path())
-        .args(["serve", "--tools", tools])
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -260,4 +270,26 @@ async fn a_client_may_ask_for_another_toolset_in_its_capabilities() {
         call["result"]["structuredContent"]["environments"].is_array(),
         "{call}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_asks_the_shared_service_for_its_own_toolset() {
+    require_venv();
+    let svc = crate::common::service::TestService::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "toolsets-test", "version": "1"}}});
+    let messages = [
+        init,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ];
+    // The first relay starts the service (with the default toolset); each lists its own.
+    let minimal = exchange_with(&["--shared", "--tools", "minimal"], &svc.env(), &messages).await;
+    assert_eq!(names(&minimal[1]), sorted(&kernel_mcp::mcp::MINIMAL_TOOLS));
+    // `default` asks for nothing: the service's own (the default too).
+    let everyday = exchange_with(&["--shared", "--tools", "default"], &svc.env(), &messages).await;
+    assert_eq!(names(&everyday[1]), sorted(&kernel_mcp::mcp::DEFAULT_TOOLS));
+    // Dropping the service stops it.
+    drop(svc);
 }

@@ -245,6 +245,7 @@ async fn connect(
                 HeaderValue::from_static(V1_SUBPROTOCOL),
             );
         }
+        crate::tls::install_provider();
         let outcome =
             tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::connect_async(req))
                 .await

@@ -13,6 +13,7 @@ use crate::mcp::results::{
     Destroyed, Interrupted, KernelEntry, KernelList, ServerInfo, SessionDetail, SessionList,
 };
 use crate::mcp::schema::output;
+use crate::ops::export::mirror::Mirrors;
 use crate::ops::variables_note;
 use crate::session::{RunId, RunStatus, SessionHandle, SessionInfo};
 
@@ -71,6 +72,17 @@ impl KernelMcp {
             .registry()
             .create(&key, new.source, new.options)
             .await?;
+        if let Some(notebook) = &new.notebook {
+            // A live notebook that cannot be written leaves no session behind.
+            let mirrored = match self.registry().get(&key) {
+                Ok(handle) => Mirrors::global().start(&handle, notebook).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = mirrored {
+                let _ = self.registry().destroy(&key).await;
+                return Err(e.into());
+            }
+        }
         Ok(render::success(render::session_text(&info), &info, vec![]))
     }
 

@@ -73,6 +73,15 @@ impl Actor {
                 }
                 let _ = reply.send((self.info(), current));
             }
+            Command::InterruptKernel(reply) => {
+                let current = self.runs.current_id().cloned();
+                if current.is_some() {
+                    self.interrupt_current().await;
+                } else {
+                    self.interrupt_kernel().await;
+                }
+                let _ = reply.send((self.info(), current));
+            }
             Command::Restart {
                 clear_history,
                 reply,
@@ -80,6 +89,7 @@ impl Actor {
                 if clear_history {
                     self.history.clear();
                     self.journal_append(&JournalRecord::Cleared);
+                    self.history_changed();
                 }
                 self.restart(reply)
             }
@@ -92,6 +102,7 @@ impl Actor {
                 });
                 if let Ok(removed) = &removed {
                     self.journal_append(&JournalRecord::Deleted(removed.clone()));
+                    self.history_changed();
                 }
                 let _ = reply.send(removed.map(|r| r.len()));
             }

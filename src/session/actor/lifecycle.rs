@@ -93,7 +93,7 @@ impl Actor {
                     o.kernel_ready(kernel.connection_file());
                 }
                 self.kernel = Some(kernel);
-                self.other_client_run = None;
+                self.others.clear();
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {
@@ -142,7 +142,7 @@ impl Actor {
             }
         }
         let tail = kernel.output_tail();
-        self.other_client_run = None;
+        self.others.clear();
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
         let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {

@@ -50,6 +50,7 @@ mod commands;
 mod expiry;
 mod fork;
 mod lifecycle;
+mod others;
 mod running;
 mod subshell;
 
@@ -79,6 +80,10 @@ pub struct SessionDesc {
     pub span: tracing::Span,
     /// Told about its kernels and cancellations (the broker's endpoint); `None`: nobody.
     pub observer: Option<Arc<dyn super::observer::SessionObserver>>,
+    /// The id Jupyter clients know its kernel by (`/api/kernels/{id}`, DESIGN §15): fixed
+    /// for the session's life, across restarts, as a Jupyter server keeps a kernel's id. A
+    /// kernel on a gateway answers with the gateway's own id instead.
+    pub kernel_id: String,
 }
 
 /// What a session's first kernel start hands back: the session, and where its history is
@@ -198,6 +203,9 @@ pub enum Command {
     EndFork(Reply<()>),
     /// Append entries to the history (a fork's copy of its source's), journalled.
     SeedHistory(Vec<HistoryEntry>, Reply<()>),
+    /// Interrupt whatever the kernel runs: the current run as [`Command::Interrupt`] does,
+    /// else the kernel itself (another client's cell, e.g. a person's in Jupyter).
+    InterruptKernel(Reply<(SessionInfo, Option<RunId>)>),
     /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the
     /// count, or `INVALID_ARGUMENT` for indices that name no entry (nothing deleted).
     DeleteHistory {
@@ -302,9 +310,11 @@ pub struct Actor {
     /// While a fork of this session's kernel is being taken, no run starts; until then
     /// at the latest.
     fork_hold: Option<Instant>,
-    /// The `execute_request` another client of the kernel (a person's `jupyter console
-    /// --existing`) is running, seen on iopub: the session is busy, not idle (see `expiry.rs`).
-    other_client_run: Option<String>,
+    /// Other clients' cells in progress (see `others.rs`).
+    others: others::OtherCells,
+    /// Bumped whenever the history changes (an entry added, a display updated, entries
+    /// deleted or cleared): what a live notebook mirror waits on.
+    history_version: watch::Sender<u64>,
 }
 
 impl Actor {
@@ -316,6 +326,7 @@ impl Actor {
         limits: Arc<Limits>,
         commands: mpsc::Receiver<Command>,
         created: Reply<Result<Started, SessionError>>,
+        history_version: watch::Sender<u64>,
     ) -> JoinHandle<()> {
         let now = chrono::Utc::now();
         let mut actor = Actor {
@@ -347,7 +358,8 @@ impl Actor {
             idle_since: now,
             subshells: Default::default(),
             fork_hold: None,
-            other_client_run: None,
+            others: Default::default(),
+            history_version,
         };
         let span = actor.desc.span.clone();
         runtime.spawn(
@@ -587,13 +599,20 @@ impl Actor {
             attached: self.desc.launcher.adopts(),
             location: self.desc.launcher.location().to_string(),
             sandbox: self.desc.launcher.sandbox(),
-            kernel_id: self
-                .kernel
-                .as_ref()
-                .and_then(|k| k.kernel_id())
-                .map(String::from),
+            kernel_id: Some(
+                self.kernel
+                    .as_ref()
+                    .and_then(|k| k.kernel_id())
+                    .unwrap_or(&self.desc.kernel_id)
+                    .to_string(),
+            ),
             forked_from: self.desc.launcher.forked_from().map(String::from),
         }
+    }
+
+    /// Tell whoever watches the history (a notebook mirror) that it changed.
+    fn history_changed(&self) {
+        self.history_version.send_modify(|v| *v = v.wrapping_add(1));
     }
 }
 

@@ -204,10 +204,8 @@ impl Actor {
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
             if channel == Channel::Iopub {
-                if msg.msg_type() == "stream" {
-                    tracing::debug!(session = %self.desc.id, "output with no run: {}", msg.content["text"]);
-                }
-                self.other_client_message(&msg);
+                // Another client's request (a person's cell): never part of a run of ours.
+                self.other_client_iopub(&msg);
             }
             return;
         };
@@ -244,6 +242,7 @@ impl Actor {
             && self.history.update_display(&update)
         {
             self.display_updates.insert(id, update);
+            self.history_changed();
         }
     }
 
@@ -409,6 +408,7 @@ impl Actor {
             let entry = run.history_entry();
             self.journal_append(&JournalRecord::Entry(entry.clone()));
             self.history.push(entry);
+            self.history_changed();
         }
         self.runs.finished(id);
         for (_, update) in std::mem::take(&mut self.display_updates) {

@@ -241,6 +241,7 @@ async fn session_of(
             adopts,
         }),
         journal_dir: None,
+        kernel_id: "scripted-kernel".into(),
         journal_private: false,
         span: tracing::Span::none(),
         observer: None,
