@@ -246,7 +246,7 @@ impl Drop for JupyterOnFace {
 
 /// True when `GET url` with `token` answers 200 (a server not up yet answers nothing).
 async fn answers(url: &str, token: &str) -> bool {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    kernel_mcp::tls::install_provider();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let req = client
         .get(url)
@@ -264,7 +264,7 @@ pub async fn rest(
     token: Option<&str>,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    kernel_mcp::tls::install_provider();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let mut req = client.request(method.parse().unwrap(), url);
     if let Some(t) = token {
