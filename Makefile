@@ -11,8 +11,13 @@
 #                   from npm into tests/broker/node_modules (idempotent); part of `make test`
 #   make conformance  the official MCP conformance suite (from npm, with Node 22) against the HTTP
 #                   transport; part of `make test`
-#   make gateways   install Jupyter Kernel Gateway + Jupyter Server into ./.venv-gw and Jupyter
-#                   Enterprise Gateway into ./.venv-eg (PyPI; idempotent) for tests/it/gateways.rs
+#   make gateways   install Jupyter Kernel Gateway + Jupyter Server + JupyterLab into ./.venv-gw
+#                   and Jupyter Enterprise Gateway into ./.venv-eg (PyPI; idempotent) for
+#                   tests/it/gateways.rs and the Jupyter face's tests
+#   make browser    playwright-core (npm, no browser download) into tests/jupyterlab/node_modules,
+#                   to drive Debian's chromium in tests/it/jupyterlab_browser.rs; part of `make test`
+#   make jupyterlab-shot  JupyterLab in headless Chromium on an agent's session: runs that test and
+#                   copies its screenshot (target/jupyterlab/) to docs/jupyterlab-session.png
 #   make demo       build and run examples/quickstart.rs (an MCP client driving kernel-mcp; the
 #                   `demo` feature's binary, so nothing test-only is compiled)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
@@ -31,14 +36,16 @@
 # Needs beforehand: Rust (stable), python3 (>= 3.10), and npm for `make conformance` (any
 # Node: the suite runs on the Node 22 it installs). What the targets install, and from where:
 #   apt   `make kernels` (and so `make test`), system-wide, as root or through sudo, skipped
-#         when present: r-cran-irkernel octave (IRkernel's spec: /usr/share/jupyter/kernels/ir)
+#         when present: r-cran-irkernel octave (IRkernel's spec: /usr/share/jupyter/kernels/ir),
+#         chromium (JupyterLab in a headless browser)
 #   PyPI  ./.venv: requirements-dev.txt (ipykernel, jupyter_client, nbformat, matplotlib…;
 #         its ipykernel provides the python3 kernelspec that kernel-mcp finds via $VIRTUAL_ENV)
 #         and requirements-kernels.txt (bash_kernel, octave_kernel, xeus-python); maturin for
 #         `make wheel`; ./.venv-gw and ./.venv-eg for `make gateways` (Kernel Gateway +
 #         Jupyter Server, Enterprise Gateway); a throwaway venv for `make wheel-test`
 #   npm   `make conformance`: the MCP conformance suite and Node 22 into
-#         tests/conformance/node_modules (pinned by its package-lock.json)
+#         tests/conformance/node_modules (pinned by its package-lock.json); `make browser`:
+#         playwright-core into tests/jupyterlab/node_modules (pinned likewise)
 # Everything but the apt packages stays inside this directory (and the system temp dir).
 
 SHELL := /bin/bash
@@ -55,7 +62,7 @@ KREQS  := requirements-kernels.txt
 KSTAMP := $(VENV)/.kernels.stamp
 # Debian packages for the R and Octave kernels. --no-install-recommends keeps Octave from
 # pulling in a GUI, docs and compilers (~1 GB); neither kernel needs those.
-APT_KERNEL_PKGS := r-cran-irkernel octave
+APT_KERNEL_PKGS := r-cran-irkernel octave chromium
 
 # Test parallelism: each test may start real kernels; keep it modest (2-core machines).
 TEST_THREADS ?= 2
@@ -69,7 +76,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv kernels apt-kernels gateways broker-deps build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
+.PHONY: help venv .venv kernels apt-kernels gateways broker-deps browser jupyterlab-shot build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -136,7 +143,7 @@ gateways: $(GW_STAMP) $(EG_STAMP)
 $(GW_STAMP): requirements-gateways.txt
 	@test -x "$(GW_VENV)/bin/python" || $(PYTHON) -m venv "$(GW_VENV)"
 	"$(GW_VENV)/bin/python" -m pip install --disable-pip-version-check --no-input -q -r requirements-gateways.txt
-	"$(GW_VENV)/bin/python" -c 'import kernel_gateway, jupyter_server, ipykernel, matplotlib'
+	"$(GW_VENV)/bin/python" -c 'import kernel_gateway, jupyter_server, jupyterlab, ipykernel, matplotlib'
 	@touch $@
 
 $(EG_STAMP): requirements-eg.txt
@@ -144,6 +151,21 @@ $(EG_STAMP): requirements-eg.txt
 	"$(EG_VENV)/bin/python" -m pip install --disable-pip-version-check --no-input -q -r requirements-eg.txt
 	"$(EG_VENV)/bin/python" -c 'import enterprise_gateway, ipykernel, matplotlib'
 	@touch $@
+
+# playwright-core for the JupyterLab browser test, re-installed only when its lock changes.
+BROWSER_DIR   := $(CURDIR)/tests/jupyterlab
+BROWSER_STAMP := $(BROWSER_DIR)/node_modules/.installed.stamp
+
+browser: $(BROWSER_STAMP)
+
+$(BROWSER_STAMP): $(BROWSER_DIR)/package-lock.json
+	cd "$(BROWSER_DIR)" && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+jupyterlab-shot: $(STAMP) apt-kernels gateways browser
+	$(RUN_ENV) $(CARGO) test --features test-kernel --test it -- --nocapture jupyterlab_browser::
+	cp target/jupyterlab/jupyterlab-session.png docs/jupyterlab-session.png
+	@echo "docs/jupyterlab-session.png updated"
 
 # The broker tests (tests/it/broker*.rs) call @modelcontextprotocol/server-everything on
 # Node 22, both from npm, pinned by tests/broker/package-lock.json; installed once.
@@ -162,7 +184,7 @@ build:
 SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust \
   history_files history_export tasks resources broker broker_lifecycle
 
-test: $(STAMP) kernels gateways broker-deps
+test: $(STAMP) kernels gateways broker-deps browser
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel --test it \
 	  -- --test-threads=$(TEST_THREADS) $(addsuffix ::,$(SHARED_SUITES))

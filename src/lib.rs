@@ -4,6 +4,8 @@
 //! - [`mcp`]: tool parameters → registry and session calls; records → `CallToolResult`.
 //! - [`service`]: the per-user service (Unix socket, and HTTP behind a token), the `--shared`
 //!   stdio relay.
+//! - [`jupyter`]: the service's Jupyter face (the Jupyter Server kernels API and channels
+//!   websocket beside `/mcp`), so Jupyter's own clients reach the sessions.
 //! - [`ops`]: operations on a session built from several actor calls (files, variables,
 //!   packages, history sources and exports, checkpoints).
 //! - [`registry`]: which sessions exist and who may reach them (keys made only by the
@@ -23,6 +25,7 @@
 pub mod broker;
 pub mod config;
 pub mod instance;
+pub mod jupyter;
 pub mod kernel;
 pub mod mcp;
 pub mod memory;

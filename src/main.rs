@@ -25,6 +25,8 @@ fn main() -> ExitCode {
             connection_file: args.connection_file,
             report_fd: args.report_fd,
             limit_file: args.limit_file,
+            adopt_child: args.adopt_child,
+            server_pid: args.server_pid,
         });
     }
     cli::dispatch::run(global, command)

@@ -18,7 +18,9 @@
 //!   (i) on a Jupyter Kernel Gateway started for the run: cold start and `execute 1+1`,
 //!       kernel-mcp (`--gateway`) next to a plain Python websockets client (gateway.rs);
 //!   (j) the broker: `mcp.call` of server-everything's `echo` from a cell, next to the same
-//!       call from an rmcp client straight to the server (broker.rs).
+//!       call from an rmcp client straight to the server (broker.rs);
+//!   (k) `fork_session` of a session holding ~500 MB next to `create_session` plus its history
+//!       run again (fork.rs; `--no-fork` skips it).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -32,6 +34,7 @@
 //! (kernelspec name, default python3).
 
 mod broker;
+mod fork;
 mod gateway;
 mod mcp_side;
 mod raw;
@@ -70,6 +73,8 @@ pub struct Opts {
     pub no_floods: bool,
     /// Skip the broker rows.
     pub no_broker: bool,
+    /// Skip the fork_session rows.
+    pub no_fork: bool,
 }
 
 #[tokio::main]
@@ -95,6 +100,7 @@ fn parse_opts() -> Res<Opts> {
         no_gateway: false,
         no_floods: false,
         no_broker: false,
+        no_fork: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -113,11 +119,12 @@ fn parse_opts() -> Res<Opts> {
             "--no-gateway" => o.no_gateway = true,
             "--no-floods" => o.no_floods = true,
             "--no-broker" => o.no_broker = true,
+            "--no-fork" => o.no_fork = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
                      --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
-                     --no-floods)"
+                     --no-floods --no-fork)"
                 )
                 .into());
             }
@@ -177,6 +184,11 @@ async fn run() -> Res<()> {
     let load_before = loadavg();
 
     let ours = mcp_side::measure(&bin, &o).await?;
+    let forks = if o.no_fork {
+        None
+    } else {
+        Some(fork::measure(&bin, &o).await?)
+    };
     eprintln!("bench: kernel-mcp side done; running the raw reference client");
     let raw = run_json_child(
         &std::env::current_exe()?,
@@ -206,6 +218,9 @@ async fn run() -> Res<()> {
     if let Some(b) = &br {
         rows.extend(table::broker_rows(&o, b));
     }
+    if let Some(f) = &forks {
+        rows.extend(table::fork_rows(f));
+    }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
     println!(
@@ -223,6 +238,7 @@ async fn run() -> Res<()> {
             "jupyter_client": jc,
             "kernel_gateway": gw.as_ref().map(gateway::Figures::raw_json),
             "broker": br.as_ref().map(broker::Figures::raw_json),
+            "fork": forks.as_ref().map(fork::ForkFigures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::Opts;
+use crate::fork::ForkFigures;
 use crate::gateway::Figures;
 use crate::mcp_side::Ours;
 use crate::stats::{median, percentile};
@@ -338,6 +339,30 @@ pub fn broker_rows(o: &Opts, b: &crate::broker::Figures) -> Vec<Row> {
     .collect()
 }
 
+/// (k): fork_session next to create_session + the history again (in the raw column: the
+/// ratio is fork / rebuild), and the memory of the source and of a fresh fork.
+pub fn fork_rows(f: &ForkFigures) -> Vec<Row> {
+    vec![
+        Row::new(
+            format!(
+                "fork_session of a ~500 MB session, p50 (n={}) | create_session + its history again",
+                f.fork_ms.len()
+            ),
+            Unit::Ms,
+            median(&f.fork_ms),
+            median(&f.rebuild_ms),
+            None,
+        ),
+        Row::new(
+            "memory_mib of a fresh fork | of its source (resident; shared pages count in both)",
+            Unit::Kib,
+            f.fork_mib.map(|m| (m * 1024) as f64),
+            f.source_mib.map(|m| (m * 1024) as f64),
+            None,
+        ),
+    ]
+}
+
 pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) {
     println!();
     println!(
@@ -389,7 +414,8 @@ pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Opti
          wall clock); the references are direct ZeroMQ round trips. Done = execute_reply plus iopub\n\
          idle on every side. \"client\" is the kernel-mcp server process, the raw client process or\n\
          the Python driver. Concurrent: one MCP connection, one task per session | one task per\n\
-         kernel | one thread per kernel. The relay row compares relay (kernel-mcp) to direct (raw column)."
+         kernel | one thread per kernel. The relay row compares relay (kernel-mcp) to direct (raw column),\n\
+         the fork rows a fork to rebuilding the state (raw column), both kernel-mcp."
     );
     if let Some(g) = gw {
         println!(

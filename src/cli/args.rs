@@ -217,8 +217,14 @@ pub struct SuperviseArgs {
     /// A file whose number (MiB) replaces the limit when SIGUSR1 arrives.
     #[arg(long)]
     pub limit_file: Option<PathBuf>,
+    /// Supervise this child process instead of starting argv (a forked kernel).
+    #[arg(long)]
+    pub adopt_child: Option<i32>,
+    /// Watch this server process instead of the parent.
+    #[arg(long)]
+    pub server_pid: Option<i32>,
     /// The kernel's argv.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "adopt_child")]
     pub argv: Vec<String>,
 }
 

@@ -55,7 +55,8 @@ pub fn run(args: TokenArgs) -> ExitCode {
                 super::client::out(&format!("{}\n", found.token.expose()));
                 match url {
                     Some(url) => eprintln!(
-                        "kernel-mcp: the token of {url} (send `Authorization: Bearer <token>`), from {}",
+                        "kernel-mcp: the token of {url} (send `Authorization: Bearer <token>`) and of its Jupyter API at {} (`Authorization: token <token>`, or JUPYTER_GATEWAY_AUTH_TOKEN for `jupyter lab --gateway-url`), from {}",
+                        url.trim_end_matches("/mcp"),
                         found.file.display()
                     ),
                     None => eprintln!(

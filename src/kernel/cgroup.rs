@@ -48,11 +48,25 @@ pub fn available() -> Option<CgroupKind> {
 
 /// Where our groups go: our own cgroup's directory, in the first hierarchy that works.
 fn base() -> Option<(CgroupKind, PathBuf)> {
+    base_where(false)
+}
+
+/// [`base`]; `beside_own`: when our own group is a kernel's (`kernel-mcp-<pid>`, as for the
+/// supervisor of a fork, which starts in its source kernel's group), the directory holding it.
+fn base_where(beside_own: bool) -> Option<(CgroupKind, PathBuf)> {
     #[cfg(feature = "test-kernel")]
     if std::env::var_os("KERNEL_MCP_TEST_NO_CGROUP").is_some_and(|v| v == "1") {
         return None;
     }
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own_path = |cg: &str, controller| {
+        let rel = own_path(cg, controller)?;
+        Some(if beside_own {
+            outside_kernel_group(&rel)
+        } else {
+            rel
+        })
+    };
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let writable = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
     // v2: "0::/path", a cgroup2 mount, and `memory` delegated to our children.
@@ -75,6 +89,20 @@ fn base() -> Option<(CgroupKind, PathBuf)> {
         }
     }
     None
+}
+
+/// `rel` without a last component that is one of our kernels' groups.
+fn outside_kernel_group(rel: &str) -> String {
+    match rel.rsplit_once('/') {
+        Some((parent, last)) if last.starts_with(PREFIX) => {
+            if parent.is_empty() {
+                "/".into()
+            } else {
+                parent.into()
+            }
+        }
+        _ => rel.to_string(),
+    }
 }
 
 /// Our path in the hierarchy holding `controller` (`None`: the v2 line `0::`).
@@ -119,7 +147,27 @@ impl Cgroup {
     /// Create `kernel-mcp-<our pid>` under our own cgroup, limited to `limit_bytes` (memory and
     /// swap together) when given. Errors: no hierarchy we may write, or the kernel refused.
     pub fn create(limit_bytes: Option<u64>) -> std::io::Result<Cgroup> {
-        let (kind, base) = base().ok_or_else(|| {
+        Cgroup::create_in(base(), limit_bytes)
+    }
+
+    /// As [`Cgroup::create`], for the supervisor of a fork (see `supervise::adopt`), which
+    /// starts inside its source kernel's group: the new group goes beside that one, and this
+    /// process moves to their parent first (where every supervisor sits), so the source's
+    /// end, which empties its group, never reaches the fork. Errors: as for `create`, or the
+    /// move was refused.
+    pub fn create_beside_own(limit_bytes: Option<u64>) -> std::io::Result<Cgroup> {
+        let base = base_where(true);
+        if let Some((_, dir)) = &base {
+            write(&dir.join("cgroup.procs"), "0")?;
+        }
+        Cgroup::create_in(base, limit_bytes)
+    }
+
+    fn create_in(
+        base: Option<(CgroupKind, PathBuf)>,
+        limit_bytes: Option<u64>,
+    ) -> std::io::Result<Cgroup> {
+        let (kind, base) = base.ok_or_else(|| {
             std::io::Error::other("no memory cgroup hierarchy this process may write")
         })?;
         sweep_stale(&base);
@@ -222,6 +270,11 @@ impl Cgroup {
                     .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse().ok())
             })
             .unwrap_or(0)
+    }
+
+    /// Move process `pid` (with its threads) into the group.
+    pub fn join(&self, pid: i32) -> std::io::Result<()> {
+        write(&self.procs_file(), &pid.to_string())
     }
 
     /// The processes in the group.
@@ -339,5 +392,13 @@ mod tests {
             Some(PathBuf::from("/sys/fs/cgroup/unified"))
         );
         assert_eq!(mount_of(mi, "cgroup", Some("pids")), None);
+    }
+
+    #[test]
+    fn a_forks_supervisor_creates_its_group_beside_its_sources() {
+        assert_eq!(outside_kernel_group("/jobs/abc/kernel-mcp-42"), "/jobs/abc");
+        assert_eq!(outside_kernel_group("/kernel-mcp-42"), "/");
+        assert_eq!(outside_kernel_group("/jobs/abc"), "/jobs/abc");
+        assert_eq!(outside_kernel_group("/"), "/");
     }
 }

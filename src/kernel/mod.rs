@@ -14,6 +14,7 @@ pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
 pub mod env_prefix;
+pub mod fork;
 pub mod iopub;
 pub(crate) mod process;
 pub mod remote;

@@ -246,25 +246,7 @@ impl KernelProcess {
             // Announce the exit once its last words are in the tail and the report is read
             // (bounded: children of the kernel may hold the pipes open).
             let _ = tokio::time::timeout(PIPE_DRAIN_GRACE, futures::future::join_all(drains)).await;
-            let info = if supervised {
-                let state = lock(&state).clone();
-                let mut info = cause_of(status, &state);
-                if info.cause == ExitCause::SupervisorLost
-                    && killed_by_us.load(std::sync::atomic::Ordering::Relaxed)
-                {
-                    info.cause = ExitCause::Kernel;
-                } else if info.cause == ExitCause::SupervisorLost {
-                    tracing::warn!(
-                        pid,
-                        "the kernel's supervisor was killed; ending the rest of its tree"
-                    );
-                    sweep_lost(pid, state.cgroup.clone());
-                }
-                info
-            } else {
-                status
-            };
-            tracing::debug!(pid, "kernel process ended: {info}");
+            let info = exit_cause(pid, supervised, status, &state, &killed_by_us);
             let _ = tx.send(Some(info));
         });
         Ok(KernelProcess {
@@ -277,6 +259,55 @@ impl KernelProcess {
             killed,
             reaped: false,
         })
+    }
+
+    /// A running process this server did not spawn (a fork of a kernel, see
+    /// [`super::fork`]) that leads its own process group: the kernel, or its supervisor
+    /// (`supervised`, whose report comes on `report`). `exited` resolves once it is gone (a
+    /// pidfd: only its parent may reap it, so its own status is what the report says);
+    /// `stdout` and `stderr` are its output pipes. Signals, the exit's cause and the final
+    /// sweep work as for a spawned kernel; dropping it SIGKILLs its group and tree.
+    pub(crate) fn adopted(
+        pid: i32,
+        supervised: bool,
+        exited: futures::future::BoxFuture<'static, ()>,
+        stdout: impl AsyncRead + Unpin + Send + 'static,
+        stderr: impl AsyncRead + Unpin + Send + 'static,
+        report_pipe: Option<tokio::net::unix::pipe::Receiver>,
+    ) -> KernelProcess {
+        let output_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let report = Arc::new(Mutex::new(ReportState::default()));
+        let mut drains = vec![
+            tokio::spawn(drain_output(stdout, "stdout", pid, output_tail.clone())),
+            tokio::spawn(drain_output(stderr, "stderr", pid, output_tail.clone())),
+        ];
+        if let Some(r) = report_pipe {
+            drains.push(tokio::spawn(read_report(r, pid, report.clone())));
+        }
+        let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = watch::channel(None);
+        let (state, killed_by_us) = (report.clone(), killed.clone());
+        tokio::spawn(async move {
+            exited.await;
+            let _ = tokio::time::timeout(PIPE_DRAIN_GRACE, futures::future::join_all(drains)).await;
+            let _ = tx.send(Some(exit_cause(
+                pid,
+                supervised,
+                ExitInfo::unknown(),
+                &state,
+                &killed_by_us,
+            )));
+        });
+        KernelProcess {
+            pid,
+            supervised,
+            kernel: std::sync::OnceLock::new(),
+            exit: rx,
+            output_tail,
+            report,
+            killed,
+            reaped: false,
+        }
     }
 
     /// The process we started (the supervisor when supervised).
@@ -404,6 +435,37 @@ impl Drop for KernelProcess {
     fn drop(&mut self) {
         self.kill_all();
     }
+}
+
+/// How the kernel process `pid` ended, given its `status`: for a supervised one, the cause its
+/// supervisor reported; a supervisor lost without a report has the rest of its tree ended.
+fn exit_cause(
+    pid: i32,
+    supervised: bool,
+    status: ExitInfo,
+    report: &Mutex<ReportState>,
+    killed_by_us: &std::sync::atomic::AtomicBool,
+) -> ExitInfo {
+    let info = if supervised {
+        let state = lock(report).clone();
+        let mut info = cause_of(status, &state);
+        if info.cause == ExitCause::SupervisorLost
+            && killed_by_us.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            info.cause = ExitCause::Kernel;
+        } else if info.cause == ExitCause::SupervisorLost {
+            tracing::warn!(
+                pid,
+                "the kernel's supervisor was killed; ending the rest of its tree"
+            );
+            sweep_lost(pid, state.cgroup.clone());
+        }
+        info
+    } else {
+        status
+    };
+    tracing::debug!(pid, "kernel process ended: {info}");
+    info
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -158,6 +158,17 @@ pub trait KernelLauncher: Send + Sync {
         "local"
     }
 
+    /// How local kernels are launched (cwd, env, memory limit…), where this launcher starts
+    /// them from a kernelspec.
+    fn launch_options(&self) -> Option<&LaunchOptions> {
+        None
+    }
+
+    /// The session whose kernel this launcher's first kernel was forked from (`fork_session`).
+    fn forked_from(&self) -> Option<&str> {
+        None
+    }
+
     /// The sandbox every kernel of this launcher runs in.
     fn sandbox(&self) -> crate::kernel::sandbox::Sandbox {
         crate::kernel::sandbox::Sandbox::NONE
@@ -212,6 +223,10 @@ impl KernelLauncher for LocalLauncher {
             let kernel = super::Kernel::start(&spec, &opts).await?;
             Ok(Box::new(kernel) as Box<dyn KernelIo>)
         })
+    }
+
+    fn launch_options(&self) -> Option<&LaunchOptions> {
+        Some(&self.opts)
     }
 }
 

@@ -14,7 +14,14 @@ use super::process::descendants;
 
 /// What the tree of `root` (its descendants, not `root` itself) uses, in bytes.
 pub fn tree_bytes(root: i32) -> u64 {
-    let pids = descendants(root);
+    tree_bytes_except(root, &HashSet::new())
+}
+
+/// [`tree_bytes`] without the processes in `excluded` (a subtree released to a supervisor of
+/// its own: a fork's).
+pub fn tree_bytes_except(root: i32, excluded: &HashSet<i32>) -> u64 {
+    let mut pids = descendants(root);
+    pids.retain(|p| !excluded.contains(p));
     let mut total = 0u64;
     let mut mapped: HashSet<(u64, u64)> = HashSet::new();
     for &pid in &pids {

@@ -18,13 +18,13 @@ pub struct CreateSessionParams {
     /// Session name (1-64 of A-Za-z0-9._-).
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Kernelspec name (list_kernels). Omitted: the default.
+    /// Kernelspec name (list_kernels).
     #[serde(default)]
     pub kernel: Option<String>,
-    /// Python interpreter or venv to run ipykernel from.
+    /// Python interpreter or venv.
     #[serde(default)]
     pub python: Option<String>,
-    /// A registered environment (list_environments).
+    /// Registered environment name.
     #[serde(default)]
     pub environment: Option<String>,
     /// Kernel working directory.
@@ -42,7 +42,7 @@ pub struct CreateSessionParams {
     /// Idle seconds until shut down (0 = never).
     #[serde(default)]
     pub expires_after_s: Option<f64>,
-    /// Adopt a running kernel's connection file.
+    /// Connection file to adopt.
     #[serde(default)]
     pub connection_file: Option<String>,
     /// A --gateway name (list_kernels).
@@ -56,6 +56,12 @@ pub struct CreateSessionParams {
     pub sandbox: Option<crate::kernel::SandboxPolicy>,
     #[serde(default)]
     pub sandbox_network: Option<bool>,
+    /// Live .ipynb to keep.
+    #[serde(default)]
+    pub notebook: Option<String>,
+    /// Adopt this notebook's kernel (gateway).
+    #[serde(default)]
+    pub notebook_path: Option<String>,
 }
 
 /// What `create_session` asks for, parsed: the name (`None`: one is made up), where the
@@ -65,6 +71,8 @@ pub struct NewSession {
     pub session_id: Option<String>,
     pub source: KernelSource,
     pub options: SessionOptions,
+    /// Keep a live `.ipynb` of the session here from its start (`ops::export::mirror`).
+    pub notebook: Option<PathBuf>,
 }
 
 impl TryFrom<CreateSessionParams> for NewSession {
@@ -81,13 +89,23 @@ impl TryFrom<CreateSessionParams> for NewSession {
                 "Invalid session_id '{id}': use 1-64 characters from letters, digits, '.', '_' and '-'."
             )));
         }
+        let kernel_id = match (p.kernel_id, p.notebook_path) {
+            (Some(_), Some(_)) => {
+                return Err(ToolError::invalid(
+                    "Give notebook_path or kernel_id to adopt a kernel on a gateway, not both.",
+                ));
+            }
+            (Some(id), None) => Some(Adopt::KernelId(id)),
+            (None, Some(path)) => Some(Adopt::Notebook(path)),
+            (None, None) => None,
+        };
         let source = kernel_source(
             p.kernel,
             p.python,
             p.environment,
             p.connection_file,
             p.gateway,
-            p.kernel_id,
+            kernel_id,
         )?;
         let env = p.env.unwrap_or_default();
         if let Some(bad) = env.keys().find(|k| k.is_empty() || k.contains(['=', '\0'])) {
@@ -97,7 +115,7 @@ impl TryFrom<CreateSessionParams> for NewSession {
         }
         if !env.is_empty() && !source.starts_a_kernel() {
             return Err(ToolError::invalid(
-                "connection_file and kernel_id adopt a running kernel, which keeps the environment it was started with: give no env with them.",
+                "connection_file, kernel_id and notebook_path adopt a running kernel, which keeps the environment it was started with: give no env with them.",
             ));
         }
         Ok(NewSession {
@@ -111,8 +129,28 @@ impl TryFrom<CreateSessionParams> for NewSession {
                 expires_after: seconds(p.expires_after_s, "expires_after_s")?,
                 sandbox: p.sandbox,
                 sandbox_network: p.sandbox_network,
+                jupyter_kernel_id: None,
             },
+            notebook: p.notebook.map(PathBuf::from),
         })
+    }
+}
+
+/// How `create_session` names a running kernel on a gateway to adopt.
+#[derive(Debug)]
+enum Adopt {
+    /// `kernel_id`.
+    KernelId(String),
+    /// `notebook_path`: the kernel of the notebook open there (a Jupyter Server's sessions).
+    Notebook(String),
+}
+
+impl Adopt {
+    fn param(&self) -> &'static str {
+        match self {
+            Adopt::KernelId(_) => "kernel_id",
+            Adopt::Notebook(_) => "notebook_path",
+        }
     }
 }
 
@@ -124,46 +162,52 @@ fn kernel_source(
     environment: Option<String>,
     connection_file: Option<String>,
     gateway: Option<String>,
-    kernel_id: Option<String>,
+    adopt: Option<Adopt>,
 ) -> Result<KernelSource, ToolError> {
     use KernelSource as S;
-    match (
-        kernel,
-        python,
-        environment,
-        connection_file,
-        gateway,
-        kernel_id,
-    ) {
+    match (kernel, python, environment, connection_file, gateway, adopt) {
         (None, None, None, None, None, None) => Ok(S::Default),
         (Some(k), None, None, None, None, None) => Ok(S::Kernelspec(k)),
         (None, Some(py), None, None, None, None) => Ok(S::Python(py.into())),
         (None, None, Some(e), None, None, None) => Ok(S::Environment(e)),
         (None, None, None, Some(f), None, None) => Ok(S::ConnectionFile(f.into())),
         (kernel, None, None, None, Some(gateway), None) => Ok(S::Gateway { gateway, kernel }),
-        (None, None, None, None, Some(gateway), Some(kernel_id)) => {
+        (None, None, None, None, Some(gateway), Some(Adopt::KernelId(kernel_id))) => {
             Ok(S::GatewayKernel { gateway, kernel_id })
         }
-        (Some(_), None, None, None, Some(_), Some(_)) => Err(ToolError::invalid(
-            "kernel_id adopts a running kernel: give no kernel with it.",
-        )),
-        (_, _, _, _, None, Some(_)) => Err(ToolError::invalid(
+        (None, None, None, None, Some(gateway), Some(Adopt::Notebook(notebook_path))) => {
+            Ok(S::GatewayNotebook {
+                gateway,
+                notebook_path,
+            })
+        }
+        (Some(_), None, None, None, Some(_), Some(a)) => Err(ToolError::invalid(format!(
+            "{} adopts a running kernel: give no kernel with it.",
+            a.param()
+        ))),
+        (_, _, _, _, None, Some(Adopt::KernelId(_))) => Err(ToolError::invalid(
             "kernel_id names a kernel on a gateway: give `gateway` too.",
         )),
-        (kernel, python, environment, connection_file, gateway, kernel_id) => {
+        (_, _, _, _, None, Some(Adopt::Notebook(_))) => Err(ToolError::invalid(
+            "notebook_path names a notebook open on a Jupyter Server: give `gateway` (that server's name) too.",
+        )),
+        (kernel, python, environment, connection_file, gateway, adopt) => {
             let given: Vec<&str> = [
                 ("kernel", kernel.is_some()),
                 ("python", python.is_some()),
                 ("environment", environment.is_some()),
                 ("connection_file", connection_file.is_some()),
                 ("gateway", gateway.is_some()),
-                ("kernel_id", kernel_id.is_some()),
+                (
+                    adopt.as_ref().map_or("kernel_id", Adopt::param),
+                    adopt.is_some(),
+                ),
             ]
             .into_iter()
             .filter_map(|(name, set)| set.then_some(name))
             .collect();
             Err(ToolError::invalid(format!(
-                "{} cannot go together: give one of kernel (a kernelspec), python (an interpreter or venv), environment (a registered one), connection_file (adopt a running kernel), or gateway with kernel or kernel_id.",
+                "{} cannot go together: give one of kernel (a kernelspec), python (an interpreter or venv), environment (a registered one), connection_file (adopt a running kernel), or gateway with kernel, kernel_id or notebook_path.",
                 given.join(", ")
             )))
         }
@@ -229,6 +273,17 @@ pub struct ExecuteParams {
     /// Kernel history (default true).
     #[serde(default)]
     pub store_history: Option<bool>,
+    /// Run now beside a busy run (kernel subshell); not in history.
+    #[serde(default)]
+    pub subshell: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ForkSessionParams {
+    /// The session to copy (a local Python session, idle).
+    pub session_id: String,
+    /// The new session's id.
+    pub new_session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -322,6 +377,14 @@ pub struct ExportHistoryParams {
     pub start: Option<i64>,
     #[serde(default)]
     pub end: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MirrorNotebookParams {
+    /// The session.
+    pub session_id: String,
+    /// The .ipynb to keep up to date (relative: the session's cwd).
+    pub path: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -463,6 +526,13 @@ mod tests {
                     kernel_id: "abc".into(),
                 },
             ),
+            (
+                serde_json::json!({"gateway": "gw", "notebook_path": "work/a.ipynb"}),
+                KernelSource::GatewayNotebook {
+                    gateway: "gw".into(),
+                    notebook_path: "work/a.ipynb".into(),
+                },
+            ),
         ];
         for (args, want) in cases {
             assert_eq!(parse(args.clone()).expect("valid").source, want, "{args}");
@@ -478,6 +548,10 @@ mod tests {
             serde_json::json!({"gateway": "gw", "python": "p"}),
             serde_json::json!({"gateway": "gw", "kernel": "k", "kernel_id": "id"}),
             serde_json::json!({"kernel_id": "id"}),
+            serde_json::json!({"notebook_path": "a.ipynb"}),
+            serde_json::json!({"gateway": "gw", "kernel_id": "id", "notebook_path": "a.ipynb"}),
+            serde_json::json!({"gateway": "gw", "kernel": "k", "notebook_path": "a.ipynb"}),
+            serde_json::json!({"gateway": "gw", "notebook_path": "a.ipynb", "env": {"A": "1"}}),
             serde_json::json!({"connection_file": "k.json", "env": {"A": "1"}}),
             serde_json::json!({"gateway": "gw", "kernel_id": "id", "env": {"A": "1"}}),
             serde_json::json!({"env": {"A=B": "1"}}),
@@ -500,7 +574,8 @@ mod tests {
     fn the_options_sit_beside_the_source() {
         let new = parse(serde_json::json!({
             "session_id": "s", "cwd": "/tmp", "env": {"A": "1"},
-            "startup_timeout_s": 5, "max_memory_mib": 100, "expires_after_s": 0
+            "startup_timeout_s": 5, "max_memory_mib": 100, "expires_after_s": 0,
+            "notebook": "live.ipynb"
         }))
         .unwrap();
         assert_eq!(new.session_id.as_deref(), Some("s"));
@@ -509,5 +584,6 @@ mod tests {
         assert_eq!(new.options.startup_timeout, Some(Duration::from_secs(5)));
         assert_eq!(new.options.max_memory_mib, Some(100));
         assert_eq!(new.options.expires_after, Some(Duration::ZERO));
+        assert_eq!(new.notebook, Some(PathBuf::from("live.ipynb")));
     }
 }

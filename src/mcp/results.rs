@@ -136,6 +136,9 @@ pub struct HistoryRow {
     pub generation: u64,
     /// A short summary of what the run printed and returned.
     pub output: String,
+    /// Another client of the kernel ran it (a person in Jupyter), not a tool call.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub other_client: bool,
 }
 
 /// `get_history`.

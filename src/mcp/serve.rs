@@ -161,6 +161,7 @@ pub async fn serve_http(
                 move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
                 access,
                 super::http_sessions::DEFAULT_KEEP_ALIVE,
+                None,
                 async {
                     let s = termination().await;
                     tracing::info!("received {s}; shutting down");
@@ -188,7 +189,8 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeErro
 
 /// Streamable HTTP on `listener` (path `/mcp`) with a handler from `handler` per MCP
 /// session, until `stop` resolves. An idle MCP session that holds no `default` session is
-/// closed after `keep_alive` (see [`super::http_sessions`]). The caller owns the sessions'
+/// closed after `keep_alive` (see [`super::http_sessions`]). `beside` adds routes of another
+/// face (the service's Jupyter API), which guard themselves. The caller owns the sessions'
 /// shutdown (the service serves HTTP beside its socket on one registry).
 /// Errors: [`ServeError::Http`].
 pub async fn serve_http_on(
@@ -196,6 +198,7 @@ pub async fn serve_http_on(
     handler: impl Fn() -> KernelMcp + Send + Sync + 'static,
     access: HttpAccess,
     keep_alive: Duration,
+    beside: Option<axum::Router>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     use rmcp::transport::streamable_http_server::{
@@ -224,15 +227,24 @@ pub async fn serve_http_on(
         sessions.clone(),
         config,
     );
-    let router = axum::Router::new()
+    let mut router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(lifetimes, track))
         .layer(axum::middleware::from_fn_with_state(
             Guard { access, sessions },
             guard,
         ));
+    if let Some(other) = beside {
+        router = router.merge(other);
+    }
     tracing::info!("serving MCP over streamable HTTP at http://{addr}/mcp");
     let shutdown = ct.clone();
+    // No Nagle delay: a websocket's small frames (a kernel's status and reply) go out at once,
+    // instead of waiting up to 40 ms for the peer's delayed ACK.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             stop.await;

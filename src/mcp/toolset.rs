@@ -4,7 +4,7 @@
 //!
 //! A toolset is a **base** — `default` (the everyday tools), `all`, `minimal` or `code` —
 //! plus any number of **named sets** added to it: `environments`, `checkpoints`, `service`,
-//! `fresh`, `completion`, `history`. `--tools` takes them comma-separated
+//! `fresh`, `completion`, `history`, `notebook`. `--tools` takes them comma-separated
 //! (`--tools default,environments`); named sets alone add to `default`. A tool outside the
 //! toolset is not listed and is unknown to `tools/call` (JSON-RPC `-32602`); a parameter
 //! outside it (`execute_file`'s `mode`, which only the `fresh` set offers) is not in the tool's
@@ -34,17 +34,20 @@ pub enum NamedSet {
     /// Editing history: `delete_history`, `rerun_history` (`get_history` and `export_history`
     /// are in `default`).
     History,
+    /// Live notebooks: `mirror_notebook` (`create_session(notebook=…)` is in `default`).
+    Notebook,
 }
 
 impl NamedSet {
     /// Every named set, in the order docs/tools.md lists them.
-    pub const ALL: [NamedSet; 6] = [
+    pub const ALL: [NamedSet; 7] = [
         NamedSet::Environments,
         NamedSet::Checkpoints,
         NamedSet::Service,
         NamedSet::Fresh,
         NamedSet::Completion,
         NamedSet::History,
+        NamedSet::Notebook,
     ];
 
     /// The name `--tools` takes.
@@ -56,6 +59,7 @@ impl NamedSet {
             NamedSet::Fresh => "fresh",
             NamedSet::Completion => "completion",
             NamedSet::History => "history",
+            NamedSet::Notebook => "notebook",
         }
     }
 
@@ -74,6 +78,7 @@ impl NamedSet {
             NamedSet::Fresh => &[],
             NamedSet::Completion => &["complete", "is_complete", "inspect"],
             NamedSet::History => &["delete_history", "rerun_history"],
+            NamedSet::Notebook => &["mirror_notebook"],
         }
     }
 
@@ -82,10 +87,12 @@ impl NamedSet {
     }
 }
 
-/// The everyday tools: sessions, runs, reading and exporting history, packages.
-pub const DEFAULT_TOOLS: [&str; 16] = [
+/// The everyday tools: sessions (forks included), runs, reading and exporting history,
+/// packages.
+pub const DEFAULT_TOOLS: [&str; 17] = [
     "list_kernels",
     "create_session",
+    "fork_session",
     "list_sessions",
     "get_session",
     "interrupt_session",
@@ -131,9 +138,12 @@ const SET_PARAMS: [(&str, &str, NamedSet); 2] = [
 
 /// Optional parameters the terse sets (`minimal`, `code`) leave out of a tool's schema to
 /// stay small; still accepted when sent (a session there gets the server's `--sandbox`).
-const TERSE_LEFT_OUT: [(&str, &str); 2] = [
+const TERSE_LEFT_OUT: [(&str, &str); 5] = [
     ("create_session", "sandbox"),
     ("create_session", "sandbox_network"),
+    ("create_session", "notebook"),
+    ("create_session", "notebook_path"),
+    ("execute", "subshell"),
 ];
 
 /// The key of the experimental client capability by which a client asks for a toolset:

@@ -27,14 +27,16 @@ pub const MAX_VARIABLES: usize = 200;
 
 /// The user's variables of `handle`'s session (name, type, short summary), at most
 /// `MAX_VARIABLES`, and how many there are in all. Never calls a user-defined `__repr__`.
-/// Errors: `UNSUPPORTED` for kernels other than Python; `SESSION_BUSY` while a run executes.
+/// While a run executes, the kernel's subshell answers (see `session/actor/subshell.rs`).
+/// Errors: `UNSUPPORTED` for kernels other than Python; `SESSION_BUSY` while a run executes
+/// in a kernel without subshells.
 pub async fn variables(handle: &SessionHandle) -> Result<(Vec<Value>, usize), SessionError> {
     if !handle.language().await?.is_python() {
         return Err(SessionError::Unsupported(
             "Variables are listed for Python kernels only.".into(),
         ));
     }
-    let vars = python::eval_json(handle, python::VARIABLES).await?;
+    let vars = python::eval_json_beside(handle, python::VARIABLES).await?;
     let mut vars = match vars {
         Value::Array(v) => v,
         _ => Vec::new(),

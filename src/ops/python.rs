@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::session::{SessionError, SessionHandle};
+use crate::session::{SessionError, SessionHandle, WhileBusy};
 
 /// How long a silent expression may take.
 const EXPRESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -92,11 +92,27 @@ pub async fn eval_json(handle: &SessionHandle, expr: &str) -> Result<Value, Sess
     eval_json_within(handle, expr, EXPRESSION_TIMEOUT).await
 }
 
+/// [`eval_json`], evaluated on the kernel's subshell while a run executes (for read-only
+/// expressions such as [`VARIABLES`]). Errors: `SESSION_BUSY` while a run executes in a
+/// kernel without subshells; `INTERNAL_ERROR` if the expression failed.
+pub async fn eval_json_beside(handle: &SessionHandle, expr: &str) -> Result<Value, SessionError> {
+    eval_json_routed(handle, expr, EXPRESSION_TIMEOUT, WhileBusy::Subshell).await
+}
+
 /// [`eval_json`] with its own time limit (for helpers that move a lot of data).
 pub async fn eval_json_within(
     handle: &SessionHandle,
     expr: &str,
     timeout: Duration,
+) -> Result<Value, SessionError> {
+    eval_json_routed(handle, expr, timeout, WhileBusy::Refuse).await
+}
+
+async fn eval_json_routed(
+    handle: &SessionHandle,
+    expr: &str,
+    timeout: Duration,
+    busy: WhileBusy,
 ) -> Result<Value, SessionError> {
     let content = json!({
         "code": "",
@@ -107,7 +123,7 @@ pub async fn eval_json_within(
         "stop_on_error": false,
     });
     let reply = handle
-        .request("execute_request", content, true, timeout)
+        .request("execute_request", content, busy, timeout)
         .await?;
     let v = &reply["user_expressions"]["v"];
     if v["status"] != "ok" {

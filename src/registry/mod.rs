@@ -6,8 +6,9 @@
 //! only the caller's [`scope::Scope`] makes, so who may touch what is decided in one place
 //! (DESIGN §12). Layout: `scope/` (the keys and the view of one connection), `table.rs` (live
 //! sessions, expired ones, ended defaults' journals), `runs.rs` (the one run index),
-//! `fresh.rs` (fresh-mode runs' helper kernels), `expiry.rs` (tombstones), `sources/` (where
-//! kernels come from: [`KernelSource`] and [`SessionOptions`]).
+//! `fresh.rs` (fresh-mode runs' helper kernels), `expiry.rs` (tombstones), `fork.rs`
+//! (`fork_session`), `sources/` (where kernels come from: [`KernelSource`] and
+//! [`SessionOptions`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +26,7 @@ use crate::session::{
 };
 
 pub mod expiry;
+mod fork;
 pub mod fresh;
 pub mod runs;
 pub mod scope;
@@ -221,13 +223,14 @@ impl Registry {
             .await?;
         // The broker's side of the session (see `crate::broker`): an endpoint for a local
         // Python kernel, a notice for a remote one, nothing for an adopted one.
-        let observer = self.broker.as_ref().and_then(|b| match &source {
-            KernelSource::Gateway { gateway, .. } | KernelSource::GatewayKernel { gateway, .. } => {
-                b.attach_remote(gateway)
-            }
-            KernelSource::ConnectionFile(_) => None,
-            _ => b.attach(key.name(), &launch.spec, &cwd),
-        });
+        let observer = self
+            .broker
+            .as_ref()
+            .and_then(|b| match (&source, source.gateway()) {
+                (_, Some(gateway)) => b.attach_remote(gateway),
+                (KernelSource::ConnectionFile(_), _) => None,
+                _ => b.attach(key.name(), &launch.spec, &cwd),
+            });
         let desc = SessionDesc {
             id: key.name().to_string(),
             spec: launch.spec,
@@ -237,6 +240,10 @@ impl Registry {
             journal_private: key.is_private(),
             span: session_span(key.slot()),
             observer,
+            kernel_id: opts
+                .jupyter_kernel_id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         };
         let (handle, created) = {
             let mut table = lock(&self.table);

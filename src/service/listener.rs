@@ -267,11 +267,17 @@ async fn start_http(
         token_source,
         "the HTTP face requires `Authorization: Bearer <token>`"
     );
+    let jupyter =
+        crate::jupyter::router(crate::jupyter::Face::new(registry.clone()), access.clone());
+    tracing::info!(
+        "serving the Jupyter kernels API at http://{bound}/api (the same token, as `Authorization: token …` or `?token=`)"
+    );
     Ok(tokio::spawn(serve_http_on(
         listener,
         move || KernelMcp::for_connection(registry.clone(), Default::default()),
         access,
         keep_alive,
+        Some(jupyter),
         stop,
     )))
 }

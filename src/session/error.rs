@@ -85,6 +85,9 @@ pub enum SessionError {
     /// A request that needs an idle kernel arrived while a run executes.
     #[error("Session '{session}' is running {run}.")]
     Busy { session: String, run: RunId },
+    /// A fork of the session's kernel is being taken (its runs wait meanwhile).
+    #[error("Session '{session}' is being forked; try again in a moment.")]
+    Forking { session: String },
     /// The kernel did not answer a shell request in time.
     #[error("The kernel did not answer {msg_type} within {timeout_s} s (it may be busy).")]
     NoReply { msg_type: String, timeout_s: u64 },
@@ -159,7 +162,9 @@ impl SessionError {
             E::NotFound { .. } | E::Gone(_) => ErrorCode::SessionNotFound,
             E::AlreadyExists(_) => ErrorCode::SessionAlreadyExists,
             E::Expired { .. } => ErrorCode::SessionExpired,
-            E::Busy { .. } | E::NoReply { .. } | E::Replaced { .. } => ErrorCode::SessionBusy,
+            E::Busy { .. } | E::NoReply { .. } | E::Replaced { .. } | E::Forking { .. } => {
+                ErrorCode::SessionBusy
+            }
             E::Dead { .. } => ErrorCode::SessionDead,
             E::QueueFull { .. } => ErrorCode::QueueFull,
             E::KernelNotFound { .. } => ErrorCode::KernelNotFound,
@@ -186,6 +191,7 @@ impl SessionError {
         match self {
             E::NotFound { id, known, .. } => json!({"session_id": id, "sessions": known}),
             E::Gone(id) | E::AlreadyExists(id) => json!({"session_id": id}),
+            E::Forking { session } => json!({"session_id": session}),
             E::Expired { id, expired_at } => json!({"session_id": id, "expired_at": expired_at}),
             E::Busy { session, run } => json!({"session_id": session, "run_id": run}),
             E::QueueFull { session, waiting } => {

@@ -27,7 +27,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use actor::{Actor, Command};
-pub use actor::{ExecuteRequest, SessionDesc, Settled, Started, Submitted};
+pub use actor::{
+    ExecuteRequest, MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT, SessionDesc, Settled, Started, Submitted,
+    WhileBusy,
+};
 pub use error::{ErrorCode, SessionError};
 pub use ids::RunId;
 pub use output::{StreamPage, clean_text};
@@ -48,6 +51,8 @@ pub struct SessionHandle {
     /// What the session is (kernelspec, cwd, launcher): a fresh-kernel run starts its helper
     /// kernel from the same launcher.
     desc: Arc<SessionDesc>,
+    /// Changes whenever the session's history does (see [`SessionHandle::history_changes`]).
+    history: watch::Receiver<u64>,
 }
 
 /// The outcome of a session's first kernel start.
@@ -63,12 +68,14 @@ impl SessionHandle {
     ) -> (SessionHandle, Created) {
         let (tx, rx) = mpsc::channel(COMMAND_BUFFER);
         let (created_tx, created_rx) = oneshot::channel();
+        let (history_tx, history) = watch::channel(0);
         let handle = SessionHandle {
             id: desc.id.clone(),
             tx,
             desc: Arc::new(desc.clone()),
+            history,
         };
-        Actor::spawn(runtime, desc, limits, rx, created_tx);
+        Actor::spawn(runtime, desc, limits, rx, created_tx, history_tx);
         (handle, created_rx)
     }
 
@@ -175,6 +182,19 @@ impl SessionHandle {
         self.call(Command::Interrupt).await
     }
 
+    /// Interrupt whatever the kernel is running: the session's current run (as
+    /// [`Self::interrupt`]), or else the kernel itself, for a cell another client of the
+    /// kernel runs (a person's, through the Jupyter face). Never restarts the kernel.
+    pub async fn interrupt_kernel(&self) -> Result<(SessionInfo, Option<RunId>), SessionError> {
+        self.call(Command::InterruptKernel).await
+    }
+
+    /// A receiver that changes whenever the history does (an entry added, a display updated,
+    /// entries deleted or cleared); it closes when the session ends.
+    pub fn history_changes(&self) -> watch::Receiver<u64> {
+        self.history.clone()
+    }
+
     /// Replace the kernel; answers once the new one is ready.
     pub async fn restart(&self, clear_history: bool) -> Result<SessionInfo, SessionError> {
         self.call(|reply| Command::Restart {
@@ -206,24 +226,56 @@ impl SessionHandle {
             .await?
     }
 
-    /// Send a shell request and wait up to `timeout` for its reply's content.
-    /// Errors: `SESSION_BUSY` (with `idle_only` while a run executes, or when no reply came
-    /// in time), `SESSION_DEAD`, `LIMIT_EXCEEDED` (too many requests waiting).
+    /// Send a shell request and wait up to `timeout` for its reply's content; while a run
+    /// executes, as `busy` says (refused, or sent to the kernel's subshell).
+    /// Errors: `SESSION_BUSY` (refused while a run executes, or no reply came in time),
+    /// `SESSION_DEAD`, `LIMIT_EXCEEDED` (too many requests waiting).
     pub async fn request(
         &self,
         msg_type: &str,
         content: serde_json::Value,
-        idle_only: bool,
+        busy: WhileBusy,
         timeout: Duration,
     ) -> Result<serde_json::Value, SessionError> {
         self.call(|reply| Command::Request {
             msg_type: msg_type.to_string(),
             content,
-            idle_only,
+            busy,
             timeout,
             reply,
         })
         .await?
+    }
+
+    /// Send the fork helper's request (a silent execute_request) to the idle kernel and hold
+    /// every run until [`Self::end_fork`]; returns the reply's content.
+    /// Errors: `SESSION_BUSY` while a run executes or another fork is taken, `SESSION_DEAD`.
+    pub async fn fork_request(
+        &self,
+        content: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, SessionError> {
+        self.call(|reply| Command::Fork {
+            content,
+            timeout,
+            reply,
+        })
+        .await?
+    }
+
+    /// The fork is taken (or failed): the held runs may start.
+    pub async fn end_fork(&self) -> Result<(), SessionError> {
+        self.call(Command::EndFork).await
+    }
+
+    /// Append `entries` to the session's history (journalled), e.g. a fork's copy of its
+    /// source's.
+    pub async fn seed_history(
+        &self,
+        entries: Vec<history::HistoryEntry>,
+    ) -> Result<(), SessionError> {
+        self.call(|reply| Command::SeedHistory(entries, reply))
+            .await
     }
 
     /// Answer the run's `input()` prompt. Errors: `EXECUTION_NOT_FOUND`, `NOT_AWAITING_INPUT`.

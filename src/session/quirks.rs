@@ -23,6 +23,12 @@ pub struct Quirks {
     pub stdin_is_terminal: bool,
     /// `ename` comes as `<class 'NameError'>` (xeus-python).
     pub ename_is_class_repr: bool,
+    /// The kernel runs shell requests on subshells while its main shell is busy (JEP 91;
+    /// `supported_features` holds `"kernel subshells"`, ipykernel >= 7). Only IPython's own
+    /// kernel counts: wrapper kernels built on ipykernel's base class (bash_kernel,
+    /// octave_kernel) inherit the feature flag, but their code drives one REPL process from
+    /// whichever thread asks, so a subshell request there garbles or blocks the busy run.
+    pub subshells: bool,
 }
 
 impl Quirks {
@@ -36,7 +42,12 @@ impl Quirks {
             .as_str()
             .unwrap_or_default()
             .to_ascii_lowercase();
+        let subshells = implementation == "ipython"
+            && info["supported_features"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|v| v == "kernel subshells"));
         Quirks {
+            subshells,
             display_is_result: implementation == "irkernel",
             error_line_prefix: (language == "octave").then_some("error: "),
             check_complete: language == "octave",
@@ -81,6 +92,11 @@ mod tests {
         assert!(octave.interrupt_replies_ok);
         assert!(q("bash_kernel", "bash").stdin_is_terminal);
         assert!(q("xeus-python", "python").ename_is_class_repr);
+        let ipykernel7 = json!({"implementation": "ipython", "supported_features": ["debugger", "kernel subshells"]});
+        assert!(Quirks::from_kernel_info(&ipykernel7).subshells);
+        let wrapper =
+            json!({"implementation": "bash_kernel", "supported_features": ["kernel subshells"]});
+        assert!(!Quirks::from_kernel_info(&wrapper).subshells);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The runs of one session: the FIFO queue, the one run executing, the finished runs kept for
-//! `get_execution`, and the index from an `execute_request`'s `msg_id` to its run. One owner
+//! The runs of one session: the FIFO queue, the one run executing, the side runs executing
+//! beside it on a kernel subshell, the finished runs kept for `get_execution`, and the index
+//! from an `execute_request`'s `msg_id` to its run. One owner
 //! (the session actor), so no locks. Everything here is bounded: the queue by the session's
 //! limit, finished runs by count and by stored bytes (oldest forgotten first).
 
@@ -26,6 +27,8 @@ pub struct RunTable {
     by_msg: HashMap<MsgId, RunId>,
     queue: VecDeque<RunId>,
     current: Option<RunId>,
+    /// Runs executing on a subshell beside the current one (never queued), oldest first.
+    side: Vec<RunId>,
     /// Finished runs, oldest first.
     finished: VecDeque<RunId>,
     max_queue: usize,
@@ -38,6 +41,7 @@ impl RunTable {
             by_msg: HashMap::new(),
             queue: VecDeque::new(),
             current: None,
+            side: Vec::new(),
             finished: VecDeque::new(),
             max_queue,
         }
@@ -89,16 +93,28 @@ impl RunTable {
         self.runs.get_mut(&id)
     }
 
+    /// Hold `run`, which executes beside the queue (on a subshell), until it is finished.
+    pub fn start_side(&mut self, run: Run) {
+        self.side.push(run.id.clone());
+        self.runs.insert(run.id.clone(), run);
+    }
+
+    /// The side runs executing, oldest first.
+    pub fn side_ids(&self) -> &[RunId] {
+        &self.side
+    }
+
     /// Remember that `msg_id` (an execute_request) belongs to run `id`.
     pub fn index_msg(&mut self, msg_id: MsgId, id: RunId) {
         self.by_msg.insert(msg_id, id);
     }
 
-    /// The run whose execute_request `parent` is, and whether it is the current run.
+    /// The run whose execute_request `parent` is, and whether it is executing (the current
+    /// run, or a side run).
     pub fn by_parent(&mut self, parent: &str) -> Option<(&mut Run, bool)> {
         let id = self.by_msg.get(parent)?;
-        let is_current = self.current.as_ref() == Some(id);
-        self.runs.get_mut(id).map(|r| (r, is_current))
+        let live = self.current.as_ref() == Some(id) || self.side.contains(id);
+        self.runs.get_mut(id).map(|r| (r, live))
     }
 
     /// Every run (for display updates that may touch any earlier run).
@@ -129,6 +145,7 @@ impl RunTable {
         if self.current.as_ref() == Some(&id) {
             self.current = None;
         }
+        self.side.retain(|r| r != &id);
         self.finished.push_back(id);
         let mut kept_bytes: usize = self
             .finished

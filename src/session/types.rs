@@ -116,6 +116,10 @@ pub struct SessionInfo {
     pub location: String,
     /// The kernel's id on its gateway.
     pub kernel_id: Option<String>,
+    // The session this one was forked from (`fork_session`), absent for every other session.
+    // No doc comment: it would repeat in every tool's schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
     // The OS sandbox (docs/sandbox.md), absent for `none`. No doc comment and not required:
     // both would repeat in every tool's schema, which `--tools minimal` keeps under 5 kB.
     #[serde(skip_serializing_if = "crate::kernel::Sandbox::is_none")]

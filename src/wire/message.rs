@@ -15,8 +15,8 @@ pub const PROTOCOL_VERSION: &str = "5.4";
 /// `{"msg_id","session","username","date","msg_type","version"}`.
 ///
 /// Only `msg_id` and `msg_type` are required when parsing; the other fields default
-/// to `""`. Unknown fields (e.g. `subshell_id`) are ignored; `date` is kept as text
-/// and never validated.
+/// to `""`. Unknown fields are ignored; `date` is kept as text and never validated.
+/// `subshell_id` (JEP 91, kernel subshells) is written only when set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Header {
     pub msg_id: String,
@@ -29,6 +29,9 @@ pub struct Header {
     pub msg_type: String,
     #[serde(default)]
     pub version: String,
+    /// The kernel subshell a shell request runs in (JEP 91); `None`: the main shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subshell_id: Option<String>,
 }
 
 /// One Jupyter message (spec §1.1). `parent_header` is `None` for `{}` and `null`.
@@ -64,6 +67,7 @@ impl Header {
             date: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             msg_type: msg_type.to_owned(),
             version: PROTOCOL_VERSION.to_owned(),
+            subshell_id: None,
         }
     }
 }

@@ -114,6 +114,35 @@ pub fn encode_json(channel: &str, msg: &Message) -> String {
     .to_string()
 }
 
+/// One binary frame of the JSON framing for `msg` on `channel`, carrying its buffers (see
+/// the module docs): what a server sends a client without the v1 subprotocol when a message
+/// has buffers. A message without buffers is [`encode_json`]'s text frame instead.
+pub fn encode_json_binary(channel: &str, msg: &Message) -> Vec<u8> {
+    let object = json!({
+        "channel": channel,
+        "header": msg.header,
+        "parent_header": parent_value(msg),
+        "metadata": msg.metadata,
+        "content": msg.full_content(),
+    })
+    .to_string();
+    let mut parts: Vec<&[u8]> = vec![object.as_bytes()];
+    parts.extend(msg.buffers.iter().map(|b| b.as_ref()));
+    let count = parts.len();
+    let mut offset = 4 * (1 + count);
+    let total = offset + parts.iter().map(|p| p.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&(count as u32).to_be_bytes());
+    for p in &parts {
+        out.extend_from_slice(&(offset as u32).to_be_bytes());
+        offset += p.len();
+    }
+    for p in &parts {
+        out.extend_from_slice(p);
+    }
+    out
+}
+
 /// Parse a JSON text frame into its channel and message.
 /// Errors: [`WireError::Json`] when it is not an object with a valid header and a channel.
 pub fn decode_json(text: &str) -> Result<(String, Message), WireError> {
@@ -430,5 +459,17 @@ mod tests {
         for cut in 0..12 {
             assert!(decode_json_binary(&frame[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_json_binary_frame_we_encode_decodes_with_its_buffers() {
+        let mut msg = Message::new("comm_msg", json!({"data": {}}), "s");
+        msg.buffers = vec![Bytes::from_static(b"\x00\x01"), Bytes::from_static(b"xyz")];
+        let frame = encode_json_binary("shell", &msg);
+        let (channel, back) = decode_json_binary(&frame).unwrap();
+        assert_eq!(channel, "shell");
+        assert_eq!(back.buffers, msg.buffers);
+        assert_eq!(back.header, msg.header);
+        assert_eq!(back.content, msg.content);
     }
 }

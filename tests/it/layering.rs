@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first; a module may name modules of its own layer or below.
-const LAYERS: [&[&str]; 9] = [
+const LAYERS: [&[&str]; 10] = [
     &["wire"],
     &["config", "instance", "memory", "secrets", "tls", "trust"],
     &["kernel"],
@@ -19,6 +19,7 @@ const LAYERS: [&[&str]; 9] = [
     &["broker", "registry"],
     &["ops"],
     &["mcp"],
+    &["jupyter"],
     &["service"],
     &["cli", ""],
 ];

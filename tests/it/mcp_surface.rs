@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 const TOOLS: &[&str] = &[
     "list_kernels",
     "create_session",
+    "fork_session",
     "list_sessions",
     "get_session",
     "interrupt_session",

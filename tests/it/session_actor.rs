@@ -370,7 +370,7 @@ async fn an_unanswered_shell_request_is_forgotten_at_its_deadline() {
         .request(
             "complete_request",
             json!({"code": "x", "cursor_pos": 1}),
-            true,
+            kernel_mcp::session::WhileBusy::Refuse,
             Duration::from_secs(10),
         )
         .await
@@ -477,4 +477,61 @@ async fn a_settled_receiver_gets_the_record_when_the_run_asks_for_input_and_when
     assert_eq!(done.status, RunStatus::Ok);
     assert_eq!(done.stdout, "two\n");
     handle.destroy().await.expect("destroyed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_clients_cell_enters_the_history_marked_and_never_the_agents_run() {
+    let (handle, _kernels, mut k1) = session(false).await;
+    // A person's request, sent to the kernel by another client: the actor never saw it.
+    let theirs = kernel_mcp::wire::Message::new(
+        "execute_request",
+        json!({"code": "print('person')"}),
+        "person",
+    );
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("print('agent')")).await;
+    let ours = k1.next_execute().await;
+    // The kernel interleaves both clients' iopub; only ours belongs to the run.
+    k1.emit(
+        Channel::Iopub,
+        &theirs,
+        "execute_input",
+        json!({"code": "print('person')", "execution_count": 7}),
+    );
+    k1.stdout(&ours, "agent\n");
+    k1.stdout(&theirs, "person\n");
+    k1.emit(
+        Channel::Iopub,
+        &theirs,
+        "error",
+        json!({"ename": "E", "evalue": "v", "traceback": []}),
+    );
+    k1.idle(&theirs);
+    k1.reply(&ours, "ok");
+    k1.idle(&ours);
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(10)).await,
+        RunStatus::Ok
+    );
+    let result = handle.get_run(&run).await.unwrap();
+    assert_eq!(
+        result.stdout, "agent\n",
+        "nothing of the person's in the agent's run"
+    );
+    let (entries, total) = handle.history(None, None).await.unwrap();
+    assert_eq!(total, 2, "{entries:?}");
+    let (_, person) = &entries[0];
+    assert!(person.other_client);
+    assert_eq!(person.code, "print('person')");
+    assert_eq!(person.stdout, "person\n");
+    assert_eq!(person.execution_count, Some(7));
+    assert_eq!(person.status, RunStatus::Error);
+    let (_, agent) = &entries[1];
+    assert!(!agent.other_client);
+    assert_eq!(agent.stdout, "agent\n");
+    // A silent request of another client (no execute_input) leaves no entry.
+    let silent = kernel_mcp::wire::Message::new("execute_request", json!({}), "person");
+    k1.stdout(&silent, "quiet\n");
+    k1.idle(&silent);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(handle.history(None, None).await.unwrap().1, 2);
 }

@@ -124,6 +124,24 @@ impl Rest {
             .unwrap_or_default())
     }
 
+    /// The id of the kernel of the notebook at `path` on this server (`GET /api/sessions`,
+    /// Jupyter Server's map of open documents to kernels; Kernel Gateway has none). Paths
+    /// compare without leading or trailing `/`. `Ok(None)`: no session has that path.
+    /// Errors: [`GatewayError`] (a server without `/api/sessions` answers 404:
+    /// [`GatewayError::NotFound`] naming it).
+    pub async fn notebook_kernel(&self, path: &str) -> Result<Option<String>, GatewayError> {
+        let v = self
+            .call(
+                Method::GET,
+                "api/sessions",
+                None,
+                REQUEST_TIMEOUT,
+                "the session list (/api/sessions)",
+            )
+            .await?;
+        Ok(session_kernel(&v, path))
+    }
+
     /// `POST /api/kernels` `{"name", "env"}`: start a kernel, waiting up to `timeout`.
     pub async fn start(
         &self,
@@ -320,6 +338,18 @@ fn kernel_path(id: &str, tail: &str) -> String {
     format!("api/kernels/{safe}{tail}")
 }
 
+/// In a `GET /api/sessions` answer, the kernel id of the session whose `path` is `path`
+/// (compared without leading or trailing `/`).
+fn session_kernel(sessions: &Value, path: &str) -> Option<String> {
+    let want = path.trim_matches('/');
+    sessions.as_array()?.iter().find_map(|s| {
+        let p = s["path"].as_str()?.trim_matches('/');
+        (p == want)
+            .then(|| s["kernel"]["id"].as_str().map(String::from))
+            .flatten()
+    })
+}
+
 fn kernel_model(v: &Value) -> Option<KernelModel> {
     Some(KernelModel {
         id: v["id"].as_str()?.to_string(),
@@ -363,6 +393,23 @@ mod tests {
             "api/kernels/ab-12_x/interrupt"
         );
         assert_eq!(kernel_path("../x?y", ""), "api/kernels/%2E%2E%2Fx%3Fy");
+    }
+
+    #[test]
+    fn a_notebook_path_finds_its_sessions_kernel() {
+        let sessions = json!([
+            {"id": "s1", "path": "a/b.ipynb", "kernel": {"id": "k1"}},
+            {"id": "s2", "path": "/c.ipynb", "kernel": {"id": "k2"}},
+            {"id": "s3", "path": "d.ipynb", "kernel": null},
+        ]);
+        assert_eq!(
+            session_kernel(&sessions, "/a/b.ipynb").as_deref(),
+            Some("k1")
+        );
+        assert_eq!(session_kernel(&sessions, "c.ipynb").as_deref(), Some("k2"));
+        assert_eq!(session_kernel(&sessions, "d.ipynb"), None);
+        assert_eq!(session_kernel(&sessions, "e.ipynb"), None);
+        assert_eq!(session_kernel(&json!({"x": 1}), "a/b.ipynb"), None);
     }
 
     #[test]

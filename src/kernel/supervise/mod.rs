@@ -24,11 +24,17 @@
 //! What it tells the server goes through [`report`]; it mirrors the kernel's exit (the same
 //! code, or the same signal raised on itself) so the server sees how the kernel ended.
 //!
+//! A forked kernel (`fork_session`) gets a supervisor too, which adopts the kernel instead of
+//! spawning it, watches the server instead of its parent, and moves it into a cgroup of its
+//! own; and any supervisor lets go of a subtree the server releases to a supervisor of its
+//! own ([`adopt`]).
+//!
 //! Still out of reach: a process the kernel asks *another* long-lived process to start (a
 //! service manager, `at`, a container runtime), and without Landlock ABI 6 a direct
 //! `kill(getppid())` (the kernel's tree then dies with the supervisor, but an orphan that
 //! left it escapes unless a cgroup holds it).
 
+pub mod adopt;
 pub mod report;
 mod spawn;
 
@@ -45,6 +51,7 @@ use super::process::descendants;
 use super::sandbox::apply::Prepared;
 use super::sandbox::paths::{Plan, PlanInput};
 use super::sandbox::{HostSupport, Policy, Sandbox};
+use adopt::{RELEASE_SIGNAL, Released, ServerWatch, wait_signal_info};
 use report::{Report, Reporter};
 
 /// How often the supervisor samples memory and checks that the server is alive.
@@ -77,6 +84,11 @@ pub struct SuperviseArgs {
     /// warm pool gets its session's limit so): the file holds the limit in MiB and is read
     /// when SIGUSR1 arrives; a missing or unreadable file keeps the limit.
     pub limit_file: Option<PathBuf>,
+    /// Supervise this child instead of spawning `argv` (a forked kernel, see [`adopt`]); it
+    /// keeps the sandbox it inherited from its source.
+    pub adopt_child: Option<i32>,
+    /// Watch this server instead of the parent (no parent-death signal).
+    pub server_pid: Option<i32>,
 }
 
 /// Run the supervisor to the kernel's end; the exit mirrors the kernel's.
@@ -86,12 +98,18 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("kernel-mcp supervise: cannot become a child subreaper: {e}");
     }
-    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
-    if nix::unistd::getppid() != parent {
-        return ExitCode::from(1); // The server died before we armed the signal.
+    // A forked kernel's supervisor has the source kernel as parent: it watches the server.
+    let server = args.server_pid.map(ServerWatch::open);
+    if server.is_none() {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+        if nix::unistd::getppid() != parent {
+            return ExitCode::from(1); // The server died before we armed the signal.
+        }
     }
+    let server_pid = server.as_ref().map_or(parent.as_raw(), |s| s.pid());
     let mut watched = SigSet::empty();
     watched.add(Signal::SIGCHLD);
+    watched.add(RELEASE_SIGNAL);
     for s in FORWARDED {
         watched.add(s);
     }
@@ -107,8 +125,12 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
     }
     let mut limit_mib = args.max_memory_mib;
     let mut limit = limit_mib.saturating_mul(1024 * 1024);
+    let create = match args.adopt_child {
+        Some(_) => Cgroup::create_beside_own,
+        None => Cgroup::create,
+    };
     let cgroup = match host.memory_cgroup {
-        Some(_) => Cgroup::create((limit > 0).then_some(limit))
+        Some(_) => create((limit > 0).then_some(limit))
             .inspect_err(|e| {
                 eprintln!("kernel-mcp supervise: no cgroup ({e}); counting memory as PSS")
             })
@@ -119,39 +141,40 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
         cgroup: cgroup.clone(),
         tmp: None,
     };
-    let mut env = Vec::new();
-    let prepared = match prepare(&args, &host, &mut cleanup, &mut env) {
-        Ok(p) => p,
-        Err(refusal) => {
-            eprintln!("kernel-mcp supervise: {refusal}");
-            cleanup.run();
-            reporter.send(&Report::Refused {
-                missing: vec![refusal],
-            });
-            return ExitCode::from(126);
-        }
+    let started = match args.adopt_child {
+        // The fork scopes its own signals (the helper), where the host can.
+        Some(pid) => match adopt::adopt(pid, cgroup.as_ref()) {
+            Ok(k) => Ok((k, host.signal_scoping)),
+            Err(e) => {
+                let error = format!("cannot supervise process {pid}: {e}");
+                eprintln!("kernel-mcp supervise: {error}");
+                cleanup.run();
+                reporter.send(&Report::Failed { error });
+                Err(ExitCode::from(127))
+            }
+        },
+        None => start(&args, &host, cgroup.as_ref(), &mut cleanup, &mut reporter),
     };
-    let signal_scoped = prepared.signal_scoped;
-    let kernel = match spawn::kernel(&args.argv, &env, cgroup.as_ref(), prepared) {
-        Ok(pid) => pid,
-        Err(e) => {
-            let error = format!("cannot start {}: {e}", args.argv.join(" "));
-            eprintln!("kernel-mcp supervise: {error}");
-            cleanup.run();
-            reporter.send(&Report::Failed { error });
-            return ExitCode::from(127);
-        }
+    let (kernel, signal_scoped) = match started {
+        Ok(k) => k,
+        Err(code) => return code,
     };
     reporter.send(&Report::Started {
         kernel_pid: kernel.as_raw(),
         cgroup: cgroup.clone(),
-        sandbox: args.sandbox.policy.as_str().into(),
+        sandbox: match args.adopt_child {
+            Some(_) => "inherited".into(),
+            None => args.sandbox.policy.as_str().into(),
+        },
         signal_scoped,
     });
     let mut peak = 0u64;
+    let mut released = Released::default();
     loop {
-        match wait_signal(&watched, TICK) {
-            Some(Signal::SIGUSR1) => {
+        match wait_signal_info(&watched, TICK) {
+            // A subtree with a supervisor of its own (a fork) is no longer ours.
+            Some((sig, info)) if sig == RELEASE_SIGNAL => released.note(&info, server_pid),
+            Some((Signal::SIGUSR1, _)) => {
                 // A new limit applies at once (it may already be exceeded).
                 if let Some(mib) = args.limit_file.as_deref().and_then(read_limit)
                     && mib != limit_mib
@@ -166,7 +189,7 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
                 }
             }
             // The server's interrupt and shutdown ladder: the kernel's group decides.
-            Some(sig) if FORWARDED.contains(&sig) => {
+            Some((sig, _)) if FORWARDED.contains(&sig) => {
                 let _ = killpg(kernel, sig);
             }
             _ => {}
@@ -174,7 +197,9 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
         let exited = reap(kernel);
         let used = match &cgroup {
             Some(g) => g.peak_bytes().or_else(|| g.usage_bytes()).unwrap_or(0),
-            None if limit > 0 => super::usage::tree_bytes(std::process::id() as i32),
+            None if limit > 0 => {
+                super::usage::tree_bytes_except(std::process::id() as i32, &released.excluded())
+            }
             None => 0,
         };
         peak = peak.max(used);
@@ -194,20 +219,24 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
                 used_mib,
                 limit_mib,
             });
-            end_tree(cgroup.as_ref());
+            end_tree(cgroup.as_ref(), &released);
             let status = exited.or_else(|| reap_blocking(kernel));
             reporter.send(&exit_report(status));
             cleanup.run();
             return ExitCode::from(137);
         }
         if let Some(status) = exited {
-            end_tree(cgroup.as_ref());
+            end_tree(cgroup.as_ref(), &released);
             reporter.send(&exit_report(Some(status)));
             cleanup.run();
             return mirror(status);
         }
-        if nix::unistd::getppid() != parent {
-            end_tree(cgroup.as_ref());
+        let server_gone = match &server {
+            Some(s) => s.gone(),
+            None => nix::unistd::getppid() != parent,
+        };
+        if server_gone {
+            end_tree(cgroup.as_ref(), &released);
             cleanup.run();
             return ExitCode::from(1);
         }
@@ -217,6 +246,40 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
 /// The limit (MiB) in `file`, if it holds a number.
 fn read_limit(file: &std::path::Path) -> Option<u64> {
     std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+/// Sandbox and spawn the kernel; its pid and whether its signals are scoped. Errors: the exit
+/// code, once the refusal or failure is reported and cleaned up.
+fn start(
+    args: &SuperviseArgs,
+    host: &HostSupport,
+    cgroup: Option<&Cgroup>,
+    cleanup: &mut Cleanup,
+    reporter: &mut Reporter,
+) -> Result<(Pid, bool), ExitCode> {
+    let mut env = Vec::new();
+    let prepared = match prepare(args, host, cleanup, &mut env) {
+        Ok(p) => p,
+        Err(refusal) => {
+            eprintln!("kernel-mcp supervise: {refusal}");
+            cleanup.run();
+            reporter.send(&Report::Refused {
+                missing: vec![refusal],
+            });
+            return Err(ExitCode::from(126));
+        }
+    };
+    let signal_scoped = prepared.signal_scoped;
+    match spawn::kernel(&args.argv, &env, cgroup, prepared) {
+        Ok(pid) => Ok((pid, signal_scoped)),
+        Err(e) => {
+            let error = format!("cannot start {}: {e}", args.argv.join(" "));
+            eprintln!("kernel-mcp supervise: {error}");
+            cleanup.run();
+            reporter.send(&Report::Failed { error });
+            Err(ExitCode::from(127))
+        }
+    }
 }
 
 /// Build the kernel's sandbox (or its containment under `none`): the private tmp and the
@@ -343,17 +406,6 @@ fn exit_report(status: Option<WaitStatus>) -> Report {
     }
 }
 
-/// Wait up to `timeout` for one of `set`.
-fn wait_signal(set: &SigSet, timeout: Duration) -> Option<Signal> {
-    let ts = nix::libc::timespec {
-        tv_sec: timeout.as_secs() as nix::libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as nix::libc::c_long,
-    };
-    // SAFETY: `set` is a valid sigset_t; a null siginfo pointer is allowed.
-    let n = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
-    Signal::try_from(n).ok()
-}
-
 /// Reap every exited child; the kernel's status once it has exited.
 fn reap(kernel: Pid) -> Option<WaitStatus> {
     let mut kernel_status = None;
@@ -382,11 +434,19 @@ fn reap_blocking(kernel: Pid) -> Option<WaitStatus> {
 }
 
 /// SIGKILL every descendant (the kernel's whole tree, orphans included) and everything in
-/// its cgroup, and reap them.
-fn end_tree(cgroup: Option<&Cgroup>) {
+/// its cgroup, and reap them; a released subtree (a fork's) is left alone.
+fn end_tree(cgroup: Option<&Cgroup>, released: &Released) {
     let me = std::process::id() as i32;
+    let ours = || {
+        let mut all = descendants(me);
+        if !released.is_empty() {
+            let excluded = released.excluded();
+            all.retain(|p| !excluded.contains(p));
+        }
+        all
+    };
     for _ in 0..3 {
-        let all = descendants(me);
+        let all = ours();
         if all.is_empty() {
             break;
         }
@@ -394,7 +454,7 @@ fn end_tree(cgroup: Option<&Cgroup>) {
             let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
         let deadline = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < deadline && !descendants(me).is_empty() {
+        while Instant::now() < deadline && !ours().is_empty() {
             let _ = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG));
             std::thread::sleep(Duration::from_millis(10));
         }

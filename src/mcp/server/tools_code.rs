@@ -15,6 +15,7 @@ use crate::mcp::render;
 use crate::mcp::results::{Completeness, Completion, Inspection};
 use crate::mcp::schema::output;
 use crate::ops::packages::InstallOutcome;
+use crate::session::WhileBusy;
 use crate::session::output::clean_text;
 
 /// How long complete/inspect wait for the kernel.
@@ -68,7 +69,12 @@ impl KernelMcp {
         let handle = self.session(&p.session_id)?;
         let content = json!({"code": p.code, "cursor_pos": cursor});
         let reply = handle
-            .request("complete_request", content, true, INTROSPECTION_TIMEOUT)
+            .request(
+                "complete_request",
+                content,
+                WhileBusy::Subshell,
+                INTROSPECTION_TIMEOUT,
+            )
             .await?;
         let matches: Vec<String> = reply["matches"]
             .as_array()
@@ -99,7 +105,7 @@ impl KernelMcp {
             .request(
                 "is_complete_request",
                 json!({"code": p.code}),
-                true,
+                WhileBusy::Subshell,
                 INTROSPECTION_TIMEOUT,
             )
             .await?;
@@ -120,7 +126,12 @@ impl KernelMcp {
         let handle = self.session(&p.session_id)?;
         let content = json!({"code": p.code, "cursor_pos": cursor, "detail_level": p.detail_level.unwrap_or(0).min(1)});
         let reply = handle
-            .request("inspect_request", content, true, INTROSPECTION_TIMEOUT)
+            .request(
+                "inspect_request",
+                content,
+                WhileBusy::Subshell,
+                INTROSPECTION_TIMEOUT,
+            )
             .await?;
         let found = reply["found"].as_bool().unwrap_or(false);
         let text = reply["data"]["text/plain"]

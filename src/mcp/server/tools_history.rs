@@ -11,12 +11,14 @@ use super::KernelMcp;
 use crate::mcp::error::{ToolError, ToolResult};
 use crate::mcp::params::seconds;
 use crate::mcp::params::{
-    DeleteHistoryParams, ExportHistoryParams, HistoryParams, RerunHistoryParams,
+    DeleteHistoryParams, ExportHistoryParams, HistoryParams, MirrorNotebookParams,
+    RerunHistoryParams,
 };
 use crate::mcp::render;
 use crate::mcp::results::{Deleted, History, HistoryRow};
 use crate::mcp::schema::output;
 use crate::ops::export::ExportFormat;
+use crate::ops::export::mirror::{Mirrored, Mirrors};
 use crate::ops::history::{self as ops_history, Exported, HistorySelect, Replay};
 use crate::session::history::{self, HistoryEntry};
 
@@ -43,6 +45,7 @@ impl KernelMcp {
                 execution_count: e.execution_count,
                 generation: e.generation,
                 output: history::output_summary(e),
+                other_client: e.other_client,
             })
             .collect();
         let refs: Vec<(usize, &HistoryEntry)> = src.entries.iter().map(|(i, e)| (*i, e)).collect();
@@ -127,6 +130,31 @@ impl KernelMcp {
                 done.entries,
                 done.bytes,
                 done.path.display()
+            ),
+            &done,
+            vec![],
+        ))
+    }
+
+    /// Keep a live .ipynb of a session at path: rewritten (atomically, 0600) as each run
+    /// finishes, with every output. One notebook per session; another call moves it.
+    #[tool(
+        annotations(destructive_hint = false, open_world_hint = false),
+        output_schema = output::<Mirrored>()
+    )]
+    async fn mirror_notebook(&self, Parameters(p): Parameters<MirrorNotebookParams>) -> ToolResult {
+        let handle = self.session(&p.session_id)?;
+        let mut done = Mirrors::global()
+            .start(&handle, &PathBuf::from(&p.path))
+            .await?;
+        done.session_id = p.session_id;
+        Ok(render::success(
+            format!(
+                "mirroring session '{}' to {} ({} cells, {} bytes); it is rewritten as each run finishes",
+                done.session_id,
+                done.path.display(),
+                done.entries,
+                done.bytes
             ),
             &done,
             vec![],

@@ -58,6 +58,7 @@ impl KernelMcp {
             timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
             stdin: p.stdin.unwrap_or_default(),
             expected_generation: p.expected_generation,
+            subshell: p.subshell.unwrap_or(false),
             ..ExecuteRequest::new(p.code)
         };
         self.submit_and_wait(&key, req, p.wait_s, &ctx).await

@@ -1,5 +1,5 @@
-//! Tools about kernels and sessions: list kernels, create, list, get, interrupt, restart and
-//! destroy sessions, and server_info. Each validates its parameters, calls the registry or a
+//! Tools about kernels and sessions: list kernels, create, fork, list, get, interrupt, restart
+//! and destroy sessions, and server_info. Each validates its parameters, calls the registry or a
 //! session handle and renders the record.
 
 use rmcp::handler::server::wrapper::Parameters;
@@ -13,6 +13,7 @@ use crate::mcp::results::{
     Destroyed, Interrupted, KernelEntry, KernelList, ServerInfo, SessionDetail, SessionList,
 };
 use crate::mcp::schema::output;
+use crate::ops::export::mirror::Mirrors;
 use crate::ops::variables_note;
 use crate::session::{RunId, RunStatus, SessionHandle, SessionInfo};
 
@@ -71,6 +72,17 @@ impl KernelMcp {
             .registry()
             .create(&key, new.source, new.options)
             .await?;
+        if let Some(notebook) = &new.notebook {
+            // A live notebook that cannot be written leaves no session behind.
+            let mirrored = match self.registry().get(&key) {
+                Ok(handle) => Mirrors::global().start(&handle, notebook).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = mirrored {
+                let _ = self.registry().destroy(&key).await;
+                return Err(e.into());
+            }
+        }
         Ok(render::success(render::session_text(&info), &info, vec![]))
     }
 
@@ -116,6 +128,29 @@ impl KernelMcp {
             }
         }
         Ok(render::success(text, &detail, vec![]))
+    }
+
+    /// A new session whose kernel is a copy of an idle Python session's live kernel
+    /// (variables included); the source is untouched.
+    #[tool(
+        annotations(destructive_hint = false, open_world_hint = false),
+        output_schema = output::<SessionInfo>()
+    )]
+    async fn fork_session(&self, Parameters(p): Parameters<ForkSessionParams>) -> ToolResult {
+        if !crate::session::ids::is_valid_name(&p.new_session_id) {
+            return Err(crate::mcp::error::ToolError::invalid(format!(
+                "Invalid new_session_id '{}': use 1-64 characters from letters, digits, '.', '_' and '-'.",
+                p.new_session_id
+            )));
+        }
+        let info = self
+            .registry()
+            .fork_session(
+                &self.scope.key(&p.session_id),
+                &self.scope.key(&p.new_session_id),
+            )
+            .await?;
+        Ok(render::success(render::session_text(&info), &info, vec![]))
     }
 
     /// Interrupt the running code (Ctrl-C), keeping state; waits up to 5 s and says whether the

@@ -317,11 +317,17 @@ fn notebook_cell(entry: &HistoryEntry, id: String) -> Value {
         Some(order) => ordered_outputs(entry, order),
         None => unordered_outputs(entry),
     };
+    // Another client's cell (a person's in Jupyter) says so; nbformat allows any metadata.
+    let metadata = if entry.other_client {
+        json!({"kernel_mcp": {"other_client": true}})
+    } else {
+        json!({})
+    };
     json!({
         "cell_type": "code",
         "id": id,
         "execution_count": execution_count(entry),
-        "metadata": {},
+        "metadata": metadata,
         "source": trimmed_code(&entry.code),
         "outputs": outputs,
     })
@@ -409,6 +415,8 @@ fn unordered_outputs(entry: &HistoryEntry) -> Vec<Value> {
     }
     outputs
 }
+
+pub mod mirror;
 
 #[cfg(test)]
 mod tests;

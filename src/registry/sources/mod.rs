@@ -27,7 +27,8 @@ pub mod remote;
 pub(crate) mod specs;
 
 /// Where a session's kernel comes from: exactly one of `create_session`'s `kernel`, `python`,
-/// `environment`, `connection_file`, `gateway` + `kernel`, `gateway` + `kernel_id`.
+/// `environment`, `connection_file`, `gateway` + `kernel`, `gateway` + `kernel_id`,
+/// `gateway` + `notebook_path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KernelSource {
     /// Nothing named: a `.venv` in the session's cwd that has ipykernel, else the default
@@ -48,6 +49,12 @@ pub enum KernelSource {
     },
     /// Adopt the running kernel `kernel_id` on a configured gateway.
     GatewayKernel { gateway: String, kernel_id: String },
+    /// Adopt the kernel of the notebook open at `notebook_path` on a configured Jupyter
+    /// Server (its `/api/sessions`, DESIGN §15).
+    GatewayNotebook {
+        gateway: String,
+        notebook_path: String,
+    },
 }
 
 impl KernelSource {
@@ -56,8 +63,20 @@ impl KernelSource {
     pub fn starts_a_kernel(&self) -> bool {
         !matches!(
             self,
-            KernelSource::ConnectionFile(_) | KernelSource::GatewayKernel { .. }
+            KernelSource::ConnectionFile(_)
+                | KernelSource::GatewayKernel { .. }
+                | KernelSource::GatewayNotebook { .. }
         )
+    }
+
+    /// The configured gateway this source's kernel lives on, if any.
+    pub fn gateway(&self) -> Option<&str> {
+        match self {
+            KernelSource::Gateway { gateway, .. }
+            | KernelSource::GatewayKernel { gateway, .. }
+            | KernelSource::GatewayNotebook { gateway, .. } => Some(gateway),
+            _ => None,
+        }
     }
 }
 
@@ -79,6 +98,9 @@ pub struct SessionOptions {
     pub sandbox: Option<SandboxPolicy>,
     /// Allow outbound network in the sandbox; `None`: the server's.
     pub sandbox_network: Option<bool>,
+    /// The id Jupyter clients will know the session's kernel by (the Jupyter face names a
+    /// kernel it starts before the session exists); `None`: a new UUID.
+    pub jupyter_kernel_id: Option<String>,
 }
 
 /// A kernelspec and the launcher that starts its kernels.
@@ -167,6 +189,17 @@ impl Sources {
                     remote::launch(rest, None, Some(kernel_id), &opts.env, startup_timeout).await?;
                 return Ok(Launch { spec, launcher });
             }
+            KernelSource::GatewayNotebook {
+                gateway,
+                notebook_path,
+            } => {
+                let rest = self.gateway(gateway)?;
+                let kernel_id = remote::notebook_kernel(rest, notebook_path).await?;
+                let (spec, launcher) =
+                    remote::launch(rest, None, Some(&kernel_id), &opts.env, startup_timeout)
+                        .await?;
+                return Ok(Launch { spec, launcher });
+            }
             KernelSource::Default => specs::default(&self.ipykernel, &self.search, cwd).await?,
             KernelSource::Kernelspec(name) => specs::kernelspec(&self.search, name)?,
             KernelSource::Python(python) => specs::python(&self.ipykernel, python, cwd).await?,
@@ -223,13 +256,11 @@ impl Sources {
         if !sandbox.restricts() {
             return Ok(sandbox);
         }
-        let elsewhere = match source {
-            KernelSource::Gateway { gateway, .. } | KernelSource::GatewayKernel { gateway, .. } => {
-                Some(format!(
-                    "the kernels of gateway '{gateway}' run where that server puts them"
-                ))
-            }
-            KernelSource::ConnectionFile(_) => {
+        let elsewhere = match (source, source.gateway()) {
+            (_, Some(gateway)) => Some(format!(
+                "the kernels of gateway '{gateway}' run where that server puts them"
+            )),
+            (KernelSource::ConnectionFile(_), _) => {
                 Some("an adopted kernel was started by someone else".to_string())
             }
             _ => None,

@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::adapt::{self, Adaptation};
-use crate::kernel::{Kernel, KernelIo, KernelLauncher, LocalLauncher, StartError};
+use crate::kernel::{Kernel, KernelIo, KernelLauncher, LaunchOptions, LocalLauncher, StartError};
 
 /// How long a failed pool start waits before the pool tries that kernelspec again.
 const RETRY_AFTER: Duration = Duration::from_secs(30);
@@ -313,6 +313,10 @@ impl KernelLauncher for PooledLauncher {
             }
             None => self.cold.start(),
         }
+    }
+
+    fn launch_options(&self) -> Option<&LaunchOptions> {
+        Some(&self.cold.opts)
     }
 }
 

@@ -1,7 +1,8 @@
-//! Sessions on a Jupyter server or gateway: turning `create_session(gateway, kernel)` or
-//! `create_session(gateway, kernel_id)` into a kernelspec and a [`RemoteLauncher`], after a
-//! REST call that answers `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED` or `KERNEL_NOT_FOUND` at once;
-//! and the gateways' kernelspecs for `list_kernels`.
+//! Sessions on a Jupyter server or gateway: turning `create_session(gateway, kernel)`,
+//! `create_session(gateway, kernel_id)` or `create_session(gateway, notebook_path)` into a
+//! kernelspec and a [`RemoteLauncher`], after a REST call that answers `GATEWAY_UNAVAILABLE`,
+//! `UNAUTHORIZED` or `KERNEL_NOT_FOUND` at once; and the gateways' kernelspecs for
+//! `list_kernels`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -124,6 +125,27 @@ fn spec_from(name: &str, spec: &Value, rest: &Rest) -> KernelSpec {
         },
         env: BTreeMap::new(),
         metadata: spec["metadata"].clone(),
+    }
+}
+
+/// The kernel id of the notebook open at `path` on Jupyter Server `rest`.
+/// Errors: `KERNEL_NOT_FOUND` (no such notebook open there, or a server without
+/// `/api/sessions`, such as Kernel Gateway), `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`.
+pub async fn notebook_kernel(rest: &Rest, path: &str) -> Result<String, SessionError> {
+    let gateway = &rest.gateway().name;
+    let not_found = |why: String| SessionError::KernelNotFound {
+        message: why,
+        details: json!({"gateway": gateway, "notebook_path": path}),
+    };
+    match rest.notebook_kernel(path).await {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => Err(not_found(format!(
+            "No notebook '{path}' is open with a kernel on gateway '{gateway}' (its /api/sessions lists none at that path). Open it there first, or give kernel_id."
+        ))),
+        Err(GatewayError::NotFound { .. }) => Err(not_found(format!(
+            "Gateway '{gateway}' has no /api/sessions (a Kernel Gateway or Enterprise Gateway keeps no notebooks): notebook_path needs a Jupyter Server; give kernel_id instead."
+        ))),
+        Err(e) => Err(session_error(e)),
     }
 }
 

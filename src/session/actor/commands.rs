@@ -30,6 +30,9 @@ impl Actor {
             Command::ClearQueue(reply) => {
                 let _ = reply.send(self.clear_queue());
             }
+            Command::Submit(req, reply, settled) if req.subshell => {
+                self.submit_side(req, reply, settled).await
+            }
             Command::Submit(req, reply, settled) => {
                 let submitted = self.submit(req);
                 if let (Ok((id, _)), Some(tx)) = (&submitted, settled) {
@@ -70,6 +73,15 @@ impl Actor {
                 }
                 let _ = reply.send((self.info(), current));
             }
+            Command::InterruptKernel(reply) => {
+                let current = self.runs.current_id().cloned();
+                if current.is_some() {
+                    self.interrupt_current().await;
+                } else {
+                    self.interrupt_kernel().await;
+                }
+                let _ = reply.send((self.info(), current));
+            }
             Command::Restart {
                 clear_history,
                 reply,
@@ -77,6 +89,7 @@ impl Actor {
                 if clear_history {
                     self.history.clear();
                     self.journal_append(&JournalRecord::Cleared);
+                    self.history_changed();
                 }
                 self.restart(reply)
             }
@@ -89,18 +102,32 @@ impl Actor {
                 });
                 if let Ok(removed) = &removed {
                     self.journal_append(&JournalRecord::Deleted(removed.clone()));
+                    self.history_changed();
                 }
                 let _ = reply.send(removed.map(|r| r.len()));
             }
             Command::Request {
                 msg_type,
                 content,
-                idle_only,
+                busy,
                 timeout,
                 reply,
             } => {
-                self.shell_request(msg_type, content, idle_only, timeout, reply)
+                self.shell_request(msg_type, content, busy, timeout, reply)
                     .await
+            }
+            Command::Fork {
+                content,
+                timeout,
+                reply,
+            } => self.begin_fork(content, timeout, reply).await,
+            Command::EndFork(reply) => {
+                self.fork_hold = None;
+                let _ = reply.send(());
+            }
+            Command::SeedHistory(entries, reply) => {
+                self.seed_history(entries);
+                let _ = reply.send(());
             }
             Command::SendInput(id, value, reply) => {
                 let _ = reply.send(self.send_input(&id, value).await);
@@ -119,27 +146,8 @@ impl Actor {
 }
 
 impl Actor {
-    fn submit(&mut self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
-        if self.kernel.is_none() && self.starting.is_none() {
-            return Err(SessionError::Dead {
-                session: self.desc.id.clone(),
-                why: "its kernel could not be started".into(),
-            });
-        }
-        if let Some(expected) = req.expected_generation {
-            let upcoming = if self.kernel.is_some() {
-                self.generation
-            } else {
-                self.generation + 1
-            };
-            if expected != upcoming {
-                return Err(SessionError::StateChanged {
-                    session: self.desc.id.clone(),
-                    generation: upcoming,
-                    expected,
-                });
-            }
-        }
+    pub(super) fn submit(&mut self, req: ExecuteRequest) -> Result<Submitted, SessionError> {
+        self.check_generation(req.expected_generation)?;
         let mut run = Run::new(
             req.run_id.clone(),
             self.desc.id.clone(),
@@ -159,6 +167,32 @@ impl Actor {
                 waiting: full.waiting,
             })?;
         Ok((req.run_id, rx))
+    }
+
+    /// Fails unless the session has (or is starting) a kernel, at `expected` when given.
+    /// Errors: `SESSION_DEAD`, `STATE_CHANGED`.
+    pub(super) fn check_generation(&self, expected: Option<u64>) -> Result<(), SessionError> {
+        if self.kernel.is_none() && self.starting.is_none() {
+            return Err(SessionError::Dead {
+                session: self.desc.id.clone(),
+                why: "its kernel could not be started".into(),
+            });
+        }
+        if let Some(expected) = expected {
+            let upcoming = if self.kernel.is_some() {
+                self.generation
+            } else {
+                self.generation + 1
+            };
+            if expected != upcoming {
+                return Err(SessionError::StateChanged {
+                    session: self.desc.id.clone(),
+                    generation: upcoming,
+                    expected,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Interrupt the current run: an interrupt that is already under way and has not given
@@ -243,27 +277,44 @@ impl Actor {
         }
     }
 
+    /// A shell request: to the main shell when no run executes, else as `busy` says.
     async fn shell_request(
         &mut self,
         msg_type: String,
         content: Value,
-        idle_only: bool,
+        busy: WhileBusy,
         timeout: Duration,
         reply: Reply<Result<Value, SessionError>>,
     ) {
-        if idle_only && let Some(run) = self.runs.current_id() {
-            let _ = reply.send(Err(SessionError::Busy {
-                session: self.desc.id.clone(),
-                run: run.clone(),
-            }));
+        if self.runs.current_id().is_some() {
+            match busy {
+                WhileBusy::Refuse => {
+                    let _ = reply.send(Err(self.busy_error()));
+                }
+                WhileBusy::Subshell => self.request_beside(msg_type, content, timeout, reply).await,
+            }
             return;
         }
+        self.send_request(msg_type, content, timeout, reply, None)
+            .await;
+    }
+
+    /// Send a shell request (to `subshell` when given) and wait for its reply by msg_id.
+    /// Returns false when it was not sent (the reply then has the error).
+    pub(super) async fn send_request(
+        &mut self,
+        msg_type: String,
+        content: Value,
+        timeout: Duration,
+        reply: Reply<Result<Value, SessionError>>,
+        subshell: Option<String>,
+    ) -> bool {
         if self.pending.len() >= MAX_PENDING_REQUESTS {
             let _ = reply.send(Err(SessionError::LimitExceeded(format!(
                 "Session '{}' already has {MAX_PENDING_REQUESTS} requests waiting for the kernel; wait for them.",
                 self.desc.id
             ))));
-            return;
+            return false;
         }
         let Some(kernel) = self.kernel.as_ref() else {
             let why = format!("it is {}", self.status().as_str());
@@ -271,9 +322,10 @@ impl Actor {
                 session: self.desc.id.clone(),
                 why,
             }));
-            return;
+            return false;
         };
-        let msg = kernel.request(&msg_type, content);
+        let mut msg = kernel.request(&msg_type, content);
+        msg.header.subshell_id = subshell;
         match self.send(Channel::Shell, &msg).await {
             Ok(()) => {
                 let pending = Pending {
@@ -283,11 +335,13 @@ impl Actor {
                     reply,
                 };
                 self.pending.insert(MsgId::from(msg.msg_id()), pending);
+                true
             }
             Err(e) => {
                 let _ = reply.send(Err(SessionError::Internal(format!(
                     "{msg_type} not sent: {e}"
                 ))));
+                false
             }
         }
     }

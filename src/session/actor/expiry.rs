@@ -3,11 +3,11 @@
 //! A session with `expires_after` set expires once it has been idle that long: no run
 //! executing or queued, no command from a client (reading `get_session`/`list_sessions`
 //! does not count; the reaper's own check never does), and no cell of another client of the
-//! kernel (a person's `jupyter console --existing`: its `execute_input` on iopub counts as
-//! activity, and the kernel is busy until that request's `status: idle`). A busy session
-//! restarts its idle clock at every check, so a long run never expires under the agent's
-//! feet. The actor only answers "expired or not"; the registry then files the session as
-//! expired and destroys it.
+//! kernel in progress (a person's in JupyterLab or `jupyter console --existing`: its
+//! `execute_input` on iopub opens it, its `status: idle` ends it; see `others.rs`). A busy
+//! session restarts its idle clock at every check, so a long run never expires under the
+//! agent's feet. The actor only answers "expired or not"; the registry then files the session
+//! as expired and destroys it.
 
 use super::*;
 
@@ -27,33 +27,12 @@ impl Actor {
         if self.runs.current().is_some()
             || self.runs.queue_len() > 0
             || self.starting.is_some()
-            || self.other_client_run.is_some()
+            || self.others.any_open()
         {
             self.idle_since = now;
             return false;
         }
         self.expires_at().is_some_and(|at| at <= now)
-    }
-
-    /// An iopub message of a request that is not ours: another client's cell starting
-    /// (`execute_input`) or ending (`status: idle`) is activity.
-    pub(super) fn other_client_message(&mut self, msg: &Message) {
-        let Some(parent) = msg.parent_msg_id() else {
-            return;
-        };
-        let ends = msg.msg_type() == "status"
-            && msg.content["execution_state"] == "idle"
-            && self.other_client_run.as_deref() == Some(parent);
-        if msg.msg_type() == "execute_input" {
-            self.other_client_run = Some(parent.to_string());
-        } else if ends {
-            self.other_client_run = None;
-        } else {
-            return;
-        }
-        let now = chrono::Utc::now();
-        self.last_activity = now;
-        self.idle_since = now;
     }
 
     /// Cancel every queued run; the running one goes on.

@@ -49,6 +49,13 @@ impl Actor {
                 msg_type: p.msg_type,
             }));
         }
+        self.end_side_runs(
+            RunStatus::Cancelled,
+            "Cancelled: the kernel was replaced while this subshell run executed.",
+        );
+        self.reset_subshells(&SessionError::Replaced {
+            msg_type: "a request waiting for the kernel's subshell".into(),
+        });
         let launcher = self.desc.launcher.clone();
         let grace = self.limits.shutdown_grace();
         self.starting = Some((
@@ -86,7 +93,7 @@ impl Actor {
                     o.kernel_ready(kernel.connection_file());
                 }
                 self.kernel = Some(kernel);
-                self.other_client_run = None;
+                self.others.clear();
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
                 if let Some(w) = self.create_waiter.take() {
@@ -135,7 +142,7 @@ impl Actor {
             }
         }
         let tail = kernel.output_tail();
-        self.other_client_run = None;
+        self.others.clear();
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
         let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {
@@ -171,6 +178,10 @@ impl Actor {
             run.set_status(RunStatus::KernelDied);
             self.finish_current();
         }
+        self.end_side_runs(
+            RunStatus::KernelDied,
+            &format!("The kernel died ({info}) while this subshell run executed."),
+        );
         self.cancel_queued(&format!(
             "Cancelled: the kernel died ({info}) before this run started; it was not run in the new kernel."
         ));
@@ -190,6 +201,11 @@ impl Actor {
     pub(super) async fn destroy(&mut self) -> ShutdownRung {
         self.observe_cancel();
         self.cancel_queued("Cancelled: the session was destroyed.");
+        self.end_side_runs(
+            RunStatus::Cancelled,
+            "The session was destroyed while this subshell run was executing.",
+        );
+        self.reset_subshells(&SessionError::gone(&self.desc.id));
         if let Some(run) = self.runs.current_mut() {
             run.notices
                 .push("The session was destroyed while this run was executing.".into());

@@ -17,7 +17,9 @@
 //! caller never restarts the kernel.
 //!
 //! This file holds the state, the loop and the records it hands out; `commands.rs` answers
-//! commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code.
+//! commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code;
+//! `subshell.rs` answers requests and runs side runs on a kernel subshell while a run
+//! executes.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -46,8 +48,13 @@ use crate::wire::Message;
 
 mod commands;
 mod expiry;
+mod fork;
 mod lifecycle;
+mod others;
 mod running;
+mod subshell;
+
+pub use subshell::{MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT};
 
 /// Longest a message may take to be handed to the kernel's transport.
 const SEND_DEADLINE: Duration = Duration::from_secs(5);
@@ -73,6 +80,10 @@ pub struct SessionDesc {
     pub span: tracing::Span,
     /// Told about its kernels and cancellations (the broker's endpoint); `None`: nobody.
     pub observer: Option<Arc<dyn super::observer::SessionObserver>>,
+    /// The id Jupyter clients know its kernel by (`/api/kernels/{id}`, DESIGN §15): fixed
+    /// for the session's life, across restarts, as a Jupyter server keeps a kernel's id. A
+    /// kernel on a gateway answers with the gateway's own id instead.
+    pub kernel_id: String,
 }
 
 /// What a session's first kernel start hands back: the session, and where its history is
@@ -95,6 +106,9 @@ pub struct ExecuteRequest {
     /// Sentences the run's result carries from the start (e.g. how a file reached a remote
     /// kernel).
     pub notices: Vec<String>,
+    /// Run beside the queue on a kernel subshell (never queued, never in history; see
+    /// `actor/subshell.rs`).
+    pub subshell: bool,
 }
 
 impl ExecuteRequest {
@@ -108,8 +122,19 @@ impl ExecuteRequest {
             stdin: Vec::new(),
             expected_generation: None,
             notices: Vec::new(),
+            subshell: false,
         }
     }
+}
+
+/// What a shell request does while a run executes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhileBusy {
+    /// Fail with `SESSION_BUSY`.
+    Refuse,
+    /// Go to the kernel's subshell (created on first need); `SESSION_BUSY` where the kernel
+    /// has none.
+    Subshell,
 }
 
 /// What a submitted run gives back: its id and a receiver of its status changes.
@@ -167,6 +192,20 @@ pub enum Command {
     CheckExpired(Reply<bool>),
     /// Cancel every queued run (not the running one); replies with their ids.
     ClearQueue(Reply<Vec<RunId>>),
+    /// Send the fork helper's request (`content`, a silent execute_request) to the idle main
+    /// shell and hold every run until [`Command::EndFork`] (see `fork.rs`).
+    Fork {
+        content: Value,
+        timeout: Duration,
+        reply: Reply<Result<Value, SessionError>>,
+    },
+    /// The fork is taken (or failed): runs may start again.
+    EndFork(Reply<()>),
+    /// Append entries to the history (a fork's copy of its source's), journalled.
+    SeedHistory(Vec<HistoryEntry>, Reply<()>),
+    /// Interrupt whatever the kernel runs: the current run as [`Command::Interrupt`] does,
+    /// else the kernel itself (another client's cell, e.g. a person's in Jupyter).
+    InterruptKernel(Reply<(SessionInfo, Option<RunId>)>),
     /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the
     /// count, or `INVALID_ARGUMENT` for indices that name no entry (nothing deleted).
     DeleteHistory {
@@ -175,12 +214,12 @@ pub enum Command {
         reply: Reply<Result<usize, SessionError>>,
     },
     /// A shell request (`complete_request`, `inspect_request`, a silent `execute_request`…)
-    /// answered with the reply's content, or an error at `timeout`. With `idle_only`, fails at
-    /// once while a run executes.
+    /// answered with the reply's content, or an error at `timeout`; while a run executes, as
+    /// `busy` says.
     Request {
         msg_type: String,
         content: Value,
-        idle_only: bool,
+        busy: WhileBusy,
         timeout: Duration,
         reply: Reply<Result<Value, SessionError>>,
     },
@@ -213,11 +252,17 @@ enum Event {
 }
 
 /// A deadline that came.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Due {
     Run(Deadline),
     /// The oldest pending shell request went unanswered.
     Request,
+    /// A side run's deadline (see `subshell.rs`).
+    Side(RunId, Deadline),
+    /// The kernel did not answer `create_subshell_request`.
+    Subshell,
+    /// A fork held the runs for too long.
+    ForkHold,
 }
 
 type Starting = (
@@ -260,9 +305,16 @@ pub struct Actor {
     expires_after: Option<Duration>,
     /// Start of the current idle period for expiry (see `expiry.rs`).
     idle_since: chrono::DateTime<chrono::Utc>,
-    /// The `execute_request` another client of the kernel (a person's `jupyter console
-    /// --existing`) is running, seen on iopub: the session is busy, not idle (see `expiry.rs`).
-    other_client_run: Option<String>,
+    /// The kernel subshell and what waits for it (see `subshell.rs`).
+    subshells: subshell::Subshells,
+    /// While a fork of this session's kernel is being taken, no run starts; until then
+    /// at the latest.
+    fork_hold: Option<Instant>,
+    /// Other clients' cells in progress (see `others.rs`).
+    others: others::OtherCells,
+    /// Bumped whenever the history changes (an entry added, a display updated, entries
+    /// deleted or cleared): what a live notebook mirror waits on.
+    history_version: watch::Sender<u64>,
 }
 
 impl Actor {
@@ -274,6 +326,7 @@ impl Actor {
         limits: Arc<Limits>,
         commands: mpsc::Receiver<Command>,
         created: Reply<Result<Started, SessionError>>,
+        history_version: watch::Sender<u64>,
     ) -> JoinHandle<()> {
         let now = chrono::Utc::now();
         let mut actor = Actor {
@@ -303,7 +356,10 @@ impl Actor {
             settle_waiters: Vec::new(),
             expires_after: None,
             idle_since: now,
-            other_client_run: None,
+            subshells: Default::default(),
+            fork_hold: None,
+            others: Default::default(),
+            history_version,
         };
         let span = actor.desc.span.clone();
         runtime.spawn(
@@ -339,6 +395,9 @@ impl Actor {
                 Event::Started(result) => self.kernel_started(result),
                 Event::Due(Due::Run(d)) => self.run_deadline(d).await,
                 Event::Due(Due::Request) => self.expire_requests(),
+                Event::Due(Due::Side(id, d)) => self.side_run_deadline(id, d),
+                Event::Due(Due::Subshell) => self.subshell_timed_out().await,
+                Event::Due(Due::ForkHold) => self.fork_hold_expired(),
             }
             self.advance().await;
             self.deliver_settled();
@@ -369,7 +428,8 @@ impl Actor {
         }
     }
 
-    /// The nearest deadline: the current run's, or the oldest pending request's.
+    /// The nearest deadline: the current run's, a side run's, the subshell's creation, or the
+    /// oldest pending request's.
     fn next_deadline(&self) -> Option<(Instant, Due)> {
         let run = self.runs.current().and_then(|run| {
             let timing = super::run::Timing {
@@ -389,7 +449,9 @@ impl Actor {
             .map(|p| p.deadline)
             .min()
             .map(|at| (at, Due::Request));
-        [run, request]
+        let subshell = self.subshells.deadline().map(|at| (at, Due::Subshell));
+        let fork = self.fork_hold.map(|at| (at, Due::ForkHold));
+        [run, request, self.side_deadline(), subshell, fork]
             .into_iter()
             .flatten()
             .min_by_key(|(at, _)| *at)
@@ -537,12 +599,20 @@ impl Actor {
             attached: self.desc.launcher.adopts(),
             location: self.desc.launcher.location().to_string(),
             sandbox: self.desc.launcher.sandbox(),
-            kernel_id: self
-                .kernel
-                .as_ref()
-                .and_then(|k| k.kernel_id())
-                .map(String::from),
+            kernel_id: Some(
+                self.kernel
+                    .as_ref()
+                    .and_then(|k| k.kernel_id())
+                    .unwrap_or(&self.desc.kernel_id)
+                    .to_string(),
+            ),
+            forked_from: self.desc.launcher.forked_from().map(String::from),
         }
+    }
+
+    /// Tell whoever watches the history (a notebook mirror) that it changed.
+    fn history_changed(&self) {
+        self.history_version.send_modify(|v| *v = v.wrapping_add(1));
     }
 }
 

@@ -11,6 +11,7 @@ impl Actor {
     /// Finish the current run if it is complete, then start queued runs while the kernel is
     /// free. The one place a run begins.
     pub(super) async fn advance(&mut self) {
+        self.settle_side_runs();
         loop {
             if let Some(run) = self.runs.current_mut()
                 && run.phase.executing().is_some_and(|e| e.is_complete())
@@ -22,7 +23,7 @@ impl Actor {
                 self.deliver_settled();
                 self.finish_current();
             }
-            if self.runs.current().is_some() || self.kernel.is_none() {
+            if self.runs.current().is_some() || self.kernel.is_none() || self.fork_hold.is_some() {
                 return;
             }
             let generation = self.generation;
@@ -148,6 +149,11 @@ impl Actor {
             KernelEvent::Message(Channel::Shell, msg) if self.is_completeness_reply(&msg) => {
                 self.completeness_known(Some(msg.content)).await;
             }
+            KernelEvent::Message(Channel::Control, msg)
+                if msg.msg_type() == "create_subshell_reply" =>
+            {
+                self.subshell_reply(&msg).await;
+            }
             KernelEvent::Message(channel, msg) => {
                 self.apply_message(channel, msg);
                 self.answer_from_stdin_list().await;
@@ -201,16 +207,8 @@ impl Actor {
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
             if channel == Channel::Iopub {
-                if msg.msg_type() == "stream" {
-                    let mut text = String::new();
-                    msg.stream_text(|t| {
-                        if text.len() < 200 {
-                            text.extend(t.chars().take(200));
-                        }
-                    });
-                    tracing::debug!(session = %self.desc.id, "output with no run: {text:?}");
-                }
-                self.other_client_message(&msg);
+                // Another client's request (a person's cell): never part of a run of ours.
+                self.other_client_iopub(&msg);
             }
             return;
         };
@@ -247,6 +245,7 @@ impl Actor {
             && self.history.update_display(&update)
         {
             self.display_updates.insert(id, update);
+            self.history_changed();
         }
     }
 
@@ -412,6 +411,7 @@ impl Actor {
             let entry = run.history_entry();
             self.journal_append(&JournalRecord::Entry(entry.clone()));
             self.history.push(entry);
+            self.history_changed();
         }
         self.runs.finished(id);
         for (_, update) in std::mem::take(&mut self.display_updates) {

@@ -52,6 +52,10 @@ pub struct HistoryEntry {
     pub order: Option<Vec<EntrySlot>>,
     /// RFC 3339.
     pub finished_at: String,
+    /// Another client of the kernel ran it (a person in Jupyter, `jupyter console
+    /// --existing`), not a call of this server: its `run_id` names no run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub other_client: bool,
 }
 
 /// One display output of a history entry: its MIME bundle as the notebook export writes it.
@@ -155,5 +159,6 @@ pub(crate) fn sample_entry(run_id: &str, code: &str, status: RunStatus) -> Histo
         outputs: Vec::new(),
         order: None,
         finished_at: "2025-01-02T03:04:05Z".to_string(),
+        other_client: false,
     }
 }

@@ -35,8 +35,14 @@ pub fn render_text(entries: &[(usize, &HistoryEntry)]) -> String {
         let code = entry.code.trim_matches(|c| c == '\n' || c == '\r');
         let code_lines: Vec<&str> = code.lines().collect();
         let first = code_lines.first().copied().unwrap_or("");
+        // Another client's cell (a person in Jupyter) is marked as theirs.
+        let whose = if entry.other_client {
+            "(other client) "
+        } else {
+            ""
+        };
         lines.push(format!(
-            "[{}] {}",
+            "[{}] {whose}{}",
             index + 1,
             clip_line(first, TEXT_LINE_CHARS)
         ));

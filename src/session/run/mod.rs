@@ -238,6 +238,7 @@ impl Run {
             outputs,
             order: Some(order),
             finished_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            other_client: false,
         }
     }
 }

@@ -150,7 +150,7 @@ impl GatewayProc {
             log,
             http: {
                 // The build's one rustls provider (as kernel-mcp installs it).
-                let _ = rustls::crypto::ring::default_provider().install_default();
+                kernel_mcp::tls::install_provider();
                 reqwest::Client::new()
             },
             _dir: dir,

@@ -73,8 +73,14 @@ impl HttpClient {
 
     /// [`HttpClient::connect`] sending `token` as the bearer token.
     pub async fn connect_as(port: u16, token: Option<&str>) -> HttpClient {
+        HttpClient::connect_asking(port, token, json!({})).await
+    }
+
+    /// [`HttpClient::connect_as`] with these client `capabilities` (a toolset is asked for as
+    /// `{"experimental": {"kernel-mcp": {"tools": "…"}}}`).
+    pub async fn connect_asking(port: u16, token: Option<&str>, capabilities: Value) -> HttpClient {
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+            "protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}});
         let (head, _) = post_as(port, token, None, &init).await;
         let session = head
             .lines()

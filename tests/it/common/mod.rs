@@ -543,6 +543,7 @@ pub mod fake;
 pub mod gateways;
 pub mod history;
 pub mod http;
+pub mod jupyter;
 pub mod kernels;
 pub mod person;
 pub mod raw;

@@ -37,6 +37,16 @@ impl Script {
             .expect("the fake kernel was dropped")
     }
 
+    /// The next message of `msg_type` the actor sent on `channel` (others are skipped).
+    pub async fn next_of(&mut self, channel: Channel, msg_type: &str) -> Message {
+        loop {
+            let (ch, msg) = self.next_sent().await;
+            if ch == channel && msg.msg_type() == msg_type {
+                return msg;
+            }
+        }
+    }
+
     /// The next `execute_request` the actor sent.
     pub async fn next_execute(&mut self) -> Message {
         loop {
@@ -147,6 +157,8 @@ impl KernelIo for FakeKernel {
 pub struct FakeLauncher {
     scripts: mpsc::UnboundedSender<Script>,
     wedged: bool,
+    /// The `kernel_info_reply` content each kernel answers with.
+    info: Value,
     /// The kernels are someone else's (an adopted kernel): never to be replaced.
     adopts: bool,
 }
@@ -164,7 +176,7 @@ impl KernelLauncher for FakeLauncher {
             shutdowns: shutdowns.clone(),
         });
         let kernel = FakeKernel {
-            info: json!({"implementation": "scripted", "language_info": {"name": "python"}}),
+            info: self.info.clone(),
             sent: sent_tx,
             events: events_rx,
             interrupts,
@@ -181,17 +193,31 @@ impl KernelLauncher for FakeLauncher {
 
 /// A session on fake kernels: its handle and the receiver of each new kernel's script.
 pub async fn session(wedged: bool) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
-    session_of(wedged, false).await
+    session_of(wedged, false, default_info()).await
+}
+
+/// The `kernel_info_reply` content of [`session`]'s kernels.
+fn default_info() -> Value {
+    json!({"implementation": "scripted", "language_info": {"name": "python"}})
+}
+
+/// [`session`] on kernels that answer `kernel_info_request` with `info`.
+pub async fn session_with(
+    wedged: bool,
+    info: Value,
+) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
+    session_of(wedged, false, info).await
 }
 
 /// A session on a fake kernel someone else started (adopted).
 pub async fn adopted_session() -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
-    session_of(false, true).await
+    session_of(false, true, default_info()).await
 }
 
 async fn session_of(
     wedged: bool,
     adopts: bool,
+    info: Value,
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Script>, Script) {
     let (tx, mut scripts) = mpsc::unbounded_channel();
     let spec = KernelSpec {
@@ -211,9 +237,11 @@ async fn session_of(
         launcher: Arc::new(FakeLauncher {
             scripts: tx,
             wedged,
+            info,
             adopts,
         }),
         journal_dir: None,
+        kernel_id: "scripted-kernel".into(),
         journal_private: false,
         span: tracing::Span::none(),
         observer: None,

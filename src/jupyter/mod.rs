@@ -1,0 +1,155 @@
+//! The Jupyter face of `kernel-mcp service --http` (DESIGN §15): the Jupyter Server kernels
+//! API, so that Jupyter's own clients reach the agent's sessions — Jupyter Server as a
+//! gateway client (`jupyter lab --gateway-url …`), VS Code's "existing Jupyter server",
+//! nbclient through a gateway kernel manager.
+//!
+//! Routes, next to `/mcp` on the same listener and behind the same token (presented as
+//! `Authorization: token …`, `Authorization: Bearer …` or `?token=`; without it every route
+//! answers 401 and a websocket is refused before it upgrades; a foreign `Host` or browser
+//! `Origin` answers 403):
+//! - `GET /api` — the API version;
+//! - `GET /api/kernelspecs`, `GET /api/kernelspecs/{name}` — the local kernelspecs ([`rest`]);
+//! - `GET|POST /api/kernels`, `GET|DELETE /api/kernels/{id}`, `POST …/interrupt`,
+//!   `POST …/restart` — every session is a running kernel (its id is the session's
+//!   `kernel_id`), a kernel started here is a session agents list ([`rest`]);
+//! - `GET /api/kernels/{id}/channels` — the channels websocket, `v1.kernel.websocket.jupyter.org`
+//!   or JSON framing, relayed to the kernel over a connection of its own ([`channels`],
+//!   [`link`]).
+//!
+//! The face reaches the registry only through [`adapter`]. What the API does to a session
+//! follows the session's rules: an adopted kernel is never restarted or deleted, and a
+//! session an agent uses (or that an agent created) is not deleted from here (409, saying
+//! so): `destroy_session` ends it.
+
+pub mod adapter;
+pub mod channels;
+pub mod link;
+pub mod models;
+pub mod rest;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::mcp::http::HttpAccess;
+use crate::mcp::token::Presentation;
+use crate::registry::Registry;
+
+/// The ways the Jupyter face accepts its token: Jupyter's clients send `Authorization:
+/// token …` (Jupyter Server's gateway client) or `?token=` (browsers, websockets), MCP's
+/// `Bearer` works too.
+pub const JUPYTER_PRESENTATIONS: &[Presentation] = &[
+    Presentation::JupyterHeader,
+    Presentation::Bearer,
+    Presentation::Query,
+];
+
+/// Websockets open on the face at once; one more is answered 503.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// The face's state, shared by its handlers.
+pub struct Face {
+    pub sessions: adapter::Sessions,
+    /// Kernel ids of the sessions started through `POST /api/kernels`.
+    started: Mutex<HashSet<String>>,
+    /// Open websockets per kernel id.
+    connections: Mutex<HashMap<String, usize>>,
+    /// Tells each relay of a kernel that the face restarted it (the kernel id).
+    restarted: tokio::sync::broadcast::Sender<String>,
+}
+
+impl Face {
+    /// The face of `registry`.
+    pub fn new(registry: Arc<Registry>) -> Arc<Face> {
+        Arc::new(Face {
+            sessions: adapter::Sessions::new(registry),
+            started: Mutex::default(),
+            connections: Mutex::default(),
+            restarted: tokio::sync::broadcast::channel(16).0,
+        })
+    }
+
+    /// Websockets open on kernel `id`.
+    pub fn connections(&self, id: &str) -> usize {
+        lock(&self.connections).get(id).copied().unwrap_or(0)
+    }
+
+    /// Count a websocket on kernel `id` open, unless [`MAX_CONNECTIONS`] are.
+    fn connect(&self, id: &str) -> bool {
+        let mut c = lock(&self.connections);
+        if c.values().sum::<usize>() >= MAX_CONNECTIONS {
+            return false;
+        }
+        *c.entry(id.to_string()).or_default() += 1;
+        true
+    }
+
+    /// A websocket on kernel `id` closed.
+    fn disconnect(&self, id: &str) {
+        let mut c = lock(&self.connections);
+        if let Some(n) = c.get_mut(id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.remove(id);
+            }
+        }
+    }
+
+    fn started_here(&self, id: &str) -> bool {
+        lock(&self.started).contains(id)
+    }
+}
+
+/// The face's routes, behind `access` (its token in [`JUPYTER_PRESENTATIONS`]).
+pub fn router(face: Arc<Face>, access: HttpAccess) -> axum::Router {
+    let access = access.with_presentations(JUPYTER_PRESENTATIONS);
+    axum::Router::new()
+        .route("/api", get(rest::api))
+        .route("/api/", get(rest::api))
+        .route("/api/kernelspecs", get(rest::kernelspecs))
+        .route("/api/kernelspecs/{name}", get(rest::kernelspec))
+        .route("/api/kernels", get(rest::list).post(rest::start))
+        .route("/api/kernels/{id}", get(rest::get).delete(rest::delete))
+        .route("/api/kernels/{id}/interrupt", post(rest::interrupt))
+        .route("/api/kernels/{id}/restart", post(rest::restart))
+        .route("/api/kernels/{id}/channels", get(channels::upgrade))
+        .with_state(face)
+        .layer(axum::middleware::from_fn_with_state(access, guard))
+}
+
+/// 401 without the token, 403 for a foreign `Host` or `Origin`; then the route. A websocket
+/// request is answered here too, before any upgrade.
+async fn guard(State(access): State<HttpAccess>, request: Request, next: Next) -> Response {
+    if !access.host_allowed(request.headers()) || !access.origin_allowed(request.headers()) {
+        return models::error(
+            StatusCode::FORBIDDEN,
+            "Forbidden: this Host or Origin may not use kernel-mcp's Jupyter API.",
+        );
+    }
+    if !access.authorized(request.headers(), request.uri()) {
+        tracing::warn!(
+            method = %request.method(),
+            path = %request.uri().path(),
+            "rejected a Jupyter API request without a valid token"
+        );
+        let mut r = models::error(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized: send the service's token as `Authorization: token <TOKEN>` or `?token=<TOKEN>` (`kernel-mcp token` says where it is).",
+        );
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("token"),
+        );
+        return r.into_response();
+    }
+    next.run(request).await
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

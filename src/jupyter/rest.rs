@@ -1,0 +1,309 @@
+//! The REST routes of the Jupyter face: kernelspecs and kernels, as Jupyter Server answers
+//! them (see [`super::models`] for the shapes).
+//!
+//! - `GET /api/kernels` lists the named sessions, never an MCP connection's own `default`
+//!   (see [`super::adapter`]).
+//! - `POST /api/kernels` `{"name"?, "env"?, "metadata"?: {"session_id"?}}` starts a session
+//!   named after its new kernel id (a UUID) unless `metadata.session_id` names it (not
+//!   `default`: 400); the env's
+//!   `KERNEL_WORKING_DIR` (what Jupyter Server sends for the notebook's directory) is its
+//!   cwd when it is an existing directory. 201 with the kernel model.
+//! - `DELETE /api/kernels/{id}`: 204 once the session is destroyed; 409, saying why, for an
+//!   adopted kernel (kernel-mcp never ends a kernel it did not start) and for a session an
+//!   agent uses or created (the agent's `destroy_session` ends it).
+//! - `POST …/restart`: 200 with the model once the new kernel is ready (generation + 1, the
+//!   state is gone, as `restart_session`); 409 for an adopted kernel.
+//! - `POST …/interrupt`: 204; interrupts what the kernel runs (the agent's run, or a
+//!   person's cell), never restarts it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::adapter::{Found, StartKernel};
+use super::{Face, lock, models};
+
+/// The Jupyter Server REST API version the face speaks.
+const API_VERSION: &str = "2.0.0";
+/// The most of a request body read (bytes): a kernel start is a few hundred.
+const MAX_BODY: usize = 64 * 1024;
+
+/// `GET /api`.
+pub async fn api() -> Response {
+    models::ok(
+        StatusCode::OK,
+        json!({"version": API_VERSION, "kernel_mcp": env!("CARGO_PKG_VERSION")}),
+    )
+}
+
+/// `GET /api/kernelspecs`: the local kernelspecs, and one for each session
+/// ([`models::session_spec`]), so that a Jupyter client (JupyterLab's kernel picker) can
+/// choose an agent's session as a notebook's kernel.
+pub async fn kernelspecs(State(face): State<Arc<Face>>) -> Response {
+    let (specs, default) = face.sessions.kernelspecs();
+    let mut map: serde_json::Map<String, Value> = specs
+        .iter()
+        .map(|s| (s.name.clone(), models::kernelspec(s)))
+        .collect();
+    for info in face.sessions.list().await {
+        map.insert(
+            models::session_spec_name(&info.session_id),
+            models::session_spec(&info),
+        );
+    }
+    models::ok(
+        StatusCode::OK,
+        json!({"default": default, "kernelspecs": map}),
+    )
+}
+
+/// `GET /api/kernelspecs/{name}`.
+pub async fn kernelspec(State(face): State<Arc<Face>>, Path(name): Path<String>) -> Response {
+    if let Some(id) = models::session_of_spec(&name) {
+        if let Ok(h) = face.sessions.get(id)
+            && let Ok(info) = h.info().await
+        {
+            return models::ok(StatusCode::OK, models::session_spec(&info));
+        }
+        return models::error(StatusCode::NOT_FOUND, format!("No session '{id}'"));
+    }
+    let (specs, _) = face.sessions.kernelspecs();
+    match specs.iter().find(|s| s.name == name) {
+        Some(s) => models::ok(StatusCode::OK, models::kernelspec(s)),
+        None => models::error(
+            StatusCode::NOT_FOUND,
+            format!("Kernel spec {name} not found"),
+        ),
+    }
+}
+
+/// `GET /api/kernels`: every session the face may show, as a running kernel.
+pub async fn list(State(face): State<Arc<Face>>) -> Response {
+    let kernels: Vec<Value> = face
+        .sessions
+        .list()
+        .await
+        .iter()
+        .filter(|i| i.kernel_id.is_some())
+        .map(|i| models::kernel(i, face.connections(i.kernel_id.as_deref().unwrap_or(""))))
+        .collect();
+    models::ok(StatusCode::OK, Value::Array(kernels))
+}
+
+/// `GET /api/kernels/{id}`.
+pub async fn get(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Response {
+    match face.sessions.by_kernel(&id).await {
+        Some(f) => models::ok(
+            StatusCode::OK,
+            models::kernel(&f.info, face.connections(&id)),
+        ),
+        None => no_kernel(&id),
+    }
+}
+
+/// `POST /api/kernels`.
+pub async fn start(State(face): State<Arc<Face>>, body: Bytes) -> Response {
+    if body.len() > MAX_BODY {
+        return models::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("The request body is over {MAX_BODY} bytes."),
+        );
+    }
+    let req: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return models::error(
+                    StatusCode::BAD_REQUEST,
+                    "The body must be a JSON object such as {\"name\": \"python3\"}.",
+                );
+            }
+        }
+    };
+    let start = match start_request(&req) {
+        Ok(s) => s,
+        Err(why) => return models::error(StatusCode::BAD_REQUEST, why),
+    };
+    // A session's own kernelspec: the notebook attaches to that session's running kernel.
+    if let Some(id) = start.kernel.as_deref().and_then(models::session_of_spec) {
+        return match face.sessions.get(id) {
+            Ok(h) => match h.info().await {
+                Ok(info) => {
+                    tracing::info!(session = %id, "a Jupyter client attached to the session through its kernelspec");
+                    let id = info.kernel_id.clone().unwrap_or_default();
+                    models::ok(
+                        StatusCode::CREATED,
+                        models::kernel(&info, face.connections(&id)),
+                    )
+                }
+                Err(e) => models::session_error(&e),
+            },
+            Err(e) => models::session_error(&e),
+        };
+    }
+    let kernel_id = start.kernel_id.clone();
+    match face.sessions.start(start).await {
+        Ok(info) => {
+            lock(&face.started).insert(kernel_id.clone());
+            tracing::info!(session = %info.session_id, kernel_id = %kernel_id, "kernel started through the Jupyter API");
+            let mut r = models::ok(StatusCode::CREATED, models::kernel(&info, 0));
+            if let Ok(v) = header::HeaderValue::from_str(&format!("/api/kernels/{kernel_id}")) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            r
+        }
+        Err(e) => models::session_error(&e),
+    }
+}
+
+/// The session to start for a `POST /api/kernels` body. Errors: a sentence.
+fn start_request(req: &Value) -> Result<StartKernel, String> {
+    let kernel = match &req["name"] {
+        Value::Null => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::String(s) => Some(s.clone()),
+        _ => return Err("`name` must be a kernelspec name.".into()),
+    };
+    let session_id = match &req["metadata"]["session_id"] {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        _ => return Err("`metadata.session_id` must be a session name.".into()),
+    };
+    let mut env = BTreeMap::new();
+    if let Some(map) = req["env"].as_object() {
+        for (k, v) in map {
+            if k.is_empty() || k.contains(['=', '\0']) {
+                return Err(format!(
+                    "{k:?} in `env` is not an environment variable name."
+                ));
+            }
+            if let Some(v) = v.as_str() {
+                env.insert(k.clone(), v.to_string());
+            }
+        }
+    }
+    let cwd = env
+        .get("KERNEL_WORKING_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir());
+    Ok(StartKernel {
+        session_id,
+        kernel,
+        cwd,
+        env,
+        kernel_id: uuid::Uuid::new_v4().to_string(),
+    })
+}
+
+/// `DELETE /api/kernels/{id}`.
+pub async fn delete(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Response {
+    let Some(found) = face.sessions.by_kernel(&id).await else {
+        return no_kernel(&id);
+    };
+    if let Some(why) = refuse_delete(&face, &found).await {
+        tracing::info!(session = %found.info.session_id, kernel_id = %id, "refused a Jupyter DELETE: {why}");
+        return models::error(StatusCode::CONFLICT, why);
+    }
+    match face.sessions.destroy(&found.info.session_id).await {
+        Ok(()) => {
+            lock(&face.started).remove(&id);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(e) => models::session_error(&e),
+    }
+}
+
+/// Why `DELETE` may not end this session, if it may not (DESIGN §15).
+async fn refuse_delete(face: &Face, found: &Found) -> Option<String> {
+    let name = &found.info.session_id;
+    if found.info.attached {
+        return Some(format!(
+            "Session '{name}' drives a kernel someone else started; kernel-mcp never shuts down a kernel it did not start. Stop it where it was started."
+        ));
+    }
+    if !face.started_here(found.info.kernel_id.as_deref().unwrap_or("")) {
+        return Some(format!(
+            "Session '{name}' belongs to an MCP client (an agent created it); it keeps running. The agent ends it with destroy_session, or `kernel-mcp session destroy -s {name}`."
+        ));
+    }
+    if face.sessions.used_by_agents(found).await {
+        return Some(format!(
+            "Session '{name}' is in use by another client (an agent has run code in it); it keeps running. End it with destroy_session, or `kernel-mcp session destroy -s {name}`."
+        ));
+    }
+    None
+}
+
+/// `POST /api/kernels/{id}/interrupt`.
+pub async fn interrupt(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Response {
+    let Some(found) = face.sessions.by_kernel(&id).await else {
+        return no_kernel(&id);
+    };
+    match found.handle.interrupt_kernel().await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => models::session_error(&e),
+    }
+}
+
+/// `POST /api/kernels/{id}/restart`.
+pub async fn restart(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Response {
+    let Some(found) = face.sessions.by_kernel(&id).await else {
+        return no_kernel(&id);
+    };
+    if found.info.attached {
+        return models::error(
+            StatusCode::CONFLICT,
+            format!(
+                "Session '{}' drives a kernel someone else started; kernel-mcp never restarts a kernel it did not start.",
+                found.info.session_id
+            ),
+        );
+    }
+    tracing::info!(session = %found.info.session_id, kernel_id = %id, "restart through the Jupyter API");
+    match found.handle.restart(false).await {
+        Ok(info) => {
+            let _ = face.restarted.send(id.clone());
+            models::ok(StatusCode::OK, models::kernel(&info, face.connections(&id)))
+        }
+        Err(e) => models::session_error(&e),
+    }
+}
+
+fn no_kernel(id: &str) -> Response {
+    models::error(
+        StatusCode::NOT_FOUND,
+        format!("Kernel does not exist: {id}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_request_names_the_session_after_the_kernel_unless_metadata_names_it() {
+        let s = start_request(&json!({"name": "python3"})).unwrap();
+        assert_eq!(s.kernel.as_deref(), Some("python3"));
+        assert_eq!(s.session_id, None);
+        assert_eq!(s.kernel_id.len(), 36);
+        let s = start_request(&json!({"metadata": {"session_id": "mine"}})).unwrap();
+        assert_eq!(s.session_id.as_deref(), Some("mine"));
+        assert_eq!(s.kernel, None);
+        let dir = std::env::temp_dir();
+        let s = start_request(&json!({"env": {"KERNEL_WORKING_DIR": dir, "X": 1}})).unwrap();
+        assert_eq!(s.cwd.as_deref(), Some(dir.as_path()));
+        assert!(!s.env.contains_key("X"), "non-strings are left out");
+        assert!(start_request(&json!({"name": 3})).is_err());
+        assert!(start_request(&json!({"env": {"A=B": "1"}})).is_err());
+        let none = start_request(&json!({"env": {"KERNEL_WORKING_DIR": "/no/such/dir"}}));
+        assert_eq!(none.unwrap().cwd, None);
+    }
+}

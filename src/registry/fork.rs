@@ -1,0 +1,214 @@
+//! `fork_session` (DESIGN §18): a new session whose kernel is a copy of a live local IPython
+//! kernel, taken between two of its runs (`kernel::fork` has the mechanics, the source's side
+//! is `session/actor/fork.rs`). The new session is filed like any other (the table, its
+//! expiry, the broker's endpoint), with a launcher whose first kernel is the fork.
+//!
+//! The fork runs under the source's launch options: its cwd, environment and memory limit,
+//! under a supervisor of its own; its sandbox is the source's, inherited by the process
+//! itself, which is why only sessions without a restricting sandbox policy can be forked. A
+//! restart of the fork starts a fresh kernel the way the source's were started. Kernels that
+//! cannot be forked (another language, a gateway's, an adopted one, ipykernel before 7, a
+//! sandboxed one) are `UNSUPPORTED`, saying why and what to use instead.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::scope::key::{DEFAULT_SESSION, SessionKey};
+use super::table::Live;
+use super::{Registry, lock, session_span};
+use crate::kernel::fork::{ForkError, ForkPlan, ForkedLauncher, parse_scheduled};
+use crate::session::{SessionDesc, SessionError, SessionInfo};
+
+/// How long the source may take to answer the helper's scheduling request.
+const SCHEDULE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What to use where a kernel cannot be forked.
+const INSTEAD: &str = "To carry state to a new session otherwise, checkpoint_session / restore it, or create_session and rerun_history.";
+
+impl Registry {
+    /// Fork the session of `source` into a new session filed under `new`. The source is not
+    /// disturbed: same pid, generation and status; runs submitted while the fork is taken
+    /// wait for it (well under a second).
+    /// Errors: `SESSION_NOT_FOUND` (the source), `INVALID_ARGUMENT` (`default`),
+    /// `SESSION_ALREADY_EXISTS`, `LIMIT_EXCEEDED` (sessions), `SESSION_BUSY` (a run executes),
+    /// `UNSUPPORTED` (this kernel cannot be forked), `KERNEL_START_FAILED` (the copy did not
+    /// come up).
+    pub async fn fork_session(
+        &self,
+        source: &SessionKey,
+        new: &SessionKey,
+    ) -> Result<SessionInfo, SessionError> {
+        let source = self.get(source)?;
+        if new.name() == DEFAULT_SESSION {
+            return Err(SessionError::InvalidArgument(
+                "`default` is each connection's implicit session; give the fork another name."
+                    .into(),
+            ));
+        }
+        let live = self.live_count();
+        if live >= self.limits.max_sessions {
+            return Err(SessionError::LimitExceeded(format!(
+                "This server already runs {live} sessions, its limit; destroy one you no longer need first."
+            )));
+        }
+        if lock(&self.table).live(new.slot()).is_some() {
+            return Err(SessionError::AlreadyExists(new.name().to_string()));
+        }
+        let info = source.info().await?;
+        let desc = source.desc().clone();
+        let source_pid = forkable(&info, &desc)?;
+        let opts = desc.launcher.launch_options().cloned();
+        let startup_timeout = opts
+            .as_ref()
+            .map(|o| o.startup_timeout)
+            .unwrap_or(Duration::from_secs(self.limits.startup_timeout_s));
+        let max_memory_mib = opts
+            .as_ref()
+            .map_or(self.limits.max_memory_mib, |o| o.max_memory_mib);
+        let started = |e: crate::kernel::StartError| SessionError::KernelStartFailed {
+            message: format!(
+                "The fork of session '{}' did not come up: {e}",
+                info.session_id
+            ),
+            details: json!({"kernel": info.kernel, "forked_from": info.session_id}),
+        };
+
+        let supervisor = opts.as_ref().and_then(|o| o.supervisor.clone());
+        let plan = ForkPlan::prepare(&desc.spec.name).map_err(started)?;
+        let env_hook = opts.as_ref().and_then(|o| o.env_hook.as_ref());
+        let content = plan.request_content(
+            supervisor.as_deref().map(|s| (s, max_memory_mib)),
+            &desc.spec,
+            env_hook,
+        );
+        let reply = match source.fork_request(content, SCHEDULE_TIMEOUT).await {
+            Ok(reply) => reply,
+            // Refused: nothing of ours holds the source.
+            Err(e @ (SessionError::Busy { .. } | SessionError::Forking { .. })) => return Err(e),
+            Err(e) => {
+                let _ = source.end_fork().await;
+                return Err(e);
+            }
+        };
+        let child = match parse_scheduled(&reply, &desc.spec.name) {
+            Ok(pid) if pid == source_pid => {
+                let deadline = Instant::now() + startup_timeout;
+                plan.meet(source_pid, deadline).await.map_err(started)
+            }
+            Ok(pid) => Err(SessionError::Internal(format!(
+                "The fork helper ran in pid {pid}, not in the session's kernel (pid {source_pid})."
+            ))),
+            Err(ForkError::Unsupported(why)) => Err(SessionError::Unsupported(format!(
+                "Session '{}' cannot be forked: {why}. {INSTEAD}",
+                info.session_id
+            ))),
+            Err(ForkError::Start(e)) => Err(started(e)),
+        };
+        if let Ok(child) = &child
+            && supervisor.is_some()
+        {
+            // The fork has a supervisor of its own: the source's lets go of it.
+            crate::kernel::fork::release_from_source(source_pid, child.pid());
+        }
+        // The copy is taken (or will not be): the source's runs go on.
+        let _ = source.end_fork().await;
+        let child = child?;
+        tracing::info!(source = %info.session_id, fork = new.name(), pid = child.pid(), "kernel forked");
+        let deadline = Instant::now() + startup_timeout;
+        let kernel = child
+            .start(&desc.spec, info.sandbox, supervisor.is_some(), deadline)
+            .await
+            .map_err(started)?;
+        let launcher = ForkedLauncher::new(kernel, desc.launcher.clone(), info.session_id.clone());
+        let observer = self
+            .broker
+            .as_ref()
+            .and_then(|b| b.attach(new.name(), &desc.spec, &desc.cwd));
+        let fork_desc = SessionDesc {
+            id: new.name().to_string(),
+            spec: desc.spec.clone(),
+            cwd: desc.cwd.clone(),
+            launcher: Arc::new(launcher),
+            journal_dir: self.journal_dir.clone(),
+            journal_private: new.is_private(),
+            span: session_span(new.slot()),
+            observer,
+            // A kernel of its own for Jupyter clients, as any new session's.
+            kernel_id: uuid::Uuid::new_v4().to_string(),
+        };
+        let (entries, _) = source.history(None, None).await.unwrap_or_default();
+        let (handle, created) = {
+            let mut table = lock(&self.table);
+            if table.live(new.slot()).is_some() {
+                return Err(SessionError::AlreadyExists(new.name().to_string()));
+            }
+            let (handle, created) =
+                crate::session::SessionHandle::spawn(&self.runtime, fork_desc, self.limits.clone());
+            let live = Live {
+                handle: handle.clone(),
+                journal: None,
+            };
+            table.insert(new.slot().clone(), live)?;
+            (handle, created)
+        };
+        self.started(new.slot(), &handle, created, None).await?;
+        let _ = handle
+            .seed_history(entries.into_iter().map(|(_, e)| e).collect())
+            .await;
+        handle.info().await
+    }
+}
+
+/// The source kernel's pid, if this session's kernel can be forked. Errors: `UNSUPPORTED`
+/// saying why, `SESSION_DEAD` without a kernel.
+fn forkable(info: &SessionInfo, desc: &SessionDesc) -> Result<u32, SessionError> {
+    let unsupported = |why: String| {
+        SessionError::Unsupported(format!(
+            "Session '{}' cannot be forked: {why}. {INSTEAD}",
+            info.session_id
+        ))
+    };
+    if !cfg!(target_os = "linux") {
+        return Err(unsupported(
+            "forking a kernel needs Linux (pidfd, SO_PEERCRED)".into(),
+        ));
+    }
+    if info.location != "local" {
+        return Err(unsupported(format!(
+            "its kernel runs on the gateway '{}'; only local kernels can be forked",
+            info.location
+        )));
+    }
+    if info.sandbox.restricts() {
+        return Err(unsupported(format!(
+            "it runs in the '{}' sandbox, whose kernel may neither bind the fork's new ports nor reach the socket the fork is handed over on; only sessions with sandbox \"none\" can be forked",
+            info.sandbox
+        )));
+    }
+    if desc.launcher.adopts() {
+        return Err(unsupported(
+            "its kernel was adopted from a connection file; kernel-mcp forks only kernels it started".into(),
+        ));
+    }
+    let implementation = info.kernel_info["implementation"]
+        .as_str()
+        .unwrap_or_default();
+    if implementation != "ipython" {
+        return Err(unsupported(format!(
+            "it runs {} ({}); only IPython kernels (ipykernel 7 or later) can be forked, since a fork must rebuild the kernel's threads and sockets",
+            info.kernel,
+            if implementation.is_empty() {
+                "an unknown implementation"
+            } else {
+                implementation
+            }
+        )));
+    }
+    info.pid.ok_or_else(|| SessionError::Dead {
+        session: info.session_id.clone(),
+        why: format!("it is {}", info.status.as_str()),
+    })
+}

@@ -1,0 +1,68 @@
+// A person in JupyterLab, in headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core): open a notebook, add a cell, run it, wait for its output, take a
+// screenshot. Used by tests/it/jupyterlab_browser.rs and `make jupyterlab-shot`.
+//
+//   node screenshot.mjs LAB_URL TOKEN NOTEBOOK CODE EXPECTED OUT.png
+//
+// Prints one JSON line: {"output": <the new cell's output text>, "kernel": <the kernel name
+// the toolbar shows>}. Exits 1 (with the reason on stderr) when the output never shows.
+
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const [url, token, notebook, code, expected, out] = process.argv.slice(2);
+const profile = mkdtempSync(join(tmpdir(), 'kernel-mcp-chromium-'));
+let context;
+try {
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    timeout: 120000,
+    viewport: { width: 1280, height: 820 },
+    args: [
+      '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run',
+      '--disable-dev-shm-usage',
+    ],
+  });
+} catch (e) {
+  console.error(`chromium did not start: ${e}`);
+  rmSync(profile, { recursive: true, force: true });
+  process.exit(1);
+}
+const page = context.pages()[0] || (await context.newPage());
+try {
+  await page.goto(`${url}/lab/tree/${notebook}?token=${token}`, { timeout: 90000 });
+  await page.waitForSelector('.jp-Notebook .jp-Cell', { timeout: 90000 });
+  // The kernel is connected and idle before typing (the toolbar's status says so).
+  await page.waitForSelector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', { timeout: 90000 })
+    .catch(() => {});
+  const cells = page.locator('.jp-Notebook .jp-Cell');
+  await cells.last().click();
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('b');
+  await page.keyboard.press('Enter');
+  await page.keyboard.type(code);
+  await page.keyboard.press('Shift+Enter');
+  // The person's output, wherever the new cell landed (no agent cell prints it).
+  const output = page.locator('.jp-Notebook .jp-OutputArea-output', { hasText: expected });
+  await output.first().waitFor({ timeout: 60000 });
+  // Let the prompt number settle; decline JupyterLab's news offer, which covers a corner.
+  await page.waitForTimeout(500);
+  await page.locator('.jp-toast-button', { hasText: 'No' }).first().click({ timeout: 2000 })
+    .catch(() => {});
+  await page.waitForTimeout(1500);
+  await page.mouse.click(5, 5);
+  await page.screenshot({ path: out });
+  const kernel = await page.locator('.jp-KernelName').first().textContent().catch(() => null);
+  console.log(JSON.stringify({ output: await output.first().textContent(), kernel }));
+} catch (e) {
+  await page.screenshot({ path: out }).catch(() => {});
+  console.error(`the notebook did not show the output: ${e}`);
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}
