@@ -25,7 +25,7 @@ pub mod supervise;
 pub mod usage;
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -408,10 +408,29 @@ impl Kernel {
         self.process.pid()
     }
 
-    /// Change the memory limit (MiB, 0 = none) the kernel's supervisor enforces, now: the
-    /// limit file is replaced and the supervisor told to read it (SIGUSR1). Errors: the
-    /// kernel runs unsupervised, or the file could not be written.
-    pub fn set_memory_limit(&self, mib: u64) -> std::io::Result<()> {
+    /// Change the memory limit (MiB, 0 = none) the kernel's supervisor enforces: the limit
+    /// file is replaced, the supervisor told to read it (SIGUSR1), and this returns once the
+    /// supervisor has removed the file (the limit is in force), within `ack` at most.
+    /// Errors: the kernel runs unsupervised, the file could not be written, or no
+    /// acknowledgement within `ack` (`TimedOut`).
+    pub async fn set_memory_limit(&self, mib: u64, ack: Duration) -> std::io::Result<()> {
+        self.request_memory_limit(mib)?;
+        let file = self.limit_file.as_deref().unwrap_or(Path::new("/"));
+        let deadline = Instant::now() + ack;
+        while file.exists() {
+            if Instant::now() >= deadline {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the kernel's supervisor did not apply the limit within {ack:?}"),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(())
+    }
+
+    /// The first half of [`Kernel::set_memory_limit`]: write the file and signal.
+    fn request_memory_limit(&self, mib: u64) -> std::io::Result<()> {
         let Some(file) = &self.limit_file else {
             return Err(std::io::Error::other(
                 "the kernel runs without a supervisor",

@@ -177,6 +177,36 @@ async fn a_pooled_kernel_taken_for_another_cwd_env_and_limit_has_exactly_those()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_kernel_taken_with_only_a_new_memory_limit_is_held_to_it_from_its_first_code() {
+    require_venv();
+    let server = Server::start_with_args(&["serve", "--pool", "python3=1"]).await;
+    wait_pool_ready(&server, "python3", 1).await;
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "capped", "kernel": "python3", "max_memory_mib": 300}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(
+        pool_of(&server, "python3").await["ready"],
+        0,
+        "from the pool"
+    );
+    // At once, and in one allocation: no time for a limit that is still on its way.
+    let r = server
+        .call(
+            "execute",
+            json!({"session_id": "capped", "code": "x = b'x' * (700 << 20)\nprint('survived')", "wait_s": 60}),
+        )
+        .await;
+    let v = structured(&r);
+    assert_eq!(status(&v), "kernel_died", "{}", dump(&r));
+    server.destroy("capped").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_a_full_pool_leaves_no_kernel_process() {
     require_venv();
     let server = Server::start_with_args(&["serve", "--pool", "python3=2"]).await;

@@ -82,7 +82,8 @@ pub struct SuperviseArgs {
     pub report_fd: Option<i32>,
     /// Where the server can change the memory limit while the kernel runs (a kernel from the
     /// warm pool gets its session's limit so): the file holds the limit in MiB and is read
-    /// when SIGUSR1 arrives; a missing or unreadable file keeps the limit.
+    /// when SIGUSR1 arrives, then removed once the limit is in force (the server waits for
+    /// that); a missing or unreadable file keeps the limit.
     pub limit_file: Option<PathBuf>,
     /// Supervise this child instead of spawning `argv` (a forked kernel, see [`adopt`]); it
     /// keeps the sandbox it inherited from its source.
@@ -186,6 +187,10 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
                     {
                         eprintln!("kernel-mcp supervise: cannot change the cgroup's limit: {e}");
                     }
+                }
+                // The acknowledgement the server waits for: the limit is in force.
+                if let Some(file) = &args.limit_file {
+                    let _ = std::fs::remove_file(file);
                 }
             }
             // The server's interrupt and shutdown ladder: the kernel's group decides.

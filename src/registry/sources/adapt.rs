@@ -42,6 +42,9 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::time::Instant;
 
+/// Longest wait for a pooled kernel's supervisor to put the session's memory limit in force.
+const LIMIT_ACK: Duration = Duration::from_secs(5);
+
 use crate::kernel::{
     Channel, Kernel, KernelEvent, KernelIo, KernelSpec, LaunchOptions, SandboxPolicy,
 };
@@ -164,8 +167,10 @@ pub fn plan(
 /// caller gives the kernel up and starts cold).
 pub async fn apply(kernel: &mut Kernel, a: &Adaptation) -> Result<(), String> {
     if let Some(mib) = a.max_memory_mib {
+        // In force before the session's first code runs.
         kernel
-            .set_memory_limit(mib)
+            .set_memory_limit(mib, LIMIT_ACK)
+            .await
             .map_err(|e| format!("setting the memory limit: {e}"))?;
     }
     if a.cwd.is_none() && a.env.is_empty() {
