@@ -19,8 +19,8 @@ impl Actor {
                 let status = run.final_status();
                 trace_timing(run);
                 run.set_status(status);
-                // The caller waiting for the run hears first; history and the journal after.
-                self.deliver_settled();
+                // History and the journal first: a run the caller has heard of is in the
+                // journal, even if the server is killed the next moment.
                 self.finish_current();
             }
             if self.runs.current().is_some() || self.kernel.is_none() || self.fork_hold.is_some() {
