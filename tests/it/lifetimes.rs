@@ -7,30 +7,12 @@
 
 use std::time::Duration;
 
+use crate::common::history::{codes, error_code};
 use crate::common::person::Person;
 use crate::common::service::TestService;
 use crate::common::*;
 use rmcp::model::{CallToolRequestParams, ClientRequest, Request};
-use serde_json::{Value, json};
-
-fn error_code(r: &rmcp::model::CallToolResult) -> String {
-    structured(r)["error_code"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// Every history entry's code, in order.
-fn codes(history: &Value) -> Vec<String> {
-    history["entries"]
-        .as_array()
-        .map(|e| {
-            e.iter()
-                .map(|x| x["code"].as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use serde_json::json;
 
 #[tokio::test]
 async fn a_clients_end_while_execute_waits_leaves_a_named_sessions_run_going() {

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::common::history::{codes, error_code};
 use crate::common::person::Person;
 use crate::common::service::TestService;
 use crate::common::*;
@@ -18,25 +19,6 @@ use rmcp::model::{
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::{ServiceError, ServiceExt};
 use serde_json::{Value, json};
-
-fn error_code(r: &rmcp::model::CallToolResult) -> String {
-    structured(r)["error_code"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// Every history entry's code, in order.
-fn codes(history: &Value) -> Vec<String> {
-    history["entries"]
-        .as_array()
-        .map(|e| {
-            e.iter()
-                .map(|x| x["code"].as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 #[tokio::test]
 async fn another_connections_default_history_and_journal_are_not_found() {

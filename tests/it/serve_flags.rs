@@ -79,28 +79,12 @@ async fn start_http(args: &[&str], env: &[(&str, &str)]) -> (tokio::process::Chi
 
 /// `tools/list` over HTTP: initialize, then list, on one MCP session.
 async fn http_tool_names(port: u16) -> Vec<String> {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    let (head, _) = post_as(port, None, None, &init).await;
-    let session = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no session in {head}"));
-    post_as(
-        port,
-        None,
-        Some(&session),
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
+    let client = crate::common::http::HttpClient::connect(port).await;
+    let session = client.session();
     let (_, msgs) = post_as(
         port,
         None,
-        Some(&session),
+        Some(session),
         &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
     )
     .await;
