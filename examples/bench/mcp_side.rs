@@ -25,6 +25,8 @@ pub struct Ours {
     pub create_ms: Vec<f64>,
     pub destroy_ms: Vec<f64>,
     pub exec_ms: Vec<f64>,
+    /// tools/call `list_sessions` (no kernel on the path): the MCP round trip's floor.
+    pub floor_ms: Vec<f64>,
     pub rss_one_session: Option<u64>,
     pub kernel_rss: Option<u64>,
     pub flood_ms: Option<f64>,
@@ -67,6 +69,7 @@ impl Ours {
             "create_ms": crate::stats::summary(&self.create_ms),
             "destroy_ms": crate::stats::summary(&self.destroy_ms),
             "execute_ms": crate::stats::summary(&self.exec_ms),
+            "floor_ms": crate::stats::summary(&self.floor_ms),
             "relay_execute_ms": crate::stats::summary(&self.relay_exec_ms),
             "pool_create_ms": crate::stats::summary(&self.pool_create_ms),
             "pool_adapted_create_ms": crate::stats::summary(&self.pool_adapted_ms),
@@ -213,6 +216,11 @@ async fn sessions(client: &Client, server_pid: u32, o: &Opts, m: &mut Ours) -> R
         m.trivial_text_bytes = Some(text_bytes(&r));
     }
     eprintln!("bench: execute 1+1 x{}: done", o.n);
+    for _ in 0..o.n {
+        let t0 = Instant::now();
+        call(client, "list_sessions", json!({})).await?;
+        m.floor_ms.push(ms(t0));
+    }
 
     // (d) RSS with one session.
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -105,6 +105,13 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
         r,
         j,
     ));
+    rows.push(Row::new(
+        format!("tools/call with no kernel (list_sessions), p50 (n={})", o.n),
+        Unit::Ms,
+        median(&m.floor_ms),
+        None,
+        None,
+    ));
     if !m.relay_exec_ms.is_empty() {
         // Ratios here are relay / direct stdio (in the raw column) — the relay goal is ≤ 1.05×.
         rows.push(Row::new(

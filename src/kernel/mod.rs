@@ -17,18 +17,19 @@ pub mod env_prefix;
 pub mod fork;
 pub mod iopub;
 pub(crate) mod process;
+mod ready;
 pub mod remote;
 pub mod sandbox;
 pub(crate) mod seam;
+mod seam_local;
 pub(crate) mod spec;
 pub mod supervise;
 pub mod usage;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -42,7 +43,8 @@ pub use sandbox::{Policy as SandboxPolicy, Sandbox, SandboxUnavailable};
 pub use seam::{InterruptError, KernelIo, KernelLauncher, LocalLauncher, SendError};
 pub use spec::{InterruptMode, KernelSpec};
 
-use crate::wire::Message;
+pub(crate) use ready::wait_ready;
+use ready::{FileGuard, exit_of, until_exit};
 
 /// Launches whose kernel exits during start with a port clash, or whose sockets cannot be
 /// connected, are retried this many times, with new ports.
@@ -514,191 +516,6 @@ impl Drop for Kernel {
         }
         if let Some(h) = &self.heartbeat {
             h.abort();
-        }
-    }
-}
-
-impl KernelIo for Kernel {
-    fn info(&self) -> &Value {
-        &self.info
-    }
-
-    fn connection_file(&self) -> Option<&std::path::Path> {
-        Some(&self.connection_file)
-    }
-
-    fn responsive(&self) -> bool {
-        !self.unresponsive.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn pid(&self) -> Option<u32> {
-        Some(self.process.kernel_pid())
-    }
-
-    fn request(&self, msg_type: &str, content: Value) -> Message {
-        self.channels.request(msg_type, content)
-    }
-
-    fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message {
-        Message::reply_to(&parent.header, msg_type, content, &self.channels.session)
-    }
-
-    fn send<'a>(
-        &'a mut self,
-        channel: Channel,
-        msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), SendError>> {
-        Box::pin(self.channels.send(channel, msg))
-    }
-
-    fn next_event(&mut self) -> BoxFuture<'_, KernelEvent> {
-        Box::pin(self.next_event_inner())
-    }
-
-    fn try_next_event(&mut self) -> Option<KernelEvent> {
-        self.events.try_recv().ok()
-    }
-
-    /// Per the kernelspec's `interrupt_mode`: SIGINT to the process group, or
-    /// `interrupt_request` on control.
-    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), InterruptError>> {
-        Box::pin(async move {
-            match self.spec.interrupt_mode {
-                InterruptMode::Signal => {
-                    self.process.signal(Signal::SIGINT);
-                    Ok(())
-                }
-                InterruptMode::Message => {
-                    let msg = self.channels.request("interrupt_request", json!({}));
-                    Ok(self.channels.send(Channel::Control, &msg).await?)
-                }
-            }
-        })
-    }
-
-    fn sandbox(&self) -> Sandbox {
-        self.sandbox
-    }
-
-    fn shutdown(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ShutdownRung> {
-        Box::pin((*self).shutdown(grace))
-    }
-
-    fn output_tail(&self) -> String {
-        self.process.output_tail()
-    }
-
-    fn dropped_messages(&self) -> u64 {
-        self.channels
-            .dropped
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn memory_bytes(&self) -> Option<u64> {
-        if let Some(used) = self.process.report().cgroup.and_then(|g| g.usage_bytes()) {
-            return Some(used);
-        }
-        let root = self.process.pid() as i32;
-        // Supervised, the kernel is among the supervisor's descendants; unsupervised, the
-        // kernel is the root itself.
-        let kernel = if self.process.kernel_pid() as i32 == root {
-            usage::pss_bytes(root)
-        } else {
-            0
-        };
-        Some(usage::tree_bytes(root) + kernel)
-    }
-
-    fn reads_terminal(&self) -> bool {
-        process::any_reads_terminal(&process::descendants(self.process.pid() as i32))
-    }
-}
-
-/// Loop `kernel_info_request` until a reply and proof of our iopub subscription arrive.
-/// Returns the reply content. Unbounded: the caller races it with exit and a deadline.
-pub(crate) async fn wait_ready(
-    channels: &mut Channels,
-    events: &mut mpsc::UnboundedReceiver<KernelEvent>,
-) -> Value {
-    let mut sent: HashSet<String> = HashSet::new();
-    let mut reply: Option<Value> = None;
-    let mut iopub_ok = false;
-    loop {
-        if reply.is_none() {
-            let msg = channels.request("kernel_info_request", json!({}));
-            sent.insert(msg.msg_id().to_string());
-            if let Err(e) = channels.send(Channel::Shell, &msg).await {
-                tracing::debug!("kernel_info_request not sent: {e}");
-            }
-        }
-        let round = Instant::now() + Duration::from_secs(1);
-        loop {
-            let ev = tokio::select! {
-                ev = events.recv() => ev,
-                _ = tokio::time::sleep_until(round) => break,
-            };
-            let Some(KernelEvent::Message(channel, msg)) = ev else {
-                if ev.is_none() {
-                    // All readers gone: only the exit or the deadline can end this.
-                    std::future::pending::<()>().await;
-                }
-                continue;
-            };
-            let ours = msg.parent_msg_id().is_some_and(|p| sent.contains(p));
-            match channel {
-                Channel::Shell if ours && msg.msg_type() == "kernel_info_reply" => {
-                    reply.get_or_insert(msg.content);
-                }
-                Channel::Iopub if ours || msg.msg_type() == "iopub_welcome" => iopub_ok = true,
-                _ => {}
-            }
-            if let (Some(r), true) = (&reply, iopub_ok) {
-                return r.clone();
-            }
-        }
-        // A reply without iopub proof: ask again so a fresh busy/idle pair is published.
-        if reply.is_some() && !iopub_ok {
-            reply = None;
-        }
-    }
-}
-
-/// The exit, once the process has exited; pends for ever if the watch is gone.
-async fn exit_of(rx: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
-    // The watch guard must not live across an await (it is not Send).
-    let exit = rx.wait_for(|e| e.is_some()).await.map(|v| *v);
-    match exit {
-        Ok(v) => v.unwrap_or(ExitInfo::unknown()),
-        Err(_) => std::future::pending().await,
-    }
-}
-
-/// Resolves when the process has exited (the watch guard is not held across awaits).
-async fn until_exit(rx: &mut tokio::sync::watch::Receiver<Option<ExitInfo>>) {
-    let _ = rx.wait_for(|e| e.is_some()).await.map(|_| ());
-}
-
-/// Removes the connection file (and its own directory) unless [`FileGuard::keep`] hands
-/// it on.
-struct FileGuard {
-    file: Option<PathBuf>,
-    dir: Option<PathBuf>,
-}
-
-impl FileGuard {
-    fn keep(mut self) -> PathBuf {
-        self.dir = None;
-        self.file.take().unwrap_or_default()
-    }
-}
-
-impl Drop for FileGuard {
-    fn drop(&mut self) {
-        if let Some(p) = &self.file {
-            let _ = std::fs::remove_file(p);
-        }
-        if let Some(d) = &self.dir {
-            let _ = std::fs::remove_dir_all(d);
         }
     }
 }

@@ -3,6 +3,12 @@
 //! from an `execute_request`'s `msg_id` to its run. One owner
 //! (the session actor), so no locks. Everything here is bounded: the queue by the session's
 //! limit, finished runs by count and by stored bytes (oldest forgotten first).
+//!
+//! Finishing a run costs the same whatever the number of runs kept: the bytes of finished
+//! runs are a running sum, and a forgotten run's `msg_id`s are removed by key. A finished
+//! run's stored bytes change only by late output (iopub messages for it after it finished),
+//! which reaches it through [`RunTable::by_parent`]; such runs are counted again at the next
+//! finish.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -20,9 +26,18 @@ pub struct QueueFull {
     pub waiting: usize,
 }
 
+/// One run and what the table keeps about it.
+struct Held {
+    run: Run,
+    /// The `msg_id`s indexed to this run in `by_msg` (removed with it).
+    msgs: Vec<MsgId>,
+    /// The run's stored bytes as counted in `finished_bytes` (finished runs only).
+    counted: usize,
+}
+
 /// A session's runs.
 pub struct RunTable {
-    runs: HashMap<RunId, Run>,
+    runs: HashMap<RunId, Held>,
     /// `msg_id` of an execute_request → its run (kept as long as the run is).
     by_msg: HashMap<MsgId, RunId>,
     queue: VecDeque<RunId>,
@@ -31,7 +46,23 @@ pub struct RunTable {
     side: Vec<RunId>,
     /// Finished runs, oldest first.
     finished: VecDeque<RunId>,
+    /// The sum of `counted` over finished runs.
+    finished_bytes: usize,
+    /// Finished runs handed out for late output since they were last counted.
+    recount: Vec<RunId>,
     max_queue: usize,
+    /// Output bytes kept across finished runs ([`KEPT_FINISHED_BYTES`]).
+    byte_cap: usize,
+}
+
+impl Held {
+    fn new(run: Run) -> Held {
+        Held {
+            run,
+            msgs: Vec::new(),
+            counted: 0,
+        }
+    }
 }
 
 impl RunTable {
@@ -43,7 +74,10 @@ impl RunTable {
             current: None,
             side: Vec::new(),
             finished: VecDeque::new(),
+            finished_bytes: 0,
+            recount: Vec::new(),
             max_queue,
+            byte_cap: KEPT_FINISHED_BYTES,
         }
     }
 
@@ -55,7 +89,7 @@ impl RunTable {
             });
         }
         self.queue.push_back(run.id.clone());
-        self.runs.insert(run.id.clone(), run);
+        self.runs.insert(run.id.clone(), Held::new(run));
         Ok(())
     }
 
@@ -68,19 +102,22 @@ impl RunTable {
     }
 
     pub fn current(&self) -> Option<&Run> {
-        self.runs.get(self.current.as_ref()?)
+        self.get(self.current.as_ref()?.as_str())
     }
 
     pub fn current_mut(&mut self) -> Option<&mut Run> {
-        self.runs.get_mut(self.current.as_ref()?)
+        let id = self.current.as_ref()?;
+        self.runs.get_mut(id).map(|h| &mut h.run)
     }
 
     pub fn get(&self, id: &str) -> Option<&Run> {
-        self.runs.get(id)
+        self.runs.get(id).map(|h| &h.run)
     }
 
+    /// Run `id`, to change. Not for adding output to a finished run (that goes through
+    /// [`Self::by_parent`], which has it counted again).
     pub fn get_mut(&mut self, id: &str) -> Option<&mut Run> {
-        self.runs.get_mut(id)
+        self.runs.get_mut(id).map(|h| &mut h.run)
     }
 
     /// Make the next queued run the current one and return it.
@@ -90,13 +127,13 @@ impl RunTable {
         }
         let id = self.queue.pop_front()?;
         self.current = Some(id.clone());
-        self.runs.get_mut(&id)
+        self.get_mut(id.as_str())
     }
 
     /// Hold `run`, which executes beside the queue (on a subshell), until it is finished.
     pub fn start_side(&mut self, run: Run) {
         self.side.push(run.id.clone());
-        self.runs.insert(run.id.clone(), run);
+        self.runs.insert(run.id.clone(), Held::new(run));
     }
 
     /// The side runs executing, oldest first.
@@ -104,22 +141,32 @@ impl RunTable {
         &self.side
     }
 
-    /// Remember that `msg_id` (an execute_request) belongs to run `id`.
+    /// Remember that `msg_id` (an execute_request) belongs to run `id`, which must be held
+    /// already (queued, current or a side run): the index goes with the run.
     pub fn index_msg(&mut self, msg_id: MsgId, id: RunId) {
-        self.by_msg.insert(msg_id, id);
+        if let Some(held) = self.runs.get_mut(&id) {
+            held.msgs.push(msg_id.clone());
+            self.by_msg.insert(msg_id, id);
+        }
     }
 
     /// The run whose execute_request `parent` is, and whether it is executing (the current
-    /// run, or a side run).
+    /// run, or a side run). A finished run found here may be given late output, so it is
+    /// counted again at the next finish.
     pub fn by_parent(&mut self, parent: &str) -> Option<(&mut Run, bool)> {
         let id = self.by_msg.get(parent)?;
         let live = self.current.as_ref() == Some(id) || self.side.contains(id);
-        self.runs.get_mut(id).map(|r| (r, live))
+        let held = self.runs.get_mut(id)?;
+        if !live && held.run.status().is_final() && !self.recount.contains(id) {
+            self.recount.push(id.clone());
+        }
+        Some((&mut held.run, live))
     }
 
-    /// Every run (for display updates that may touch any earlier run).
+    /// Every run, for display updates that may touch any earlier run (an update replaces a
+    /// display's data in place and does not change a run's stored bytes).
     pub fn all_mut(&mut self) -> impl Iterator<Item = &mut Run> {
-        self.runs.values_mut()
+        self.runs.values_mut().map(|h| &mut h.run)
     }
 
     /// Take run `id` out of the queue; false if it was not queued.
@@ -146,29 +193,32 @@ impl RunTable {
             self.current = None;
         }
         self.side.retain(|r| r != &id);
-        self.finished.push_back(id);
-        let mut kept_bytes: usize = self
-            .finished
-            .iter()
-            .filter_map(|r| self.runs.get(r))
-            .map(|r| r.output.stored_bytes())
-            .sum();
+        if self.runs.contains_key(&id) {
+            self.recount.push(id.clone());
+            self.finished.push_back(id);
+        }
+        for r in std::mem::take(&mut self.recount) {
+            if let Some(h) = self.runs.get_mut(&r) {
+                let now = h.run.output.stored_bytes();
+                self.finished_bytes = self.finished_bytes - h.counted + now;
+                h.counted = now;
+            }
+        }
         let mut forgotten = Vec::new();
         while self.finished.len() > KEPT_FINISHED_RUNS
-            || (kept_bytes > KEPT_FINISHED_BYTES && self.finished.len() > 1)
+            || (self.finished_bytes > self.byte_cap && self.finished.len() > 1)
         {
             let Some(old) = self.finished.pop_front() else {
                 break;
             };
-            if let Some(run) = self.runs.remove(&old) {
-                kept_bytes -= run.output.stored_bytes();
+            if let Some(h) = self.runs.remove(&old) {
+                self.finished_bytes -= h.counted;
+                // The message ids of a forgotten run go with it.
+                for m in &h.msgs {
+                    self.by_msg.remove(m);
+                }
             }
             forgotten.push(old);
-        }
-        if !forgotten.is_empty() {
-            // The message ids of forgotten runs go with them.
-            let runs = &self.runs;
-            self.by_msg.retain(|_, r| runs.contains_key(r));
         }
         forgotten
     }
@@ -198,6 +248,45 @@ mod tests {
             .set_status(RunStatus::Ok);
         t.finished(ida);
         assert_eq!(t.start_next().map(|r| r.id.clone()), Some(idb));
+    }
+
+    /// Queue, start and finish a run with `bytes` of stdout; its id (also its `msg_id`).
+    fn finish_with(t: &mut RunTable, bytes: usize) -> RunId {
+        t.enqueue(run()).expect("room");
+        let r = t.start_next().expect("next");
+        let id = r.id.clone();
+        r.output.append_stream(false, &"x".repeat(bytes), false);
+        r.set_status(RunStatus::Ok);
+        t.index_msg(MsgId::from(id.as_str()), id.clone());
+        t.clear_current();
+        t.finished(id.clone());
+        id
+    }
+
+    #[test]
+    fn late_output_of_a_finished_run_counts_toward_the_byte_cap() {
+        let mut t = RunTable::new(4);
+        t.byte_cap = 1000;
+        let a = finish_with(&mut t, 400);
+        let b = finish_with(&mut t, 400);
+        let (late, live) = t.by_parent(a.as_str()).expect("a is kept");
+        assert!(!live);
+        late.output.append_stream(false, &"y".repeat(400), true);
+        let c = finish_with(&mut t, 10);
+        assert!(
+            t.get(a.as_str()).is_none(),
+            "1210 bytes held: the oldest goes"
+        );
+        assert!(t.by_parent(a.as_str()).is_none(), "with its msg_id");
+        assert!(t.get(b.as_str()).is_some() && t.get(c.as_str()).is_some());
+        let held: usize = [&b, &c]
+            .iter()
+            .map(|id| t.get(id.as_str()).expect("kept").output.stored_bytes())
+            .sum();
+        assert_eq!(
+            t.finished_bytes, held,
+            "the running sum is the sum of what is held"
+        );
     }
 
     #[test]

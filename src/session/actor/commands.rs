@@ -38,6 +38,12 @@ impl Actor {
                 if let (Ok((id, _)), Some(tx)) = (&submitted, settled) {
                     self.settle_waiters.push((id.clone(), tx));
                 }
+                // The run starts (its execute_request goes out when the kernel is free) before
+                // the caller hears of it: the kernel gets the code first, and the caller's
+                // thread wakes while the kernel runs it.
+                if submitted.is_ok() {
+                    self.advance().await;
+                }
                 let _ = reply.send(submitted);
             }
             Command::GetRun(id, reply) => {

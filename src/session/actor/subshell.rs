@@ -279,9 +279,9 @@ impl Actor {
         run.phase = Phase::Executing(Executing::new(now));
         run.set_status(RunStatus::Running);
         let rx = run.watch();
+        self.runs.start_side(run);
         self.runs
             .index_msg(MsgId::from(msg.msg_id()), req.run_id.clone());
-        self.runs.start_side(run);
         if let Err(e) = self.send(Channel::Shell, &msg).await {
             if let Some(run) = self.runs.get_mut(req.run_id.as_str()) {
                 run.notices

@@ -1,0 +1,111 @@
+//! [`KernelIo`] for a local [`Kernel`]: what the session actor asks of a kernel process it
+//! launched (or adopted by connection file) — send, the next event, interrupt by signal or
+//! `interrupt_request` as the kernelspec says, the shutdown ladder, memory and terminal reads.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+use super::{
+    Channel, InterruptError, InterruptMode, Kernel, KernelEvent, KernelIo, Sandbox, SendError,
+    ShutdownRung, process, usage,
+};
+use crate::wire::Message;
+
+impl KernelIo for Kernel {
+    fn info(&self) -> &Value {
+        &self.info
+    }
+
+    fn connection_file(&self) -> Option<&std::path::Path> {
+        Some(&self.connection_file)
+    }
+
+    fn responsive(&self) -> bool {
+        !self.unresponsive.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn pid(&self) -> Option<u32> {
+        Some(self.process.kernel_pid())
+    }
+
+    fn request(&self, msg_type: &str, content: Value) -> Message {
+        self.channels.request(msg_type, content)
+    }
+
+    fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message {
+        Message::reply_to(&parent.header, msg_type, content, &self.channels.session)
+    }
+
+    fn send<'a>(
+        &'a mut self,
+        channel: Channel,
+        msg: &'a Message,
+    ) -> BoxFuture<'a, Result<(), SendError>> {
+        Box::pin(self.channels.send(channel, msg))
+    }
+
+    fn next_event(&mut self) -> BoxFuture<'_, KernelEvent> {
+        Box::pin(self.next_event_inner())
+    }
+
+    fn try_next_event(&mut self) -> Option<KernelEvent> {
+        self.events.try_recv().ok()
+    }
+
+    /// Per the kernelspec's `interrupt_mode`: SIGINT to the process group, or
+    /// `interrupt_request` on control.
+    fn interrupt(&mut self) -> BoxFuture<'_, Result<(), InterruptError>> {
+        Box::pin(async move {
+            match self.spec.interrupt_mode {
+                InterruptMode::Signal => {
+                    self.process.signal(Signal::SIGINT);
+                    Ok(())
+                }
+                InterruptMode::Message => {
+                    let msg = self.channels.request("interrupt_request", json!({}));
+                    Ok(self.channels.send(Channel::Control, &msg).await?)
+                }
+            }
+        })
+    }
+
+    fn sandbox(&self) -> Sandbox {
+        self.sandbox
+    }
+
+    fn shutdown(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ShutdownRung> {
+        Box::pin((*self).shutdown(grace))
+    }
+
+    fn output_tail(&self) -> String {
+        self.process.output_tail()
+    }
+
+    fn dropped_messages(&self) -> u64 {
+        self.channels
+            .dropped
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn memory_bytes(&self) -> Option<u64> {
+        if let Some(used) = self.process.report().cgroup.and_then(|g| g.usage_bytes()) {
+            return Some(used);
+        }
+        let root = self.process.pid() as i32;
+        // Supervised, the kernel is among the supervisor's descendants; unsupervised, the
+        // kernel is the root itself.
+        let kernel = if self.process.kernel_pid() as i32 == root {
+            usage::pss_bytes(root)
+        } else {
+            0
+        };
+        Some(usage::tree_bytes(root) + kernel)
+    }
+
+    fn reads_terminal(&self) -> bool {
+        process::any_reads_terminal(&process::descendants(self.process.pid() as i32))
+    }
+}
