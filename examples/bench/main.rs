@@ -40,6 +40,7 @@ mod mcp_side;
 mod raw;
 mod stats;
 mod table;
+mod turns;
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -183,7 +184,8 @@ async fn run() -> Res<()> {
     let total = Instant::now();
     let load_before = loadavg();
 
-    let ours = mcp_side::measure(&bin, &o).await?;
+    let mut ours = mcp_side::measure(&bin, &o).await?;
+    ours.turns = turns::measure(&bin, &o).await?;
     let forks = if o.no_fork {
         None
     } else {

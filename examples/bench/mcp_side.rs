@@ -27,6 +27,8 @@ pub struct Ours {
     pub exec_ms: Vec<f64>,
     /// tools/call `list_sessions` (no kernel on the path): the MCP round trip's floor.
     pub floor_ms: Vec<f64>,
+    /// execute 1+1 in blocks alternating with the raw client's (see `turns.rs`).
+    pub turns: crate::turns::Turns,
     pub rss_one_session: Option<u64>,
     pub kernel_rss: Option<u64>,
     pub flood_ms: Option<f64>,
@@ -70,6 +72,8 @@ impl Ours {
             "destroy_ms": crate::stats::summary(&self.destroy_ms),
             "execute_ms": crate::stats::summary(&self.exec_ms),
             "floor_ms": crate::stats::summary(&self.floor_ms),
+            "turns_execute_ms": crate::stats::summary(&self.turns.ours),
+            "turns_raw_execute_ms": crate::stats::summary(&self.turns.raw),
             "relay_execute_ms": crate::stats::summary(&self.relay_exec_ms),
             "pool_create_ms": crate::stats::summary(&self.pool_create_ms),
             "pool_adapted_create_ms": crate::stats::summary(&self.pool_adapted_ms),

@@ -105,6 +105,20 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
         r,
         j,
     ));
+    if !m.turns.ours.is_empty() {
+        // The raw column here is the raw client in the same alternating blocks.
+        rows.push(Row::new(
+            format!(
+                "execute 1+1 taking turns with raw ({} blocks each), p50 (n={})",
+                crate::turns::ROUNDS,
+                m.turns.ours.len()
+            ),
+            Unit::Ms,
+            median(&m.turns.ours),
+            median(&m.turns.raw),
+            None,
+        ));
+    }
     rows.push(Row::new(
         format!("tools/call with no kernel (list_sessions), p50 (n={})", o.n),
         Unit::Ms,
@@ -422,7 +436,9 @@ pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Opti
          idle on every side. \"client\" is the kernel-mcp server process, the raw client process or\n\
          the Python driver. Concurrent: one MCP connection, one task per session | one task per\n\
          kernel | one thread per kernel. The relay row compares relay (kernel-mcp) to direct (raw column),\n\
-         the fork rows a fork to rebuilding the state (raw column), both kernel-mcp."
+         the fork rows a fork to rebuilding the state (raw column), both kernel-mcp. The turns row\n\
+         alternates blocks of kernel-mcp and raw executes (both kernels up), so load changes fall\n\
+         on both alike; its raw column is the raw client in those blocks."
     );
     if let Some(g) = gw {
         println!(
