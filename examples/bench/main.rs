@@ -78,7 +78,9 @@ pub struct Opts {
     pub no_fork: bool,
 }
 
-#[tokio::main]
+// Two workers whatever TOKIO_WORKER_THREADS says: that variable is for the server under test
+// (its sessions runtime reads it), not for the clients measuring it.
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if let Err(e) = run().await {
         eprintln!("bench FAILED: {e}");
