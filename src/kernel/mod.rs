@@ -16,6 +16,7 @@ pub mod discovery;
 pub mod env_prefix;
 pub mod fork;
 pub mod iopub;
+pub(crate) mod proc_tree;
 pub(crate) mod process;
 mod ready;
 pub mod remote;

@@ -16,8 +16,8 @@
 //! and if still busy after the grace, its kernel is restarted. An interrupt asked for by a
 //! caller never restarts the kernel.
 //!
-//! This file holds the state, the loop and the records it hands out; `commands.rs` answers
-//! commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code;
+//! This file holds the state, the loop and the records it hands out; `api.rs` the requests
+//! and commands callers send it; `commands.rs` answers commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code;
 //! `subshell.rs` answers requests and runs side runs on a kernel subshell while a run
 //! executes.
 
@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -35,9 +35,8 @@ use tracing::Instrument;
 use super::error::SessionError;
 use super::history::{History, HistoryEntry, Journal, JournalHeader, JournalRecord};
 use super::ids::{MsgId, RunId};
-use super::output::StreamPage;
 use super::quirks::Quirks;
-use super::run::{Bounds, Deadline, Part};
+use super::run::{Bounds, Deadline};
 use super::runs::RunTable;
 use super::types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
 use crate::config::Limits;
@@ -46,6 +45,7 @@ use crate::kernel::{
 };
 use crate::wire::Message;
 
+mod api;
 mod commands;
 mod expiry;
 mod fork;
@@ -54,6 +54,8 @@ mod others;
 mod running;
 mod subshell;
 
+use api::Reply;
+pub use api::{Command, ExecuteRequest, Settled, Submitted, WhileBusy};
 pub use subshell::{MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT};
 
 /// Longest a message may take to be handed to the kernel's transport.
@@ -92,137 +94,6 @@ pub struct SessionDesc {
 pub struct Started {
     pub info: SessionInfo,
     pub journal: Option<PathBuf>,
-}
-
-/// A validated execute request.
-#[derive(Debug, Clone)]
-pub struct ExecuteRequest {
-    pub run_id: RunId,
-    pub code: String,
-    pub store_history: bool,
-    pub timeout: Option<Duration>,
-    pub stdin: Vec<String>,
-    pub expected_generation: Option<u64>,
-    /// Sentences the run's result carries from the start (e.g. how a file reached a remote
-    /// kernel).
-    pub notices: Vec<String>,
-    /// Run beside the queue on a kernel subshell (never queued, never in history; see
-    /// `actor/subshell.rs`).
-    pub subshell: bool,
-}
-
-impl ExecuteRequest {
-    /// A request for `code` with the defaults (stored in history, no timeout, no input).
-    pub fn new(code: impl Into<String>) -> ExecuteRequest {
-        ExecuteRequest {
-            run_id: RunId::new(),
-            code: code.into(),
-            store_history: true,
-            timeout: None,
-            stdin: Vec::new(),
-            expected_generation: None,
-            notices: Vec::new(),
-            subshell: false,
-        }
-    }
-}
-
-/// What a shell request does while a run executes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WhileBusy {
-    /// Fail with `SESSION_BUSY`.
-    Refuse,
-    /// Go to the kernel's subshell (created on first need); `SESSION_BUSY` where the kernel
-    /// has none.
-    Subshell,
-}
-
-/// What a submitted run gives back: its id and a receiver of its status changes.
-pub type Submitted = (RunId, watch::Receiver<RunStatus>);
-
-/// Receives a run's record once it settles (final, or awaiting input): one handoff from the
-/// actor to the waiting caller, where watching the status and then asking for the record took
-/// three. Dropped without a value when the run is gone before it settles.
-pub type Settled = oneshot::Receiver<ExecutionResult>;
-
-type Reply<T> = oneshot::Sender<T>;
-
-/// Commands to the actor; each carries its reply channel.
-pub enum Command {
-    /// Queue a run; with a sender, also deliver its record once it settles.
-    Submit(
-        ExecuteRequest,
-        Reply<Result<Submitted, SessionError>>,
-        Option<Reply<ExecutionResult>>,
-    ),
-    GetRun(RunId, Reply<Option<ExecutionResult>>),
-    WatchRun(RunId, Reply<Option<watch::Receiver<RunStatus>>>),
-    /// A page of one part of a run (stdout, stderr, result, traceback).
-    Page {
-        run: RunId,
-        part: Part,
-        offset: usize,
-        limit: usize,
-        reply: Reply<Option<StreamPage>>,
-    },
-    RunTail(RunId, Reply<Option<String>>),
-    Info(Reply<SessionInfo>),
-    /// Interrupt the current run; replies with the session and that run's id.
-    Interrupt(Reply<(SessionInfo, Option<RunId>)>),
-    Restart {
-        clear_history: bool,
-        reply: Reply<Result<SessionInfo, SessionError>>,
-    },
-    SendInput(
-        RunId,
-        String,
-        Reply<Result<watch::Receiver<RunStatus>, SessionError>>,
-    ),
-    Cancel(RunId, Reply<Result<(), SessionError>>),
-    Destroy(Reply<ShutdownRung>),
-    /// Entries `[start, end)` (Python slice) with their indices, and the total count.
-    History {
-        start: Option<i64>,
-        end: Option<i64>,
-        reply: Reply<(Vec<(usize, HistoryEntry)>, usize)>,
-    },
-    /// Set the idle expiry (`Some(None)`: never; `None`: keep it) and restart its clock.
-    Renew(Option<Option<Duration>>, Reply<SessionInfo>),
-    /// True when the session has been idle for its whole expiry (not counted as activity).
-    CheckExpired(Reply<bool>),
-    /// Cancel every queued run (not the running one); replies with their ids.
-    ClearQueue(Reply<Vec<RunId>>),
-    /// Send the fork helper's request (`content`, a silent execute_request) to the idle main
-    /// shell and hold every run until [`Command::EndFork`] (see `fork.rs`).
-    Fork {
-        content: Value,
-        timeout: Duration,
-        reply: Reply<Result<Value, SessionError>>,
-    },
-    /// The fork is taken (or failed): runs may start again.
-    EndFork(Reply<()>),
-    /// Append entries to the history (a fork's copy of its source's), journalled.
-    SeedHistory(Vec<HistoryEntry>, Reply<()>),
-    /// Interrupt whatever the kernel runs: the current run as [`Command::Interrupt`] does,
-    /// else the kernel itself (another client's cell, e.g. a person's in Jupyter).
-    InterruptKernel(Reply<(SessionInfo, Option<RunId>)>),
-    /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the
-    /// count, or `INVALID_ARGUMENT` for indices that name no entry (nothing deleted).
-    DeleteHistory {
-        start: Option<i64>,
-        end: Option<i64>,
-        reply: Reply<Result<usize, SessionError>>,
-    },
-    /// A shell request (`complete_request`, `inspect_request`, a silent `execute_request`…)
-    /// answered with the reply's content, or an error at `timeout`; while a run executes, as
-    /// `busy` says.
-    Request {
-        msg_type: String,
-        content: Value,
-        busy: WhileBusy,
-        timeout: Duration,
-        reply: Reply<Result<Value, SessionError>>,
-    },
 }
 
 /// Why a new kernel is being started.
