@@ -45,7 +45,7 @@ pub use seam::{InterruptError, KernelIo, KernelLauncher, LocalLauncher, SendErro
 pub use spec::{InterruptMode, KernelSpec};
 
 pub(crate) use ready::wait_ready;
-use ready::{FileGuard, exit_of, until_exit};
+use ready::{FileGuard, exit_of};
 
 /// Launches whose kernel exits during start with a port clash, or whose sockets cannot be
 /// connected, are retried this many times, with new ports.
@@ -322,8 +322,6 @@ impl Kernel {
         tracing::info!(kernel = %spec.name, pid = process.pid(), "kernel process started");
 
         let deadline = Instant::now() + opts.startup_timeout;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut exit = process.exit_watch();
         let exited = |process: &KernelProcess| {
             let output_tail = process.output_tail();
             // The first call of most new users ends here: a `python3` without ipykernel.
@@ -361,44 +359,24 @@ impl Kernel {
             output_tail: process.output_tail(),
         };
 
-        let channels = tokio::select! {
-            r = Channels::connect(&info, tx) => r.map_err(|e| launch_err(format!("{CONNECT_FAILED}: {e}")))?,
-            _ = until_exit(&mut exit) => return Err(exited(&process)),
-            _ = tokio::time::sleep_until(deadline) => return Err(timed_out(&process)),
-        };
-        let mut kernel = Kernel {
-            spec: spec.clone(),
-            info: Value::Null,
-            exit: process.exit_watch(),
-            process,
-            channels,
-            events: rx,
-            events_open: true,
-            exit_reported: false,
-            sandbox: opts.sandbox,
-            connection_dir: guard.dir.clone(),
-            connection_file: guard.keep(),
-            limit_file,
-            unresponsive: Default::default(),
-            heartbeat: None,
-        };
-        tokio::select! {
-            r = kernel.wait_ready() => {
-                kernel.info = r;
-                let stop = kernel.process.stopper(CLOSED_SOCKETS_NOTE);
-                kernel.heartbeat = Some(tokio::spawn(adopted::heartbeat(
-                    info,
-                    kernel.unresponsive.clone(),
-                    Some(Box::new(move || {
-                        tracing::warn!("the kernel closed its sockets but its process lives on; stopping it");
-                        stop();
-                    })),
-                )));
-                Ok(kernel)
-            }
-            _ = until_exit(&mut exit) => Err(exited(&kernel.process)),
-            _ = tokio::time::sleep_until(deadline) => Err(timed_out(&kernel.process)),
-        }
+        ready::connect_ready(
+            ready::Launched {
+                spec,
+                info,
+                process,
+                sandbox: opts.sandbox,
+                connection_file: guard,
+                limit_file,
+            },
+            deadline,
+            ready::Failed {
+                connect: launch_err,
+                exited,
+                timed_out,
+                closed_sockets: "the kernel closed its sockets but its process lives on; stopping it",
+            },
+        )
+        .await
     }
 
     /// See [`wait_ready`].

@@ -42,13 +42,12 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::process::KernelProcess;
 use super::{
-    Channels, ConnectionInfo, ExitInfo, FileGuard, Kernel, KernelEnvHook, KernelSpec, Sandbox,
-    StartError, connection,
+    ConnectionInfo, ExitInfo, FileGuard, Kernel, KernelEnvHook, KernelSpec, Sandbox, StartError,
+    connection,
 };
 
 /// The helper's Python source (`helper.py`), sent into the source kernel.
@@ -335,49 +334,25 @@ async fn connect(
         output_tail: process.output_tail(),
         hint: String::new(),
     };
-    let (tx, rx) = mpsc::unbounded_channel();
-    let mut exit = process.exit_watch();
-    let channels = tokio::select! {
-        r = Channels::connect(&info, tx) => r.map_err(|e| StartError::Launch {
-            kernel: spec.name.clone(),
-            detail: format!("{}: {e}", super::CONNECT_FAILED),
-        })?,
-        _ = super::until_exit(&mut exit) => return Err(exited(&process)),
-        _ = tokio::time::sleep_until(deadline) => return Err(timed_out(&process)),
+    let connect = |detail: String| StartError::Launch {
+        kernel: spec.name.clone(),
+        detail,
     };
-    let mut kernel = Kernel {
-        spec: spec.clone(),
-        info: Value::Null,
-        exit: process.exit_watch(),
+    let launched = super::ready::Launched {
+        spec,
+        info,
         process,
-        channels,
-        events: rx,
-        events_open: true,
-        exit_reported: false,
-        connection_file: connection_file.keep(),
-        connection_dir: None,
-        limit_file: None,
         sandbox,
-        unresponsive: Default::default(),
-        heartbeat: None,
+        connection_file,
+        limit_file: None,
     };
-    tokio::select! {
-        r = kernel.wait_ready() => {
-            kernel.info = r;
-            let stop = kernel.process.stopper(super::CLOSED_SOCKETS_NOTE);
-            kernel.heartbeat = Some(tokio::spawn(super::adopted::heartbeat(
-                info,
-                kernel.unresponsive.clone(),
-                Some(Box::new(move || {
-                    tracing::warn!("the forked kernel closed its sockets but lives on; stopping it");
-                    stop();
-                })),
-            )));
-            Ok(kernel)
-        }
-        _ = super::until_exit(&mut exit) => Err(exited(&kernel.process)),
-        _ = tokio::time::sleep_until(deadline) => Err(timed_out(&kernel.process)),
-    }
+    let failed = super::ready::Failed {
+        connect,
+        exited,
+        timed_out,
+        closed_sockets: "the forked kernel closed its sockets but lives on; stopping it",
+    };
+    super::ready::connect_ready(launched, deadline, failed).await
 }
 
 /// Tell the supervisor of the source kernel `source_pid` (its parent, when that runs this
