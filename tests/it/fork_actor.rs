@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::scripted::*;
 use kernel_mcp::kernel::Channel;
-use kernel_mcp::session::{ErrorCode, ExecuteRequest, RunStatus};
+use kernel_mcp::session::{ErrorCode, ExecuteRequest, RunStatus, SessionError, SessionHandle};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -15,6 +15,18 @@ const HELPER: &str = "__import__('sys')  # the helper";
 
 fn fork_content() -> serde_json::Value {
     json!({"code": HELPER, "silent": true, "store_history": false, "user_expressions": {"v": "1"}})
+}
+
+/// Ask for the fork helper's request in a task of its own (it answers once the fork ends).
+fn ask_fork(
+    handle: &SessionHandle,
+) -> tokio::task::JoinHandle<Result<serde_json::Value, SessionError>> {
+    let handle = handle.clone();
+    tokio::spawn(async move {
+        handle
+            .fork_request(fork_content(), Duration::from_secs(30))
+            .await
+    })
 }
 
 /// Nothing reaches the kernel within `within` (virtual time).
@@ -25,14 +37,7 @@ async fn nothing_sent(k: &mut Script, within: Duration) -> bool {
 #[tokio::test(start_paused = true)]
 async fn a_fork_holds_the_runs_until_it_ends_and_they_then_start_in_order() {
     let (handle, _kernels, mut k) = session(false).await;
-    let asking = {
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            handle
-                .fork_request(fork_content(), Duration::from_secs(30))
-                .await
-        })
-    };
+    let asking = ask_fork(&handle);
     let req = k.next_execute().await;
     assert_eq!(req.content["code"], HELPER);
     assert_eq!(req.content["silent"], true);
@@ -92,14 +97,7 @@ async fn a_fork_holds_the_runs_until_it_ends_and_they_then_start_in_order() {
 async fn a_fork_never_ended_lets_the_runs_go_after_its_hold_limit() {
     let (handle, _kernels, mut k) = session(false).await;
     let t0 = Instant::now();
-    let asking = {
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            handle
-                .fork_request(fork_content(), Duration::from_secs(30))
-                .await
-        })
-    };
+    let asking = ask_fork(&handle);
     let req = k.next_execute().await;
     k.emit(
         Channel::Shell,
