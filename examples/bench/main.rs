@@ -36,6 +36,7 @@
 mod broker;
 mod fork;
 mod gateway;
+mod line_client;
 mod mcp_side;
 mod raw;
 mod stats;

@@ -74,6 +74,7 @@ impl Ours {
             "floor_ms": crate::stats::summary(&self.floor_ms),
             "turns_execute_ms": crate::stats::summary(&self.turns.ours),
             "turns_raw_execute_ms": crate::stats::summary(&self.turns.raw),
+            "turns_line_execute_ms": crate::stats::summary(&self.turns.line),
             "relay_execute_ms": crate::stats::summary(&self.relay_exec_ms),
             "pool_create_ms": crate::stats::summary(&self.pool_create_ms),
             "pool_adapted_create_ms": crate::stats::summary(&self.pool_adapted_ms),

@@ -118,6 +118,16 @@ pub fn rows(o: &Opts, m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) -
             median(&m.turns.raw),
             None,
         ));
+        rows.push(Row::new(
+            format!(
+                "the same with a line client (JSON lines, no MCP library), p50 (n={})",
+                m.turns.line.len()
+            ),
+            Unit::Ms,
+            median(&m.turns.line),
+            median(&m.turns.raw),
+            None,
+        ));
     }
     rows.push(Row::new(
         format!("tools/call with no kernel (list_sessions), p50 (n={})", o.n),
@@ -436,9 +446,10 @@ pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Opti
          idle on every side. \"client\" is the kernel-mcp server process, the raw client process or\n\
          the Python driver. Concurrent: one MCP connection, one task per session | one task per\n\
          kernel | one thread per kernel. The relay row compares relay (kernel-mcp) to direct (raw column),\n\
-         the fork rows a fork to rebuilding the state (raw column), both kernel-mcp. The turns row\n\
-         alternates blocks of kernel-mcp and raw executes (both kernels up), so load changes fall\n\
-         on both alike; its raw column is the raw client in those blocks."
+         the fork rows a fork to rebuilding the state (raw column), both kernel-mcp. The turns rows\n\
+         alternate blocks of kernel-mcp (rmcp client, then a line client: JSON lines and no MCP\n\
+         library, the MCP counterpart of the raw client) and raw executes, all kernels up, so load\n\
+         changes fall on every side alike; their raw column is the raw client in those blocks."
     );
     if let Some(g) = gw {
         println!(

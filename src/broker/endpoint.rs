@@ -24,6 +24,7 @@ use super::lock;
 use super::ops;
 use super::project::Project;
 use super::shared::Shared;
+use crate::kernel::connection::{BROKER_DIR_PREFIX, BROKER_SOCKET};
 use crate::session::observer::SessionObserver;
 
 /// Connections served at once per session (each is one call or query).
@@ -48,9 +49,9 @@ impl Endpoint {
     ) -> std::io::Result<Endpoint> {
         let base = crate::kernel::connection::runtime_dir()?;
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let dir = base.join(format!("broker-{}", &id[..12]));
+        let dir = base.join(format!("{BROKER_DIR_PREFIX}{}", &id[..12]));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        let socket = dir.join("mcp.sock");
+        let socket = dir.join(BROKER_SOCKET);
         let listener = match std::os::unix::net::UnixListener::bind(&socket) {
             Ok(l) => l,
             Err(e) => {
@@ -130,6 +131,29 @@ impl Drop for Endpoint {
         let _ = std::fs::remove_file(&self.shared.socket);
         let _ = std::fs::remove_dir(&self.dir);
     }
+}
+
+/// Remove the endpoint directories in `runtime_dir` that a server killed before it could
+/// remove them left behind: a `broker-*` directory whose socket refuses connections (nobody
+/// listens on it). A live server's socket accepts, and a directory whose socket is not bound
+/// yet is left alone. Returns how many were removed.
+pub fn remove_dead(runtime_dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(runtime_dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let is_endpoint = entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(BROKER_DIR_PREFIX)
+            && entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_endpoint && crate::kernel::connection::remove_if_dead(&dir, BROKER_SOCKET) {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Accept connections until `stop`; each is served by a task of its own.
@@ -222,5 +246,35 @@ async fn peer_gone(mut rd: BufReader<tokio::net::unix::OwnedReadHalf>) {
             // Nothing is expected after the request; whatever comes is read and dropped.
             Ok(_) => continue,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_dead_takes_only_broker_directories_nobody_listens_on() {
+        let root = tempfile::tempdir().expect("tmp");
+        let make = |name: &str| {
+            let d = root.path().join(name);
+            std::fs::create_dir(&d).expect("dir");
+            d
+        };
+        let dead = make("broker-dead");
+        drop(std::os::unix::net::UnixListener::bind(dead.join("mcp.sock")).expect("bind"));
+        let live = make("broker-live");
+        let _listener =
+            std::os::unix::net::UnixListener::bind(live.join("mcp.sock")).expect("bind");
+        // Made, its socket not bound yet (a session starting right now).
+        let starting = make("broker-starting");
+        let other = make("sandbox-x");
+        drop(std::os::unix::net::UnixListener::bind(other.join("mcp.sock")).expect("bind"));
+
+        assert_eq!(remove_dead(root.path()), 1);
+        assert!(!dead.exists());
+        assert!(live.join("mcp.sock").exists());
+        assert!(starting.exists());
+        assert!(other.exists());
     }
 }

@@ -123,7 +123,7 @@ impl BrokerSettings {
 
 /// The endpoint file of the kernel with this connection file.
 pub fn endpoint_file(connection_file: &Path) -> PathBuf {
-    connection_file.with_extension("mcp")
+    connection_file.with_extension(crate::kernel::connection::ENDPOINT_EXTENSION)
 }
 
 fn is_python(spec: &KernelSpec) -> bool {
@@ -156,6 +156,13 @@ impl Broker {
             .ok();
         if let Some(reason) = &settings.off {
             tracing::info!("broker off: {reason}");
+        }
+        // What servers that were killed left (a clean exit removes its own).
+        if let Ok(dir) = crate::kernel::connection::runtime_dir() {
+            let removed = endpoint::remove_dead(&dir);
+            if removed > 0 {
+                tracing::debug!(removed, "removed dead broker endpoints");
+            }
         }
         Broker {
             settings,

@@ -125,6 +125,30 @@ pub fn runtime_dir() -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// The extension of a kernel's broker endpoint file, which sits beside its connection file
+/// (`kernel-mcp-<id>.mcp`; the broker writes it, the kernel's supervisor may have to remove it).
+pub const ENDPOINT_EXTENSION: &str = "mcp";
+/// A session's broker socket in the runtime dir: `broker-<id>/mcp.sock` (the prefix of the
+/// directory's name, and the socket's name in it).
+pub const BROKER_DIR_PREFIX: &str = "broker-";
+/// See [`BROKER_DIR_PREFIX`].
+pub const BROKER_SOCKET: &str = "mcp.sock";
+
+/// Remove `dir`, a directory of the runtime dir that holds the Unix socket `socket`, if nobody
+/// listens on that socket (connecting is refused, as after its server was killed). A live
+/// socket accepts, and a directory whose socket is not bound yet is left alone. Returns
+/// whether the directory was removed.
+pub fn remove_if_dead(dir: &Path, socket: &str) -> bool {
+    let socket = dir.join(socket);
+    match std::os::unix::net::UnixStream::connect(&socket) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            let _ = std::fs::remove_file(&socket);
+            std::fs::remove_dir(dir).is_ok()
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -369,9 +369,10 @@ async fn a_fork_outlives_its_source_and_its_own_memory_limit_leaves_the_source_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fork_ends_when_the_server_is_sigkilled() {
+async fn a_fork_ends_when_the_server_is_sigkilled_and_leaves_no_files() {
     require_venv();
-    let server = Server::start().await;
+    let run = tempfile::tempdir().expect("runtime dir");
+    let server = Server::start_with(&[("JUPYTER_RUNTIME_DIR", run.path().as_os_str())], &[]).await;
     server.create_session("src").await;
     let forked = fork(&server, "src", "copy").await;
     let fork_pid = forked["pid"].as_u64().expect("pid") as u32;
@@ -392,6 +393,12 @@ async fn a_fork_ends_when_the_server_is_sigkilled() {
         pid_alive(supervisor),
         pid_alive(src_pid)
     );
+    // The source's supervisor and the fork's remove their connection and endpoint files.
+    let clean = wait_until(Duration::from_secs(10), || {
+        kernel_files(run.path()).is_empty()
+    })
+    .await;
+    assert!(clean, "left behind: {:?}", kernel_files(run.path()));
     drop(server);
 }
 

@@ -1,5 +1,6 @@
 //! History against the real binary and real ipykernel: Python slices, delete, text numbered
-//! from 1, rerun, and the on-disk journal surviving SIGKILL.
+//! from 1, rerun, and the on-disk journal surviving SIGKILL (while the kernels of a SIGKILLed
+//! server and their files do not).
 //!
 //! Every server gets its own temp `XDG_STATE_HOME` ([`StateHome`]), so journals neither pile
 //! up in `~` nor leak between tests.
@@ -352,5 +353,46 @@ async fn kernels_of_a_sigkilled_server_die_within_ten_seconds() {
     assert!(
         gone,
         "processes of the killed server still alive after 10 s: {left:?} (kernel {kernel})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_of_a_sigkilled_servers_kernel_are_removed_by_its_supervisor() {
+    if crate::common::shared_mode() {
+        eprintln!("skipped in shared mode: the kernels belong to the service");
+        return;
+    }
+    let state = StateHome::new();
+    let run = state.path().join("run");
+    let server = start_with_env(
+        &[
+            ("XDG_STATE_HOME", state.path().as_os_str()),
+            ("JUPYTER_RUNTIME_DIR", run.as_os_str()),
+        ],
+        &[],
+    )
+    .await;
+    server.create_session("k").await;
+    exec_ok(&server, "k", "1").await;
+    let before = kernel_files(&run);
+    for kind in [".json", ".mcp"] {
+        assert!(
+            before
+                .iter()
+                .any(|n| n.starts_with("kernel-mcp-") && n.ends_with(kind)),
+            "a live Python session has its {kind} file: {before:?}"
+        );
+    }
+    assert!(
+        before.iter().any(|n| n.starts_with("broker-")),
+        "and its broker endpoint: {before:?}"
+    );
+    kill_server(server).await;
+
+    let clean = wait_until(Duration::from_secs(20), || kernel_files(&run).is_empty()).await;
+    assert!(
+        clean,
+        "left by the killed server's kernel: {:?}",
+        kernel_files(&run)
     );
 }

@@ -146,6 +146,10 @@ impl ForkPlan {
                 max_memory_mib.to_string(),
                 "--server-pid".into(),
                 std::process::id().to_string(),
+                // Only for its files, should the server die first (a fork is not sandboxed
+                // again: it keeps its source's sandbox).
+                "--connection-file".into(),
+                path_str(self.connection_file.path()),
             ])
             .unwrap_or_default(),
             None => "None".into(),

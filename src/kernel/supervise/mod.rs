@@ -22,7 +22,8 @@
 //! the kernel is not started at all (`refused` in the report).
 //!
 //! What it tells the server goes through [`report`]; it mirrors the kernel's exit (the same
-//! code, or the same signal raised on itself) so the server sees how the kernel ended.
+//! code, or the same signal raised on itself) so the server sees how the kernel ended. When
+//! the server dies first, it also removes the kernel's files the server left ([`leftovers`]).
 //!
 //! A forked kernel (`fork_session`) gets a supervisor too, which adopts the kernel instead of
 //! spawning it, watches the server instead of its parent, and moves it into a cgroup of its
@@ -35,6 +36,7 @@
 //! left it escapes unless a cgroup holds it).
 
 pub mod adopt;
+mod leftovers;
 pub mod report;
 mod spawn;
 
@@ -57,6 +59,16 @@ use report::{Report, Reporter};
 /// How often the supervisor samples memory and checks that the server is alive.
 const TICK: Duration = Duration::from_millis(250);
 
+/// The parent-death signal. It comes when the server's thread that started the supervisor
+/// exits, which is at the server's exit but before the whole server is gone (a SIGKILLed
+/// server's threads end one by one), so it is not forwarded to the kernel: the supervisor
+/// waits (up to [`SERVER_EXIT_GRACE`]) for the server to be gone, then ends the kernel's tree
+/// and removes its files ([`leftovers`]).
+const SERVER_DEATH_SIGNAL: Signal = Signal::SIGUSR2;
+
+/// How long the supervisor waits for the server to be gone after [`SERVER_DEATH_SIGNAL`].
+const SERVER_EXIT_GRACE: Duration = Duration::from_secs(2);
+
 /// The signals the supervisor forwards to the kernel's process group.
 const FORWARDED: [Signal; 5] = [
     Signal::SIGINT,
@@ -76,7 +88,7 @@ pub struct SuperviseArgs {
     /// The sandbox policy and network.
     pub sandbox: Sandbox,
     /// The kernel's connection file (its directory becomes writable under a sandbox, its
-    /// ports bindable).
+    /// ports bindable); removed with its siblings should the server die first.
     pub connection_file: Option<PathBuf>,
     /// Where to write the [`report`].
     pub report_fd: Option<i32>,
@@ -102,7 +114,7 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
     // A forked kernel's supervisor has the source kernel as parent: it watches the server.
     let server = args.server_pid.map(ServerWatch::open);
     if server.is_none() {
-        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+        let _ = nix::sys::prctl::set_pdeathsig(SERVER_DEATH_SIGNAL);
         if nix::unistd::getppid() != parent {
             return ExitCode::from(1); // The server died before we armed the signal.
         }
@@ -115,6 +127,7 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
         watched.add(s);
     }
     watched.add(Signal::SIGUSR1);
+    watched.add(SERVER_DEATH_SIGNAL);
     // Blocked here, consumed by `sigtimedwait`; the kernel gets an unblocked mask.
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None);
 
@@ -169,6 +182,20 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
         },
         signal_scoped,
     });
+    let server_gone = || match &server {
+        Some(s) => s.gone(),
+        None => nix::unistd::getppid() != parent,
+    };
+    // Once the server is gone nobody else removes the kernel's files (a server that ends
+    // cleanly removes them itself): whichever way the kernel then ends, they go with it.
+    let finish = |cleanup: &mut Cleanup| {
+        cleanup.run();
+        if let Some(cf) = &args.connection_file
+            && server_gone()
+        {
+            leftovers::remove(cf);
+        }
+    };
     let mut peak = 0u64;
     let mut released = Released::default();
     loop {
@@ -191,6 +218,13 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
                 // The acknowledgement the server waits for: the limit is in force.
                 if let Some(file) = &args.limit_file {
                     let _ = std::fs::remove_file(file);
+                }
+            }
+            Some((SERVER_DEATH_SIGNAL, _)) => {
+                // The server is exiting: the check below ends the tree once it is gone.
+                let deadline = Instant::now() + SERVER_EXIT_GRACE;
+                while !server_gone() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
                 }
             }
             // The server's interrupt and shutdown ladder: the kernel's group decides.
@@ -227,22 +261,18 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
             end_tree(cgroup.as_ref(), &released);
             let status = exited.or_else(|| reap_blocking(kernel));
             reporter.send(&exit_report(status));
-            cleanup.run();
+            finish(&mut cleanup);
             return ExitCode::from(137);
         }
         if let Some(status) = exited {
             end_tree(cgroup.as_ref(), &released);
             reporter.send(&exit_report(Some(status)));
-            cleanup.run();
+            finish(&mut cleanup);
             return mirror(status);
         }
-        let server_gone = match &server {
-            Some(s) => s.gone(),
-            None => nix::unistd::getppid() != parent,
-        };
-        if server_gone {
+        if server_gone() {
             end_tree(cgroup.as_ref(), &released);
-            cleanup.run();
+            finish(&mut cleanup);
             return ExitCode::from(1);
         }
     }

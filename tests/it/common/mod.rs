@@ -472,6 +472,20 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// The entries of the runtime directory `dir` that hold a kernel's key or a session's broker
+/// socket (connection, endpoint and limit files, `broker-*` directories).
+pub fn kernel_files(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("kernel-mcp-") || n.starts_with("broker-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Live (non-zombie) descendants of `pid`, from /proc.
 pub fn descendants(pid: u32) -> Vec<u32> {
     let mut parent_of = Vec::new();
