@@ -125,6 +125,23 @@ pub fn runtime_dir() -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// The name of the connection file of the kernel launched as `id`: `kernel-mcp-<id>.json`
+/// (a kernel's supervisor removes only files named so, see [`is_connection_file_name`]).
+pub fn connection_file_name(id: impl std::fmt::Display) -> String {
+    format!("{CONNECTION_FILE_PREFIX}{id}.json")
+}
+
+/// Whether `name` is one [`connection_file_name`] gives.
+pub fn is_connection_file_name(name: &str) -> bool {
+    name.starts_with(CONNECTION_FILE_PREFIX) && name.ends_with(".json")
+}
+
+const CONNECTION_FILE_PREFIX: &str = "kernel-mcp-";
+/// The directory of a sandboxed kernel's connection file: `sandbox-<id>` in the runtime dir.
+pub const SANDBOX_DIR_PREFIX: &str = "sandbox-";
+/// The extension of a kernel's limit file, beside its connection file (`kernel-mcp-<id>.limit`:
+/// a new memory limit for its supervisor).
+pub const LIMIT_EXTENSION: &str = "limit";
 /// The extension of a kernel's broker endpoint file, which sits beside its connection file
 /// (`kernel-mcp-<id>.mcp`; the broker writes it, the kernel's supervisor may have to remove it).
 pub const ENDPOINT_EXTENSION: &str = "mcp";

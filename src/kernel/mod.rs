@@ -244,11 +244,11 @@ impl Kernel {
         if sandboxed {
             // A directory of its own: the kernel may write there (ipykernel rewrites its
             // file), and must not see the other kernels' keys next to it.
-            dir = dir.join(format!("sandbox-{uuid}"));
+            dir = dir.join(format!("{}{uuid}", connection::SANDBOX_DIR_PREFIX));
             connection::private_dir(&dir)
                 .map_err(|e| launch_err(format!("creating {}: {e}", dir.display())))?;
         }
-        let connection_file = dir.join(format!("kernel-mcp-{uuid}.json"));
+        let connection_file = dir.join(connection::connection_file_name(uuid));
         let guard = FileGuard {
             file: Some(connection_file.clone()),
             dir: sandboxed.then(|| dir.clone()),
@@ -277,7 +277,7 @@ impl Kernel {
         // Not for a sandboxed kernel: it may write its connection file's directory (and it
         // never comes from the pool, the only reason to change a limit).
         let limit_file = (opts.supervisor.is_some() && !sandboxed)
-            .then(|| connection_file.with_extension("limit"));
+            .then(|| connection_file.with_extension(connection::LIMIT_EXTENSION));
         if let Some(sup) = &opts.supervisor {
             let mut wrapped = vec![
                 sup.display().to_string(),

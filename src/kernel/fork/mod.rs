@@ -91,7 +91,7 @@ impl ForkPlan {
         let dir = connection::runtime_dir().map_err(|e| err(e.to_string()))?;
         let info = ConnectionInfo::allocate(kernel).map_err(|e| err(e.to_string()))?;
         let id = uuid::Uuid::new_v4();
-        let file = dir.join(format!("kernel-mcp-{id}.json"));
+        let file = dir.join(connection::connection_file_name(id));
         info.write(&file)
             .map_err(|e| err(format!("writing {}: {e}", file.display())))?;
         let connection_file = FileGuard {

@@ -8,7 +8,8 @@
 use std::path::Path;
 
 use crate::kernel::connection::{
-    BROKER_DIR_PREFIX, BROKER_SOCKET, ENDPOINT_EXTENSION, remove_if_dead,
+    BROKER_DIR_PREFIX, BROKER_SOCKET, ENDPOINT_EXTENSION, LIMIT_EXTENSION, SANDBOX_DIR_PREFIX,
+    is_connection_file_name, remove_if_dead,
 };
 
 /// Remove the files of the kernel whose connection file is `connection_file`. Only a file
@@ -18,7 +19,7 @@ pub fn remove(connection_file: &Path) {
     let named_ours = connection_file
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("kernel-mcp-") && n.ends_with(".json"));
+        .is_some_and(is_connection_file_name);
     if !named_ours {
         return;
     }
@@ -27,14 +28,14 @@ pub fn remove(connection_file: &Path) {
     for file in [
         connection_file.to_path_buf(),
         endpoint,
-        connection_file.with_extension("limit"),
+        connection_file.with_extension(LIMIT_EXTENSION),
     ] {
         let _ = std::fs::remove_file(file);
     }
     if let Some(dir) = connection_file.parent()
         && dir
             .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("sandbox-"))
+            .is_some_and(|n| n.to_string_lossy().starts_with(SANDBOX_DIR_PREFIX))
     {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -61,18 +62,29 @@ fn broker_dir_named_in(endpoint_file: &Path) -> Option<std::path::PathBuf> {
 mod tests {
     use super::*;
 
+    /// A `broker-*` directory in `root` with its socket bound (the listener, kept or dropped
+    /// by the caller), and the endpoint file of `cf` naming it.
+    fn endpoint(
+        root: &Path,
+        broker: &str,
+        cf: &Path,
+    ) -> (std::path::PathBuf, std::os::unix::net::UnixListener) {
+        let dir = root.join(broker);
+        std::fs::create_dir(&dir).expect("dir");
+        let socket = dir.join(BROKER_SOCKET);
+        let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+        let body = serde_json::json!({"socket": socket, "key": "k", "session": "s"});
+        std::fs::write(cf.with_extension(ENDPOINT_EXTENSION), body.to_string()).expect("mcp");
+        (socket, listener)
+    }
+
     #[test]
     fn removes_the_connection_file_its_siblings_and_a_dead_broker_socket() {
         let root = tempfile::tempdir().expect("tmp");
-        let broker = root.path().join("broker-0123456789ab");
-        std::fs::create_dir(&broker).expect("dir");
-        let socket = broker.join("mcp.sock");
-        // A bound socket whose listener is gone refuses connections, as after a SIGKILL.
-        drop(std::os::unix::net::UnixListener::bind(&socket).expect("bind"));
         let cf = root.path().join("kernel-mcp-1234.json");
         std::fs::write(&cf, "{}").expect("cf");
-        let body = serde_json::json!({"socket": socket, "key": "k", "session": "s"});
-        std::fs::write(cf.with_extension("mcp"), body.to_string()).expect("mcp");
+        // A bound socket whose listener is gone refuses connections, as after a SIGKILL.
+        drop(endpoint(root.path(), "broker-0123456789ab", &cf).1);
         std::fs::write(cf.with_extension("limit"), "64").expect("limit");
         remove(&cf);
         let left: Vec<_> = std::fs::read_dir(root.path())
@@ -86,13 +98,8 @@ mod tests {
     #[test]
     fn a_live_broker_socket_and_files_not_named_as_ours_are_kept() {
         let root = tempfile::tempdir().expect("tmp");
-        let broker = root.path().join("broker-live");
-        std::fs::create_dir(&broker).expect("dir");
-        let socket = broker.join("mcp.sock");
-        let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
         let cf = root.path().join("kernel-mcp-5678.json");
-        let body = serde_json::json!({"socket": socket, "key": "k", "session": "s"});
-        std::fs::write(cf.with_extension("mcp"), body.to_string()).expect("mcp");
+        let (socket, _listener) = endpoint(root.path(), "broker-live", &cf);
         remove(&cf);
         assert!(socket.exists(), "a socket someone listens on is kept");
         assert!(!cf.with_extension("mcp").exists());
