@@ -211,6 +211,7 @@ trait Source: Send {
     /// whether a frame of it had to be skipped. Errors: the socket failed or closed.
     fn next(
         &mut self,
+        signer: &Signer,
     ) -> impl std::future::Future<Output = Result<super::iopub::Received, String>> + Send;
 }
 
@@ -218,19 +219,20 @@ trait Source: Send {
 struct Zmq<S>(S);
 
 impl<S: SocketRecv + Send> Source for Zmq<S> {
-    async fn next(&mut self) -> Result<super::iopub::Received, String> {
+    async fn next(&mut self, _: &Signer) -> Result<super::iopub::Received, String> {
         let m = self.0.recv().await.map_err(|e| e.to_string())?;
         Ok(super::iopub::Received {
             frames: m.into_vec(),
             budget: None,
-            skipped: false,
+            streamed: None,
+            lost: None,
         })
     }
 }
 
 impl Source for Iopub {
-    async fn next(&mut self) -> Result<super::iopub::Received, String> {
-        self.recv().await.map_err(|e| e.to_string())
+    async fn next(&mut self, signer: &Signer) -> Result<super::iopub::Received, String> {
+        self.recv(signer).await.map_err(|e| e.to_string())
     }
 }
 
@@ -243,19 +245,23 @@ async fn read_loop(
     dropped: Arc<AtomicU64>,
 ) {
     loop {
-        let received = match socket.next().await {
+        let received = match socket.next(&signer).await {
             Ok(r) => r,
             Err(e) => {
                 let _ = events.send(KernelEvent::ChannelClosed(channel, e));
                 return;
             }
         };
-        if received.skipped {
+        if let Some(reason) = received.lost {
             dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%channel, "dropped a message with a frame over {} bytes", super::iopub::MAX_FRAME);
+            tracing::warn!(%channel, "dropped a message: {reason}");
             continue;
         }
-        match wire::decode(received.frames, &signer) {
+        let decoded = match received.streamed {
+            Some(content) => wire::decode_streamed(received.frames, *content),
+            None => wire::decode(received.frames, &signer),
+        };
+        match decoded {
             Ok(mut msg) => {
                 // A large frame's budget is held while its text waits in the message (until
                 // the session stores it); anything else was copied out by decoding.

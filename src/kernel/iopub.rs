@@ -29,6 +29,9 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::transit::{self, Transited};
+use crate::wire::{DELIMITER, Signer};
+
 /// A frame at least this large counts against [`LARGE_FRAMES_BUDGET`].
 pub const LARGE_FRAME: usize = 1024 * 1024;
 /// Bytes of large frames being read or waiting to be stored, across all kernels.
@@ -44,11 +47,13 @@ static BUDGET: LazyLock<std::sync::Arc<Semaphore>> =
     LazyLock::new(|| std::sync::Arc::new(Semaphore::new(LARGE_FRAMES_BUDGET / 1024)));
 
 /// One message read: its frames, the budget its large frames hold (released when dropped),
-/// and whether a frame had to be skipped (the message is then incomplete).
+/// a content frame read in pieces (see `transit`; `frames` then holds an empty frame in its
+/// place), and why the message is lost when it is (a frame had to be skipped).
 pub struct Received {
     pub frames: Vec<Bytes>,
     pub budget: Option<OwnedSemaphorePermit>,
-    pub skipped: bool,
+    pub streamed: Option<Box<crate::wire::StreamedContent>>,
+    pub lost: Option<String>,
 }
 
 /// Why the connection could not be set up or went away.
@@ -122,46 +127,82 @@ impl Iopub {
         })
     }
 
-    /// The next message. Errors: the connection failed or closed.
-    pub async fn recv(&mut self) -> Result<Received, IopubError> {
-        let mut frames = Vec::new();
+    /// The next message; a large `stream` content frame goes through a transit file, and
+    /// `signer` checks it as it comes. Errors: the connection failed or closed.
+    pub async fn recv(&mut self, signer: &Signer) -> Result<Received, IopubError> {
+        let mut frames: Vec<Bytes> = Vec::new();
         let mut budget: Option<OwnedSemaphorePermit> = None;
-        let mut skipped = false;
+        let mut streamed = None;
+        let mut lost = None;
+        let mut delimiter: Option<usize> = None;
         loop {
             let (flags, size) = frame_header(&mut self.read).await?;
             if size > MAX_FRAME {
                 skip(&mut self.read, size).await?;
-                skipped = true;
+                lost = Some(format!("a frame over {MAX_FRAME} bytes"));
             } else if flags & COMMAND != 0 {
                 skip(&mut self.read, size).await?; // PING and the like: nothing to do
                 continue;
             } else {
                 let size = size as usize;
-                // The first large frame of a message takes its share of the budget (later
-                // ones ride on it: a reader never waits while holding budget, so none waits
-                // for ever).
-                if size >= LARGE_FRAME && budget.is_none() {
-                    let kib = (size / 1024).clamp(1, LARGE_FRAMES_BUDGET / 1024) as u32;
-                    budget = BUDGET.clone().acquire_many_owned(kib).await.ok();
-                }
-                let mut body = Vec::with_capacity(size);
-                while body.len() < size {
-                    let left = (size - body.len()) as u64;
-                    // Into the buffer's spare capacity: no zero-filling, no reallocation.
-                    if (&mut self.read).take(left).read_buf(&mut body).await? == 0 {
-                        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+                // The content frame of a large `stream` message: in pieces, through a file.
+                let signed = delimiter
+                    .filter(|d| frames.len() == d + 5 && size >= transit::TRANSIT_FRAME)
+                    .filter(|d| budget.is_none() && transit::is_stream(&frames[d + 2]))
+                    .map(|d| [&frames[d + 2][..], &frames[d + 3][..], &frames[d + 4][..]]);
+                let transited = match signed {
+                    Some(signed) => transit::read(&mut self.read, size, signer, signed).await?,
+                    None => None,
+                };
+                match transited {
+                    Some(Transited::Streamed(content, permit)) => {
+                        streamed = Some(content);
+                        budget = permit;
+                        frames.push(Bytes::new());
+                    }
+                    Some(Transited::Whole(whole)) => frames.push(whole),
+                    Some(Transited::Lost(reason)) => lost = Some(reason),
+                    None => {
+                        let body = self.frame_body(size, &mut budget).await?;
+                        if delimiter.is_none() && body.as_ref() == DELIMITER {
+                            delimiter = Some(frames.len());
+                        }
+                        frames.push(body);
                     }
                 }
-                frames.push(Bytes::from(body));
             }
             if flags & MORE == 0 {
                 return Ok(Received {
                     frames,
                     budget,
-                    skipped,
+                    streamed,
+                    lost,
                 });
             }
         }
+    }
+
+    /// A frame's body of `size` bytes, read whole into a buffer of exactly its size.
+    async fn frame_body(
+        &mut self,
+        size: usize,
+        budget: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<Bytes, IopubError> {
+        // The first large frame of a message takes its share of the budget (later ones ride
+        // on it: a reader never waits while holding budget, so none waits for ever).
+        if size >= LARGE_FRAME && budget.is_none() {
+            let kib = (size / 1024).clamp(1, LARGE_FRAMES_BUDGET / 1024) as u32;
+            *budget = BUDGET.clone().acquire_many_owned(kib).await.ok();
+        }
+        let mut body = Vec::with_capacity(size);
+        while body.len() < size {
+            let left = (size - body.len()) as u64;
+            // Into the buffer's spare capacity: no zero-filling, no reallocation.
+            if (&mut self.read).take(left).read_buf(&mut body).await? == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+            }
+        }
+        Ok(Bytes::from(body))
     }
 }
 
@@ -255,7 +296,9 @@ mod tests {
                 .try_into()
                 .unwrap();
             publisher.send(m).await.expect("send");
-            if let Ok(r) = tokio::time::timeout(Duration::from_millis(20), sub.recv()).await {
+            if let Ok(r) =
+                tokio::time::timeout(Duration::from_millis(20), sub.recv(&Signer::new(b""))).await
+            {
                 got = Some(r.expect("recv"));
                 break;
             }
@@ -272,7 +315,7 @@ mod tests {
         publisher.send(m).await.expect("send");
         // Skip the hellos still in flight.
         let r = loop {
-            let r = sub.recv().await.expect("recv");
+            let r = sub.recv(&Signer::new(b"")).await.expect("recv");
             if r.frames.len() == 2 && r.frames[1].len() > 5 {
                 break r;
             }
@@ -328,7 +371,7 @@ mod tests {
             // Then close: the skip ends early, as an error, without a huge allocation.
         });
         let mut sub = Iopub::connect(&addr).await.expect("connect");
-        let r = tokio::time::timeout(Duration::from_secs(5), sub.recv()).await;
+        let r = tokio::time::timeout(Duration::from_secs(5), sub.recv(&Signer::new(b""))).await;
         assert!(matches!(r, Ok(Err(_))), "the connection ended mid-frame");
         peer.await.unwrap();
     }

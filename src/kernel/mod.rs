@@ -25,6 +25,7 @@ pub(crate) mod seam;
 mod seam_local;
 pub(crate) mod spec;
 pub mod supervise;
+pub mod transit;
 pub mod usage;
 
 use std::collections::BTreeMap;

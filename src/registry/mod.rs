@@ -88,8 +88,11 @@ impl Registry {
     ) -> Registry {
         // The process's identity dates from the registry's birth, not from the first call.
         let _ = crate::instance::current();
-        // Spool files of servers that died are removed now, not at the first flood.
-        let _ = crate::session::run::spool::dir();
+        // Spool files of servers that died are removed now, not at the first flood; large
+        // stream frames wait in unnamed files beside the spool files.
+        if let Some(spool) = crate::session::run::spool::dir() {
+            crate::kernel::transit::set_dir(spool.path());
+        }
         Registry {
             table: Default::default(),
             runs: Default::default(),

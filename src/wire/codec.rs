@@ -43,7 +43,66 @@ pub fn encode(msg: &Message, signer: &Signer) -> Vec<Bytes> {
 /// iopub topics); at least 5 frames must follow it, and any beyond those are buffers.
 /// The signature is checked over the received bytes. `parent_header`, `metadata` and
 /// `content` may be `null`; JSON with invalid UTF-8 is decoded lossily (U+FFFD).
-pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireError> {
+pub fn decode(frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireError> {
+    let parts = split(frames)?;
+    signer.verify(
+        &parts.signature,
+        [
+            &parts.header,
+            &parts.parent,
+            &parts.metadata,
+            &parts.content,
+        ],
+    )?;
+    finish(parts, |is_stream, content| {
+        // Floods arrive as `stream` frames of tens of MB: unescape their text once, or leave
+        // a large one in the frame (see `stream`).
+        let fast = is_stream
+            .then(|| super::stream::parse_stream_content(content))
+            .flatten();
+        match fast {
+            Some(v) => Ok(v),
+            None => Ok((or_empty(parse_json("content", content)?), None)),
+        }
+    })
+}
+
+/// A `stream` content frame that was read in pieces (see `stream_pieces`): the signature
+/// computed over it as it came, and what it parsed to.
+#[derive(Debug)]
+pub struct StreamedContent {
+    pub mac: super::MacStream,
+    pub content: Value,
+    pub raw_text: Option<super::stream::RawText>,
+}
+
+/// [`decode`] for a multipart whose content frame was read in pieces: `frames` holds an
+/// empty frame in its place and `streamed` what it was. The signature is checked with the
+/// MAC computed as the content came; the errors are [`decode`]'s.
+pub fn decode_streamed(
+    frames: Vec<Bytes>,
+    streamed: StreamedContent,
+) -> Result<Message, WireError> {
+    let parts = split(frames)?;
+    streamed.mac.verify(&parts.signature)?;
+    let StreamedContent {
+        content, raw_text, ..
+    } = streamed;
+    finish(parts, |_, _| Ok((content, raw_text)))
+}
+
+/// A multipart's frames by role.
+struct Parts {
+    identities: Vec<Bytes>,
+    signature: Bytes,
+    header: Bytes,
+    parent: Bytes,
+    metadata: Bytes,
+    content: Bytes,
+    buffers: Vec<Bytes>,
+}
+
+fn split(mut frames: Vec<Bytes>) -> Result<Parts, WireError> {
     let Some(delim) = frames.iter().position(|f| f.as_ref() == DELIMITER) else {
         return Err(WireError::NoDelimiter {
             frames: frames.len(),
@@ -51,8 +110,6 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireEr
     };
     let mut rest = frames.split_off(delim + 1);
     frames.truncate(delim);
-    let identities = frames;
-
     if rest.len() < MIN_FRAMES {
         return Err(WireError::TooFewFrames { found: rest.len() });
     }
@@ -60,11 +117,25 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireEr
     let [signature, header, parent, metadata, content]: [Bytes; MIN_FRAMES] = rest
         .try_into()
         .map_err(|r: Vec<Bytes>| WireError::TooFewFrames { found: r.len() })?;
+    Ok(Parts {
+        identities: frames,
+        signature,
+        header,
+        parent,
+        metadata,
+        content,
+        buffers,
+    })
+}
 
-    signer.verify(&signature, [&header, &parent, &metadata, &content])?;
-
-    let header: Header = parse_typed("header", &header)?;
-    let parent_header = match parent.trim_ascii() {
+/// The message from its (verified) parts; `content` turns the content frame into `content`
+/// and the text left out of it, given whether the message is a `stream`.
+fn finish(
+    parts: Parts,
+    content: impl FnOnce(bool, &Bytes) -> Result<(Value, Option<super::stream::RawText>), WireError>,
+) -> Result<Message, WireError> {
+    let header: Header = parse_typed("header", &parts.header)?;
+    let parent_header = match parts.parent.trim_ascii() {
         b"null" | b"{}" => None,
         bytes => match parse_typed::<Header>("parent_header", bytes) {
             Ok(h) => Some(h),
@@ -76,23 +147,15 @@ pub fn decode(mut frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireEr
             },
         },
     };
-    let metadata = or_empty(parse_json("metadata", &metadata)?);
-    // Floods arrive as `stream` frames of tens of MB: unescape their text once, or leave a
-    // large one in the frame (see `stream`).
-    let fast = (header.msg_type == "stream")
-        .then(|| super::stream::parse_stream_content(&content))
-        .flatten();
-    let (content, raw_text) = match fast {
-        Some(v) => v,
-        None => (or_empty(parse_json("content", &content)?), None),
-    };
+    let metadata = or_empty(parse_json("metadata", &parts.metadata)?);
+    let (content, raw_text) = content(header.msg_type == "stream", &parts.content)?;
     Ok(Message {
-        identities,
+        identities: parts.identities,
         header,
         parent_header,
         metadata,
         content,
-        buffers,
+        buffers: parts.buffers,
         raw_text,
     })
 }

@@ -1,7 +1,8 @@
 //! The Jupyter wire format: message model, multipart codec and HMAC signing.
 //!
 //! Pure data and bytes: no tokio, no sockets, no processes, and no panics on
-//! input from a peer. A malformed or badly signed multipart is an
+//! input from a peer (the one I/O: the text of a content frame read in pieces is read back
+//! from the [`RawStore`] the socket reader put it in). A malformed or badly signed multipart is an
 //! [`WireError`] that drops that one message.
 //!
 //! The kernel websocket's framings (v1 binary and JSON) are in [`websocket`].
@@ -17,9 +18,12 @@ mod error;
 mod message;
 mod signing;
 mod stream;
+mod stream_pieces;
 pub mod websocket;
 
-pub use codec::{DELIMITER, decode, encode};
+pub use codec::{DELIMITER, StreamedContent, decode, decode_streamed, encode};
 pub use error::WireError;
-pub use message::{Header, Message, PROTOCOL_VERSION};
-pub use signing::Signer;
+pub use message::{Header, Message, PROTOCOL_VERSION, RawText};
+pub use signing::{MacStream, Signer};
+pub use stream::RawStore;
+pub use stream_pieces::{ContentScanner, TextSpan};

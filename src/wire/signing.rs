@@ -47,14 +47,22 @@ impl Signer {
     /// With signing disabled everything passes. With a key set, an empty signature is
     /// [`WireError::Unsigned`]; bad hex or a wrong digest is [`WireError::BadSignature`].
     pub fn verify(&self, signature: &[u8], parts: [&[u8]; 4]) -> Result<(), WireError> {
-        let Some(mac) = self.keyed(parts) else {
-            return Ok(());
-        };
-        if signature.is_empty() {
-            return Err(WireError::Unsigned);
-        }
-        let tag = hex::decode(signature).map_err(|_| WireError::BadSignature)?;
-        mac.verify_slice(&tag).map_err(|_| WireError::BadSignature)
+        let [header, parent, metadata, content] = parts;
+        let mut mac = self.begin([header, parent, metadata]);
+        mac.update(content);
+        mac.verify(signature)
+    }
+
+    /// A signature check over frames that arrive in pieces: the first three JSON frames
+    /// (header, parent_header, metadata) now, the content through [`MacStream::update`].
+    pub fn begin(&self, parts: [&[u8]; 3]) -> MacStream {
+        let mac = self.mac.clone().map(|mut mac| {
+            for part in parts {
+                mac.update(part);
+            }
+            mac
+        });
+        MacStream { mac }
     }
 
     /// The keyed HMAC fed with `parts`, or `None` when signing is disabled.
@@ -64,6 +72,42 @@ impl Signer {
             mac.update(part);
         }
         Some(mac)
+    }
+}
+
+/// An HMAC being computed over a message whose content frame arrives in pieces (see
+/// [`Signer::begin`]); [`MacStream::verify`] checks it like [`Signer::verify`].
+pub struct MacStream {
+    mac: Option<HmacSha256>,
+}
+
+impl MacStream {
+    /// Feed the next bytes of the content frame.
+    pub fn update(&mut self, bytes: &[u8]) {
+        if let Some(mac) = self.mac.as_mut() {
+            mac.update(bytes);
+        }
+    }
+
+    /// Constant-time check of `signature` over everything fed; the errors of
+    /// [`Signer::verify`].
+    pub fn verify(self, signature: &[u8]) -> Result<(), WireError> {
+        let Some(mac) = self.mac else {
+            return Ok(());
+        };
+        if signature.is_empty() {
+            return Err(WireError::Unsigned);
+        }
+        let tag = hex::decode(signature).map_err(|_| WireError::BadSignature)?;
+        mac.verify_slice(&tag).map_err(|_| WireError::BadSignature)
+    }
+}
+
+impl fmt::Debug for MacStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MacStream")
+            .field("enabled", &self.mac.is_some())
+            .finish()
     }
 }
 
@@ -111,6 +155,22 @@ mod tests {
     }
 
     #[test]
+    fn a_content_fed_in_pieces_verifies_like_the_whole_frame() {
+        let s = Signer::new(b"secret");
+        let content = b"{\"name\": \"stdout\", \"text\": \"abcdefgh\"}";
+        let parts: [&[u8]; 4] = [PARTS[0], PARTS[1], PARTS[2], content];
+        let sig = s.sign(parts);
+        let mut mac = s.begin([PARTS[0], PARTS[1], PARTS[2]]);
+        for piece in content.chunks(5) {
+            mac.update(piece);
+        }
+        assert_eq!(mac.verify(sig.as_bytes()), Ok(()));
+        let mut short = s.begin([PARTS[0], PARTS[1], PARTS[2]]);
+        short.update(&content[..content.len() - 1]);
+        assert_eq!(short.verify(sig.as_bytes()), Err(WireError::BadSignature));
+    }
+
+    #[test]
     fn empty_signature_with_key_is_unsigned() {
         assert_eq!(
             Signer::new(b"k").verify(b"", PARTS),
@@ -130,6 +190,8 @@ mod tests {
     #[test]
     fn debug_does_not_print_the_key() {
         let dbg = format!("{:?}", Signer::new(b"topsecretkey"));
+        let streaming = format!("{:?}", Signer::new(b"topsecretkey").begin([b"", b"", b""]));
+        assert!(!streaming.contains("topsecretkey"), "{streaming}");
         assert!(!dbg.contains("topsecretkey"), "{dbg}");
         assert!(dbg.contains("enabled: true"), "{dbg}");
     }

@@ -25,11 +25,31 @@ const PIECE_BYTES: usize = 256 * 1024;
 /// when the frame was parsed (escapes, surrogates, UTF-8), so unescaping it cannot fail.
 #[derive(Clone)]
 pub struct RawText {
-    frame: Bytes,
+    /// Where the escaped bytes are: the frame in memory, or the store a frame read in
+    /// pieces went to (see `stream_pieces`).
+    source: Source,
     start: usize,
     end: usize,
     escaped: bool,
     release: Option<std::sync::Arc<Release>>,
+}
+
+#[derive(Clone)]
+enum Source {
+    Frame(Bytes),
+    Store(std::sync::Arc<dyn RawStore>),
+}
+
+/// Where the bytes of a content frame read in pieces were put (an unnamed file).
+pub trait RawStore: Send + Sync {
+    /// Read into `buf` from `offset`, like `pread(2)`: the count read, 0 at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
+}
+
+impl RawStore for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, offset)
+    }
 }
 
 /// Runs its function once the last clone of the [`RawText`] that holds it is dropped.
@@ -54,12 +74,26 @@ impl std::fmt::Debug for RawText {
 
 impl PartialEq for RawText {
     fn eq(&self, other: &RawText) -> bool {
-        self.escaped == other.escaped
-            && self.frame[self.start..self.end] == other.frame[other.start..other.end]
+        self.escaped == other.escaped && self.to_text() == other.to_text()
     }
 }
 
 impl RawText {
+    /// The text at `span` of `store`, where a content frame read in pieces was put; its
+    /// bytes there were checked by `stream_pieces::ContentScanner`.
+    pub fn in_store(
+        store: std::sync::Arc<dyn RawStore>,
+        span: super::stream_pieces::TextSpan,
+    ) -> RawText {
+        RawText {
+            source: Source::Store(store),
+            start: span.start as usize,
+            end: span.end as usize,
+            escaped: span.escaped,
+            release: None,
+        }
+    }
+
     /// Call `f` once this text (and every clone) is dropped, i.e. once its frame is free:
     /// a socket reader waits for that before taking the next large frame in.
     pub fn on_release(&mut self, f: impl FnOnce() + Send + Sync + 'static) {
@@ -74,7 +108,20 @@ impl RawText {
     /// Call `f` with the unescaped text in order, in pieces of about 256 KiB of whole
     /// characters.
     pub fn for_each_piece(&self, mut f: impl FnMut(&str)) {
-        let raw = &self.frame[self.start..self.end];
+        let frame = match &self.source {
+            Source::Frame(frame) => frame,
+            Source::Store(store) => {
+                let span = (self.start as u64, self.end as u64);
+                return super::stream_pieces::for_each_stored_piece(
+                    &**store,
+                    span,
+                    self.escaped,
+                    PIECE_BYTES,
+                    &mut f,
+                );
+            }
+        };
+        let raw = &frame[self.start..self.end];
         let Ok(text) = std::str::from_utf8(raw) else {
             return; // checked at parse time
         };
@@ -159,7 +206,7 @@ fn parse(bytes: &[u8], frame: Option<&Bytes>) -> Option<(Value, Option<RawText>)
                     }
                     map.remove("text");
                     raw_text = Some(RawText {
-                        frame: frame.clone(),
+                        source: Source::Frame(frame.clone()),
                         start,
                         end,
                         escaped,
@@ -259,7 +306,7 @@ impl Scanner<'_> {
 /// Unescape the body of a JSON string literal, handing `sink` the text in order (stretches
 /// between escapes, and each escaped character). `None` at an invalid escape or an unpaired
 /// surrogate (what serde_json rejects); `sink` may have had part of the text by then.
-fn unescape(raw: &str, sink: &mut dyn FnMut(&str)) -> Option<()> {
+pub(super) fn unescape(raw: &str, sink: &mut dyn FnMut(&str)) -> Option<()> {
     let bytes = raw.as_bytes();
     let mut k = 0;
     while k < raw.len() {
@@ -311,7 +358,7 @@ fn unescape(raw: &str, sink: &mut dyn FnMut(&str)) -> Option<()> {
     Some(())
 }
 
-fn hex4(h: &[u8]) -> Option<u32> {
+pub(super) fn hex4(h: &[u8]) -> Option<u32> {
     let s = std::str::from_utf8(h).ok()?;
     u32::from_str_radix(s, 16).ok()
 }

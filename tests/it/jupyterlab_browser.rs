@@ -64,7 +64,7 @@ async fn a_notebook_in_jupyterlab_computes_from_the_agents_variable() {
     let shot = out_dir.join("jupyterlab-session.png");
     let _ = std::fs::remove_file(&shot);
     let run = tokio::time::timeout(
-        Duration::from_secs(240),
+        Duration::from_secs(360),
         tokio::process::Command::new("node")
             .current_dir(&driver)
             .arg("screenshot.mjs")

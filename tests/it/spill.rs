@@ -152,6 +152,38 @@ async fn a_spilled_run_reads_back_byte_for_byte_and_its_file_goes_with_the_sessi
     server.shutdown().await;
 }
 
+/// One write of about 19 MB: ipykernel sends it as one `stream` message, whose content frame
+/// the server reads in pieces through a transit file; JSON escapes (tab, quote, backslash)
+/// and four-byte characters fall on every kind of piece boundary.
+const ONE_WRITE: &str = "import sys\nsys.stdout.write(''.join(f'{i:07d}\\t\"q\" \\\\ é😀\\n' for i in range(800_000)))\nsys.stdout.flush()";
+
+fn expected_write() -> String {
+    (0..800_000)
+        .map(|i| format!("{i:07}\t\"q\" \\ é😀\n"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_huge_write_with_escapes_reads_back_byte_for_byte() {
+    let state = StateHome::new();
+    let server = state.start_server().await;
+    server.create_session("s").await;
+    let v = exec_ok_wait(&server, ONE_WRITE).await;
+    let expected = expected_write();
+    assert_eq!(
+        v["truncated"]["stdout"]["total_bytes"].as_u64(),
+        Some(expected.len() as u64),
+        "{v}"
+    );
+    let run = v["run_id"].as_str().expect("run_id").to_string();
+    let paged = page_all(&server, &run).await;
+    assert!(paged.len() == expected.len(), "{} bytes paged", paged.len());
+    assert!(paged == expected, "pages differ from the written text");
+    server.destroy("s").await;
+    assert!(spool_files(state.path()).is_empty(), "nothing is left");
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spool_file_goes_when_its_run_is_forgotten() {
     let state = StateHome::new();

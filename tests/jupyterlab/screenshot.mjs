@@ -39,16 +39,31 @@ try {
   // The kernel is connected and idle before typing (the toolbar's status says so).
   await page.waitForSelector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', { timeout: 90000 })
     .catch(() => {});
-  const cells = page.locator('.jp-Notebook .jp-Cell');
-  await cells.last().click();
-  await page.keyboard.press('Escape');
-  await page.keyboard.press('b');
-  await page.keyboard.press('Enter');
-  await page.keyboard.type(code);
+  // Add a cell below the last and type the code; on a busy machine a keystroke can reach the
+  // page before the notebook takes focus, so the code is checked to be in an editor, and
+  // typed again (in a new cell) when it is not.
+  const typed = page.locator('.jp-Notebook .jp-Cell .cm-content', { hasText: code });
+  for (let attempt = 1; ; attempt++) {
+    await page.locator('.jp-Notebook .jp-Cell').last().click();
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('b');
+    await page.keyboard.press('Enter');
+    await page.keyboard.type(code);
+    const ok = await typed.first().waitFor({ timeout: 10000 }).then(() => true, () => false);
+    if (ok) break;
+    if (attempt === 3) throw new Error('the typed code never reached a cell');
+  }
+  await typed.first().click();
   await page.keyboard.press('Shift+Enter');
-  // The person's output, wherever the new cell landed (no agent cell prints it).
+  // The person's output, wherever the new cell landed (no agent cell prints it). A run sent
+  // before the kernel's channels were up is run once more.
   const output = page.locator('.jp-Notebook .jp-OutputArea-output', { hasText: expected });
-  await output.first().waitFor({ timeout: 60000 });
+  const shown = await output.first().waitFor({ timeout: 60000 }).then(() => true, () => false);
+  if (!shown) {
+    await typed.first().click();
+    await page.keyboard.press('Shift+Enter');
+    await output.first().waitFor({ timeout: 60000 });
+  }
   // Let the prompt number settle; decline JupyterLab's news offer, which covers a corner.
   await page.waitForTimeout(500);
   await page.locator('.jp-toast-button', { hasText: 'No' }).first().click({ timeout: 2000 })
@@ -60,7 +75,14 @@ try {
   console.log(JSON.stringify({ output: await output.first().textContent(), kernel }));
 } catch (e) {
   await page.screenshot({ path: out }).catch(() => {});
-  console.error(`the notebook did not show the output: ${e}`);
+  // What a person would have seen: the cells, the kernel's status, any dialog.
+  const seen = await page.evaluate(() => ({
+    cells: [...document.querySelectorAll('.jp-Notebook .jp-Cell')].map((c) => c.innerText.slice(0, 300)),
+    status: document.querySelector('.jp-Notebook-ExecutionIndicator')?.getAttribute('data-status'),
+    kernel: document.querySelector('.jp-KernelName')?.textContent,
+    dialogs: [...document.querySelectorAll('.jp-Dialog')].map((d) => d.innerText.slice(0, 300)),
+  })).catch((err) => `the page could not be read: ${err}`);
+  console.error(`the notebook did not show the output: ${e}\n${JSON.stringify(seen, null, 1)}`);
   process.exitCode = 1;
 } finally {
   await context.close();

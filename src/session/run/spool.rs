@@ -51,7 +51,7 @@ pub struct SpoolDir {
 }
 
 impl SpoolDir {
-    #[cfg(test)]
+    /// The directory (0700, this server's own).
     pub fn path(&self) -> &Path {
         &self.path
     }
