@@ -15,6 +15,7 @@
 
 mod codec;
 mod error;
+mod escape;
 mod message;
 mod signing;
 mod stream;
@@ -25,5 +26,4 @@ pub use codec::{DELIMITER, StreamedContent, decode, decode_streamed, encode};
 pub use error::WireError;
 pub use message::{Header, Message, PROTOCOL_VERSION, RawText};
 pub use signing::{MacStream, Signer};
-pub use stream::RawStore;
-pub use stream_pieces::{ContentScanner, TextSpan};
+pub use stream_pieces::{ContentScanner, RawStore, TextSpan};

@@ -15,6 +15,9 @@
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use super::escape::unescape;
+use super::stream_pieces::RawStore;
+
 /// A `text` longer than this (escaped bytes) is left in its frame as a [`RawText`].
 pub const RAW_TEXT_BYTES: usize = 1024 * 1024;
 
@@ -38,18 +41,6 @@ pub struct RawText {
 enum Source {
     Frame(Bytes),
     Store(std::sync::Arc<dyn RawStore>),
-}
-
-/// Where the bytes of a content frame read in pieces were put (an unnamed file).
-pub trait RawStore: Send + Sync {
-    /// Read into `buf` from `offset`, like `pread(2)`: the count read, 0 at the end.
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
-}
-
-impl RawStore for std::fs::File {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        std::os::unix::fs::FileExt::read_at(self, buf, offset)
-    }
 }
 
 /// Runs its function once the last clone of the [`RawText`] that holds it is dropped.
@@ -301,66 +292,6 @@ impl Scanner<'_> {
         unescape(raw, &mut |piece| out.push_str(piece))?;
         Some(out)
     }
-}
-
-/// Unescape the body of a JSON string literal, handing `sink` the text in order (stretches
-/// between escapes, and each escaped character). `None` at an invalid escape or an unpaired
-/// surrogate (what serde_json rejects); `sink` may have had part of the text by then.
-pub(super) fn unescape(raw: &str, sink: &mut dyn FnMut(&str)) -> Option<()> {
-    let bytes = raw.as_bytes();
-    let mut k = 0;
-    while k < raw.len() {
-        let Some(off) = memchr::memchr(b'\\', &bytes[k..]) else {
-            sink(&raw[k..]);
-            break;
-        };
-        if off > 0 {
-            // A backslash is ASCII, so the stretch before it ends on a character boundary.
-            sink(&raw[k..k + off]);
-        }
-        k += off + 1;
-        let c = *bytes.get(k)?;
-        k += 1;
-        let simple = match c {
-            b'"' => "\"",
-            b'\\' => "\\",
-            b'/' => "/",
-            b'b' => "\u{8}",
-            b'f' => "\u{c}",
-            b'n' => "\n",
-            b'r' => "\r",
-            b't' => "\t",
-            b'u' => {
-                let hi = hex4(bytes.get(k..k + 4)?)?;
-                k += 4;
-                let ch = if (0xD800..0xDC00).contains(&hi) {
-                    // A high surrogate must be followed by `\u` + a low one.
-                    if bytes.get(k..k + 2)? != b"\\u" {
-                        return None;
-                    }
-                    let lo = hex4(bytes.get(k + 2..k + 6)?)?;
-                    if !(0xDC00..0xE000).contains(&lo) {
-                        return None;
-                    }
-                    k += 6;
-                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
-                } else {
-                    char::from_u32(hi)? // a lone low surrogate is `None`
-                };
-                let mut buf = [0u8; 4];
-                sink(ch.encode_utf8(&mut buf));
-                continue;
-            }
-            _ => return None,
-        };
-        sink(simple);
-    }
-    Some(())
-}
-
-pub(super) fn hex4(h: &[u8]) -> Option<u32> {
-    let s = std::str::from_utf8(h).ok()?;
-    u32::from_str_radix(s, 16).ok()
 }
 
 #[cfg(test)]

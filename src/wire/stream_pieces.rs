@@ -14,7 +14,19 @@
 
 use serde_json::{Map, Value};
 
-use super::stream::{RawStore, hex4, unescape};
+use super::escape::{hex4, unescape};
+
+/// Where the bytes of a content frame read in pieces were put (an unnamed file).
+pub trait RawStore: Send + Sync {
+    /// Read into `buf` from `offset`, like `pread(2)`: the count read, 0 at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
+}
+
+impl RawStore for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, offset)
+    }
+}
 
 /// A field other than `text` longer than this makes the scan give up.
 pub const SMALL_FIELD_BYTES: usize = 64 * 1024;
