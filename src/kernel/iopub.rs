@@ -7,9 +7,9 @@
 //! by the largest frame so far — sixteen flooding kernels then hold sixteen such buffers.
 //! Here the content frame of a large `stream` message is read in pieces through a transit
 //! file (see `transit`), any other frame into a buffer of exactly its size that goes when the
-//! message is stored, and such a frame over [`LARGE_FRAME`] is read only once the process-wide budget of
-//! [`LARGE_FRAMES_BUDGET`] bytes has room for it (one larger than the budget waits for all
-//! of it). While a frame waits, its bytes stay in the kernel: in the socket buffers and
+//! message is stored, and such a frame over [`LARGE_FRAME`] is read only once the
+//! process-wide budget of [`LARGE_FRAMES_BUDGET`] bytes has room for it (one larger than the
+//! budget waits for all of it). While a frame waits, its bytes stay in the kernel: in the socket buffers and
 //! in the kernel's own queue, which counts messages, not bytes, so a few large messages
 //! there drop nothing. The budget is released when the message is dropped, i.e. once the
 //! session has stored its text (see `wire::RawText::on_release`).
