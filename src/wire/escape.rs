@@ -60,3 +60,11 @@ pub fn hex4(h: &[u8]) -> Option<u32> {
     let s = std::str::from_utf8(h).ok()?;
     u32::from_str_radix(s, 16).ok()
 }
+
+/// The body of a string literal unescaped into one `String`; `None` when [`unescape`] refuses
+/// it.
+pub fn unescaped(raw: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len());
+    unescape(raw, &mut |piece| out.push_str(piece))?;
+    Some(out)
+}

@@ -15,7 +15,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::escape::unescape;
+use super::escape::{unescape, unescaped};
 use super::stream_pieces::RawStore;
 
 /// A `text` longer than this (escaped bytes) is left in its frame as a [`RawText`].
@@ -288,11 +288,24 @@ impl Scanner<'_> {
         if !escaped {
             return Some(raw.to_owned());
         }
-        let mut out = String::with_capacity(raw.len());
-        unescape(raw, &mut |piece| out.push_str(piece))?;
-        Some(out)
+        unescaped(raw)
     }
 }
+
+/// Frames that are not a flat object of valid string values (the parser in pieces is held to
+/// the same list).
+#[cfg(test)]
+pub(super) const NOT_FLAT_STRING_OBJECTS: &[&[u8]] = &[
+    br#"{"name": "stdout", "text": 1}"#,
+    br#"{"name": "stdout", "text": {"a": "b"}}"#,
+    br#"{"text": "unterminated}"#,
+    br#"{"text": "bad \x escape"}"#,
+    br#"{"text": "lone \udc00 surrogate"}"#,
+    b"{\"text\": \"raw \n newline\"}",
+    b"{\"text\": \"bad utf8 \xff\"}",
+    br#"{"text": "a"} trailing"#,
+    br#"[]"#,
+];
 
 #[cfg(test)]
 mod tests {
@@ -327,17 +340,7 @@ mod tests {
 
     #[test]
     fn anything_but_a_flat_string_object_falls_back() {
-        for frame in [
-            &br#"{"name": "stdout", "text": 1}"#[..],
-            br#"{"name": "stdout", "text": {"a": "b"}}"#,
-            br#"{"text": "unterminated}"#,
-            br#"{"text": "bad \x escape"}"#,
-            br#"{"text": "lone \udc00 surrogate"}"#,
-            b"{\"text\": \"raw \n newline\"}",
-            b"{\"text\": \"bad utf8 \xff\"}",
-            br#"{"text": "a"} trailing"#,
-            br#"[]"#,
-        ] {
+        for frame in NOT_FLAT_STRING_OBJECTS {
             assert_eq!(parse_flat_string_object(frame), None, "{frame:?}");
         }
     }
