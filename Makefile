@@ -20,7 +20,10 @@
 #                   copies its screenshot (target/jupyterlab/) to docs/jupyterlab-session.png
 #   make demo       build and run examples/quickstart.rs (an MCP client driving kernel-mcp; the
 #                   `demo` feature's binary, so nothing test-only is compiled)
-#   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client)
+#   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client, a raw Rust
+#                   client and the MCP peer jupyter-mcp-kernel)
+#   make peer       the MCP peer the bench compares with (jupyter-mcp-kernel, pinned, PyPI) into
+#                   target/peer-venv; part of `make bench`, not of `make test`
 #   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
 #   make mcpb       the MCP Bundle target/mcpb/kernel-mcp-VERSION.mcpb (release build; manifest
 #                   validated and packed by the official mcpb CLI from npm); part of `make test`
@@ -76,7 +79,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv kernels apt-kernels gateways broker-deps browser jupyterlab-shot build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
+.PHONY: help venv .venv peer kernels apt-kernels gateways broker-deps browser jupyterlab-shot build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -214,10 +217,23 @@ demo: $(STAMP)
 	$(CARGO) build --features demo --bin kernel-mcp --bin quickstart
 	$(RUN_ENV) target/debug/quickstart
 
+# The best MCP peer with its own kernel, for the bench's peer rows: an MCP server (FastMCP,
+# stdio) that starts a TCP daemon holding one ipykernel. Pinned; its own venv, so its
+# ipykernel and jupyter_client are the ones it ships with.
+PEER_VENV := $(CURDIR)/target/peer-venv
+PEER_REQ  := jupyter-mcp-kernel==1.0.1
+PEER_BIN  := $(PEER_VENV)/bin/jupyter-mcp
+
+peer: $(PEER_BIN)
+
+$(PEER_BIN):
+	$(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install --quiet '$(PEER_REQ)'
+
 # --bins: `--examples` alone does not build the kernel-mcp binary the bench spawns.
-bench: $(STAMP) gateways
+bench: $(STAMP) gateways peer
 	$(CARGO) build --release --bins --examples
-	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench -- --json target/bench.json
+	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) KERNEL_MCP_BENCH_PEER=$(PEER_BIN) $(CARGO) run --release --example bench -- --json target/bench.json
 
 # Soak: SOAK_SESSIONS sessions (32) under a mixed workload for SOAK_SECS (600), watching the
 # server's RSS, fds, threads and kernels; fails on growth, cross-talk or a leftover process.

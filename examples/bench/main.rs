@@ -20,7 +20,9 @@
 //!   (j) the broker: `mcp.call` of server-everything's `echo` from a cell, next to the same
 //!       call from an rmcp client straight to the server (broker.rs);
 //!   (k) `fork_session` of a session holding ~500 MB next to `create_session` plus its history
-//!       run again (fork.rs; `--no-fork` skips it).
+//!       run again (fork.rs; `--no-fork` skips it);
+//!   (l) the MCP peer jupyter-mcp-kernel (`make peer`), driven by the same rmcp client: start to
+//!       the first result and `execute 1+1`, alternating with kernel-mcp (peer.rs; `--no-peer`).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -31,13 +33,15 @@
 //! Environment: `KERNEL_MCP_BIN` (server binary; default: next to this example's
 //! executable), `KERNEL_MCP_BENCH_PYTHON` (interpreter for the reference script; default
 //! `$VIRTUAL_ENV/bin/python`, else `./.venv/bin/python`), `KERNEL_MCP_BENCH_KERNEL`
-//! (kernelspec name, default python3).
+//! (kernelspec name, default python3), `KERNEL_MCP_BENCH_PEER` (the peer's `jupyter-mcp`;
+//! default `target/peer-venv/bin/jupyter-mcp`).
 
 mod broker;
 mod fork;
 mod gateway;
 mod line_client;
 mod mcp_side;
+mod peer;
 mod raw;
 mod stats;
 mod table;
@@ -77,6 +81,8 @@ pub struct Opts {
     pub no_broker: bool,
     /// Skip the fork_session rows.
     pub no_fork: bool,
+    /// Skip the MCP peer's rows.
+    pub no_peer: bool,
 }
 
 // Two workers whatever TOKIO_WORKER_THREADS says: that variable is for the server under test
@@ -105,6 +111,7 @@ fn parse_opts() -> Res<Opts> {
         no_floods: false,
         no_broker: false,
         no_fork: false,
+        no_peer: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -124,11 +131,12 @@ fn parse_opts() -> Res<Opts> {
             "--no-floods" => o.no_floods = true,
             "--no-broker" => o.no_broker = true,
             "--no-fork" => o.no_fork = true,
+            "--no-peer" => o.no_peer = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
                      --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
-                     --no-floods --no-fork)"
+                     --no-floods --no-fork --no-peer)"
                 )
                 .into());
             }
@@ -217,6 +225,11 @@ async fn run() -> Res<()> {
     } else {
         broker::measure(&bin, &o).await?
     };
+    let pr = if o.no_peer {
+        None
+    } else {
+        peer::measure(&bin, &o).await?
+    };
     let elapsed = total.elapsed();
 
     let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
@@ -225,6 +238,9 @@ async fn run() -> Res<()> {
     }
     if let Some(f) = &forks {
         rows.extend(table::fork_rows(f));
+    }
+    if let Some(p) = &pr {
+        rows.extend(table::peer_rows(p));
     }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
@@ -244,6 +260,7 @@ async fn run() -> Res<()> {
             "kernel_gateway": gw.as_ref().map(gateway::Figures::raw_json),
             "broker": br.as_ref().map(broker::Figures::raw_json),
             "fork": forks.as_ref().map(fork::ForkFigures::raw_json),
+            "peer": pr.as_ref().map(peer::Figures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

@@ -462,3 +462,37 @@ pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Opti
         );
     }
 }
+
+/// (l): kernel-mcp next to the MCP peer jupyter-mcp-kernel (in the raw column: the ratio is
+/// kernel-mcp / peer; the goal for `execute 1+1` is ≤ 0.5×).
+pub fn peer_rows(p: &crate::peer::Figures) -> Vec<Row> {
+    vec![
+        Row::new(
+            "peer: spawn -> first 1+1 answered (n=1) | jupyter-mcp-kernel 1.0.1",
+            Unit::Ms,
+            Some(p.ours_start_ms),
+            Some(p.peer_start_ms),
+            None,
+        ),
+        Row::new(
+            format!(
+                "peer: execute 1+1, p50 (n={}, alternating) | jupyter-mcp-kernel 1.0.1",
+                p.ours_ms.len()
+            ),
+            Unit::Ms,
+            median(&p.ours_ms),
+            median(&p.peer_ms),
+            None,
+        ),
+        Row::new(
+            format!(
+                "peer: execute 1+1, p95 (n={}, alternating) | jupyter-mcp-kernel 1.0.1",
+                p.ours_ms.len()
+            ),
+            Unit::Ms,
+            percentile(&p.ours_ms, 95),
+            percentile(&p.peer_ms, 95),
+            None,
+        ),
+    ]
+}
