@@ -169,8 +169,8 @@ fn daemon_pid(lock: &Path) -> Option<i32> {
     Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
 }
 
-/// Wait up to 10 s for the daemon (asked to shut down) to go, then kill its process group's
-/// leader and its kernel (the daemon's children).
+/// Wait up to 10 s for the daemon (asked to shut down) to go, then kill its children (the
+/// kernel) and the daemon itself, and remove the lock file.
 async fn stop_daemon(lock: &Path) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while let Some(pid) = daemon_pid(lock) {
