@@ -185,7 +185,7 @@ async fn sandboxed(bin: &Path, o: &Opts) -> Res<SandboxFigures> {
     Ok(f)
 }
 
-fn first_text(r: &CallToolResult) -> String {
+pub(crate) fn first_text(r: &CallToolResult) -> String {
     r.content
         .iter()
         .find_map(|c| c.as_text().map(|t| t.text.clone()))

@@ -22,7 +22,7 @@ use rmcp::model::CallToolResult;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-use crate::mcp_side::{Client, call, close, create, execute_1p1, spawn_with};
+use crate::mcp_side::{Client, call, close, create, execute_1p1, first_text, spawn_with};
 use crate::stats::ms;
 use crate::{Opts, Res};
 
@@ -140,11 +140,7 @@ async fn alternate(ours: &Client, peer: &Client, o: &Opts) -> Res<(Vec<f64>, Vec
 /// The peer's `execute_code` of `1+1`; its result is the text "2".
 async fn peer_execute(peer: &Client) -> Res<()> {
     let r: CallToolResult = call(peer, "execute_code", json!({"code": "1+1"})).await?;
-    let text: String = r
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        .collect();
+    let text = first_text(&r);
     if r.is_error == Some(true) || text.trim() != "2" {
         return Err(format!("the peer's execute_code 1+1 answered {text:?}").into());
     }

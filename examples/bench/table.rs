@@ -394,6 +394,41 @@ pub fn fork_rows(f: &ForkFigures) -> Vec<Row> {
     ]
 }
 
+/// (l): kernel-mcp next to the MCP peer jupyter-mcp-kernel (in the raw column: the ratio is
+/// kernel-mcp / peer; the goal for `execute 1+1` is ≤ 0.5×).
+pub fn peer_rows(p: &crate::peer::Figures) -> Vec<Row> {
+    const PEER: &str = "jupyter-mcp-kernel 1.0.1";
+    let start = Row::new(
+        format!("peer: spawn -> first 1+1 answered (n=1) | {PEER}"),
+        Unit::Ms,
+        Some(p.ours_start_ms),
+        Some(p.peer_start_ms),
+        None,
+    );
+    let executes = [
+        ("p50", median(&p.ours_ms), median(&p.peer_ms)),
+        (
+            "p95",
+            percentile(&p.ours_ms, 95),
+            percentile(&p.peer_ms, 95),
+        ),
+    ]
+    .into_iter()
+    .map(|(what, ours, peer)| {
+        Row::new(
+            format!(
+                "peer: execute 1+1, {what} (n={}, alternating) | {PEER}",
+                p.ours_ms.len()
+            ),
+            Unit::Ms,
+            ours,
+            peer,
+            None,
+        )
+    });
+    std::iter::once(start).chain(executes).collect()
+}
+
 pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Option<&Figures>) {
     println!();
     println!(
@@ -461,38 +496,4 @@ pub fn print(o: &Opts, rows: &[Row], m: &Ours, raw: &Value, jc: &Value, gw: Opti
                 .unwrap_or("?")
         );
     }
-}
-
-/// (l): kernel-mcp next to the MCP peer jupyter-mcp-kernel (in the raw column: the ratio is
-/// kernel-mcp / peer; the goal for `execute 1+1` is ≤ 0.5×).
-pub fn peer_rows(p: &crate::peer::Figures) -> Vec<Row> {
-    vec![
-        Row::new(
-            "peer: spawn -> first 1+1 answered (n=1) | jupyter-mcp-kernel 1.0.1",
-            Unit::Ms,
-            Some(p.ours_start_ms),
-            Some(p.peer_start_ms),
-            None,
-        ),
-        Row::new(
-            format!(
-                "peer: execute 1+1, p50 (n={}, alternating) | jupyter-mcp-kernel 1.0.1",
-                p.ours_ms.len()
-            ),
-            Unit::Ms,
-            median(&p.ours_ms),
-            median(&p.peer_ms),
-            None,
-        ),
-        Row::new(
-            format!(
-                "peer: execute 1+1, p95 (n={}, alternating) | jupyter-mcp-kernel 1.0.1",
-                p.ours_ms.len()
-            ),
-            Unit::Ms,
-            percentile(&p.ours_ms, 95),
-            percentile(&p.peer_ms, 95),
-            None,
-        ),
-    ]
 }
