@@ -66,12 +66,12 @@ def summary(samples_ms: list[float]) -> dict:
     }
 
 
-def start(kernel_name: str, timeout: float):
+def start(kernel_name: str, timeout: float, extra: list):
     from jupyter_client.manager import KernelManager
 
     t0 = time.perf_counter()
     km = KernelManager(kernel_name=kernel_name)
-    km.start_kernel()
+    km.start_kernel(extra_arguments=extra)
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=timeout)
@@ -140,7 +140,7 @@ def flood(kc, timeout: float) -> dict:
     return {"ms": (time.perf_counter() - t0) * 1000.0, "bytes_received": received, "client_peak_rss_kib": vmhwm_kib()}
 
 
-def concurrent(kernel_name: str, sessions: int, per: int, timeout: float) -> dict:
+def concurrent(kernel_name: str, sessions: int, per: int, timeout: float, extra: list) -> dict:
     """`sessions` kernels, each driven by its own thread doing `per` executes, all at once.
 
     Latency is per execute; cpu_ms_per_execute is this process's CPU time (all threads) over
@@ -148,7 +148,7 @@ def concurrent(kernel_name: str, sessions: int, per: int, timeout: float) -> dic
     """
     import threading
 
-    started = [start(kernel_name, timeout) for _ in range(sessions)]
+    started = [start(kernel_name, timeout, extra) for _ in range(sessions)]
     lat: list[list[float]] = [[] for _ in range(sessions)]
     barrier = threading.Barrier(sessions + 1)
 
@@ -201,6 +201,12 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=0, help="concurrent row: kernels/threads (0 = skip)")
     ap.add_argument("--per", type=int, default=100, help="concurrent row: executes per thread")
     ap.add_argument("--no-floods", action="store_true", help="(for the raw client; nothing to skip here)")
+    ap.add_argument(
+        "--kernel-arg",
+        action="append",
+        default=[],
+        help="appended to the kernel's command line (the options kernel-mcp adds; repeatable)",
+    )
     ap.add_argument("--timeout", type=float, default=60.0, help="per-step timeout in seconds")
     args = ap.parse_args()
 
@@ -222,7 +228,7 @@ def main() -> int:
     flood_result = None
 
     for i in range(max(1, args.starts)):
-        km, kc, ms = start(args.kernel, args.timeout)
+        km, kc, ms = start(args.kernel, args.timeout, args.kernel_arg)
         start_ms.append(ms)
         log(f"start {i + 1}/{args.starts}: {ms:.0f} ms")
         try:
@@ -250,7 +256,7 @@ def main() -> int:
 
     concurrent_result = None
     if args.sessions > 0:
-        concurrent_result = concurrent(args.kernel, args.sessions, args.per, args.timeout)
+        concurrent_result = concurrent(args.kernel, args.sessions, args.per, args.timeout, args.kernel_arg)
         log(f"concurrent {args.sessions}x{args.per}: {concurrent_result}")
 
     out = {

@@ -213,6 +213,9 @@ async fn run() -> Res<()> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/jupyter_client_ref.py");
     let mut args = vec![script.display().to_string()];
     args.extend(reference_args(&o, ""));
+    for a in raw::kernel_mcp_extra_args(&o.kernel)? {
+        args.push(format!("--kernel-arg={a}"));
+    }
     let jc = run_json_child(&reference_python(), &args, "jupyter_client reference").await?;
     let gw = if o.no_gateway {
         None

@@ -36,7 +36,17 @@ pub struct RawKernel {
     readers: Vec<tokio::task::JoinHandle<()>>,
 }
 
-fn find_spec(kernel: &str) -> Res<kernel_mcp::kernel::KernelSpec> {
+/// The options kernel-mcp adds to the kernelspec's command line for `kernel` (for the
+/// jupyter_client reference's `extra_arguments`, so every side runs the same kernel).
+pub fn kernel_mcp_extra_args(kernel: &str) -> Res<Vec<String>> {
+    let spec = find_spec(kernel)?;
+    let mut argv = spec.argv.clone();
+    let before = argv.len();
+    kernel_mcp::kernel::keep_ipython_history_in_memory(&mut argv);
+    Ok(argv.split_off(before))
+}
+
+pub(crate) fn find_spec(kernel: &str) -> Res<kernel_mcp::kernel::KernelSpec> {
     let venv = std::env::var_os("VIRTUAL_ENV").map(PathBuf::from);
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernelspecs");
     let search = KernelSearch::new(&[], venv.as_deref(), Some(&project));
@@ -63,7 +73,9 @@ impl RawKernel {
         let file = std::env::temp_dir().join(format!("raw-bench-{}.json", uuid::Uuid::new_v4()));
         info.write(&file)?;
         let venv = std::env::var_os("VIRTUAL_ENV").map(PathBuf::from);
-        let argv = kernel_mcp::kernel::build_argv(&spec, &file, venv.as_deref())?;
+        let mut argv = kernel_mcp::kernel::build_argv(&spec, &file, venv.as_deref())?;
+        // The kernel command kernel-mcp runs, so the rows compare clients, not kernel options.
+        kernel_mcp::kernel::keep_ipython_history_in_memory(&mut argv);
         let lookup = |k: &str| std::env::var(k).ok();
         let env = kernel_mcp::kernel::expand_env(&spec, &lookup);
         let child = tokio::process::Command::new(&argv[0])

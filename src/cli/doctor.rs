@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use kernel_mcp::kernel::KernelSpec;
 use kernel_mcp::kernel::advice;
-use kernel_mcp::kernel::build_argv;
 use kernel_mcp::kernel::discovery::KernelSearch;
 use kernel_mcp::kernel::env_prefix::{self, EnvCandidate};
+use kernel_mcp::kernel::{build_argv, keep_ipython_history_in_memory};
 use serde::Serialize;
 
 /// The longest one interpreter probe may take (a cold `import ipykernel` takes about a second).
@@ -250,7 +250,7 @@ async fn check_spec(spec: &KernelSpec, env_prefix: Option<&Path>) -> SpecStatus 
         problem,
     };
     let spec_file = spec.resource_dir.join("kernel.json");
-    let argv = match build_argv(spec, Path::new("{connection_file}"), env_prefix) {
+    let mut argv = match build_argv(spec, Path::new("{connection_file}"), env_prefix) {
         Ok(a) => a,
         Err(e) => {
             let program = spec.argv.first().map(String::as_str).unwrap_or_default();
@@ -259,6 +259,8 @@ async fn check_spec(spec: &KernelSpec, env_prefix: Option<&Path>) -> SpecStatus 
             return status(None, false, Some(format!("{e}\n{fix}")));
         }
     };
+    // The command exactly as a launch runs it, options kernel-mcp adds included.
+    keep_ipython_history_in_memory(&mut argv);
     let Some(argv0) = argv.first().cloned() else {
         return status(None, false, Some("the kernelspec's argv is empty".into()));
     };

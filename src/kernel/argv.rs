@@ -61,6 +61,28 @@ fn build_argv_with(
     Ok(argv)
 }
 
+/// The option kernel-mcp adds to an ipykernel command line: IPython's history database in
+/// memory (`%history`, `_i<n>` and a `history_request` still answer for the kernel's life).
+pub const IPYTHON_MEMORY_HISTORY: &str = "--HistoryManager.hist_file=:memory:";
+
+/// Append [`IPYTHON_MEMORY_HISTORY`] when `argv` runs ipykernel (`-m ipykernel_launcher` or
+/// `-m ipykernel`) and sets no `--HistoryManager.` option of its own; otherwise unchanged.
+///
+/// Why: by default every cell an agent runs is written to the person's
+/// `~/.ipython/profile_default/history.sqlite` (tokens in agents' code included), kernels
+/// of one service contend for that file's lock, and the write on IPython's saving thread
+/// costs ~0.4 ms of each `execute` on a 2-core host. kernel-mcp's `history` tool is the
+/// session's record. A kernelspec that names any `HistoryManager` option keeps its choice.
+pub fn keep_ipython_history_in_memory(argv: &mut Vec<String>) {
+    let runs_ipykernel = argv
+        .windows(2)
+        .any(|w| w[0] == "-m" && matches!(w[1].as_str(), "ipykernel_launcher" | "ipykernel"));
+    let chooses_own = argv.iter().any(|a| a.starts_with("--HistoryManager."));
+    if runs_ipykernel && !chooses_own {
+        argv.push(IPYTHON_MEMORY_HISTORY.to_string());
+    }
+}
+
 /// `<prefix>` when `resource_dir` is `<prefix>/share/jupyter/kernels/<name>`.
 fn spec_prefix(resource_dir: &Path) -> Option<PathBuf> {
     let kernels = resource_dir.parent()?;
@@ -320,6 +342,44 @@ mod tests {
         touch_exe(&prefix.join("bin/python3"));
         let argv = build_argv_with(&s, Path::new("/c.json"), None, None).unwrap();
         assert_eq!(argv[0], prefix.join("bin/python3").to_str().unwrap());
+    }
+
+    #[test]
+    fn ipykernel_argv_gets_in_memory_history_unless_it_chooses_its_own() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut a = v(&["/p/python", "-m", "ipykernel_launcher", "-f", "/c.json"]);
+        keep_ipython_history_in_memory(&mut a);
+        assert_eq!(a.last().unwrap(), IPYTHON_MEMORY_HISTORY);
+        let mut b = v(&["python", "-m", "ipykernel", "-f", "/c.json"]);
+        keep_ipython_history_in_memory(&mut b);
+        assert_eq!(b.len(), 6);
+        // The kernelspec's own choice stands.
+        let own = v(&[
+            "python",
+            "-m",
+            "ipykernel_launcher",
+            "--HistoryManager.enabled=True",
+        ]);
+        let mut c = own.clone();
+        keep_ipython_history_in_memory(&mut c);
+        assert_eq!(c, own);
+        // Not ipykernel: nothing added ("ipykernel" as a plain argument is not a launch).
+        for other in [
+            v(&[
+                "R",
+                "--slave",
+                "-e",
+                "IRkernel::main()",
+                "--args",
+                "/c.json",
+            ]),
+            v(&["octave-kernel", "-f", "/c.json"]),
+            v(&["python", "my_kernel.py", "ipykernel"]),
+        ] {
+            let mut d = other.clone();
+            keep_ipython_history_in_memory(&mut d);
+            assert_eq!(d, other);
+        }
     }
 
     #[test]

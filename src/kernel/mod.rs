@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-pub use argv::{build_argv, expand_env};
+pub use argv::{IPYTHON_MEMORY_HISTORY, build_argv, expand_env, keep_ipython_history_in_memory};
 pub use channels::{Channel, Channels, KernelEvent};
 pub use connection::ConnectionInfo;
 pub use process::{ExitCause, ExitInfo, KernelProcess};
@@ -267,6 +267,7 @@ impl Kernel {
         };
         let mut argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
             .map_err(program_missing)?;
+        argv::keep_ipython_history_in_memory(&mut argv);
         // The kernel's own program (argv[0] before any supervisor), for error advice.
         let kernel_program = argv.first().cloned().unwrap_or_default();
         if opts.supervisor.is_some()

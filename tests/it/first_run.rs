@@ -210,6 +210,12 @@ fn doctor_with_the_test_venv_exits_zero_and_lists_the_installed_kernels() {
         .find(|k| k["name"] == "python3")
         .expect("python3 listed");
     assert_eq!(python3["can_start"], true, "{python3:#}");
+    // The command shown is the one a launch runs: IPython's history kept in memory.
+    let command = python3["command"].to_string();
+    assert!(
+        command.contains(kernel_mcp::kernel::IPYTHON_MEMORY_HISTORY),
+        "{python3:#}"
+    );
     let envs = report["python_environments"].as_array().unwrap();
     let selected = envs
         .iter()

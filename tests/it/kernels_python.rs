@@ -110,3 +110,69 @@ async fn message_mode_python_is_interrupted_over_control() {
     );
     server.shutdown().await;
 }
+
+/// kernel-mcp starts ipykernel with IPython's history database in memory: the code an agent
+/// runs is not written to `$IPYTHONDIR/profile_default/history.sqlite`, while `_i<n>` and
+/// `%history` still answer inside the kernel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_code_stays_out_of_ipythons_history_file_and_history_magics_still_answer() {
+    require_venv();
+    let ipython_dir = tempfile::tempdir().expect("temp IPYTHONDIR");
+    let server = Server::start_with(&[("IPYTHONDIR", ipython_dir.path().as_os_str())], &[]).await;
+    server.create_session_on("h", "python3").await;
+    let v = server.exec("h", "token = 'tok-in-agent-code-4711'").await;
+    assert_eq!(status(&v), "ok", "{v}");
+    let v = server
+        .exec("h", "print(get_ipython().history_manager.hist_file)")
+        .await;
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or_default().trim(),
+        ":memory:",
+        "{v}"
+    );
+    let v = server.exec("h", "print(_i1)").await;
+    assert!(
+        v["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tok-in-agent-code-4711"),
+        "_i1 answers: {v}"
+    );
+    let v = server.exec("h", "%history -n 1-2").await;
+    let shown = v["stdout"].as_str().unwrap_or_default();
+    assert!(
+        shown.contains("tok-in-agent-code-4711"),
+        "%history answers: {v}"
+    );
+    server.destroy("h").await;
+    server.shutdown().await;
+
+    let mut on_disk = Vec::new();
+    for entry in walk(ipython_dir.path()) {
+        let bytes = std::fs::read(&entry).unwrap_or_default();
+        if bytes.windows(11).any(|w| w == b"tok-in-agen") || entry.ends_with("history.sqlite") {
+            on_disk.push(entry);
+        }
+    }
+    assert!(
+        on_disk.is_empty(),
+        "agent code or a history file on disk: {on_disk:?}"
+    );
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files
+}
