@@ -254,8 +254,6 @@ impl Kernel {
             file: Some(connection_file.clone()),
             dir: sandboxed.then(|| dir.clone()),
         };
-        info.write(&connection_file)
-            .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
 
         let program_missing = |detail: String| {
             let program = spec.argv.first().map(String::as_str).unwrap_or_default();
@@ -312,6 +310,10 @@ impl Kernel {
         if let Some(hook) = &opts.env_hook {
             (hook.0)(spec, &connection_file, &mut env);
         }
+        // Written last, right before the spawn: a server killed in between leaves the file
+        // behind (the supervisor removes it once it runs), so the window is kept short.
+        info.write(&connection_file)
+            .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
         let process = KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some())
             .map_err(|e| {
                 let detail = format!("{}: {e}", argv.join(" "));
