@@ -9,6 +9,9 @@
 //! Linux only; elsewhere (or for processes that vanish while being read) the count is 0.
 
 use std::collections::HashSet;
+use std::path::Path;
+
+use procfs::process::{FDTarget, MMapPath, Process};
 
 use super::process::descendants;
 
@@ -41,58 +44,58 @@ pub fn tree_bytes_except(root: i32, excluded: &HashSet<i32>) -> u64 {
 
 /// One process's proportional set size (bytes); its RSS where the kernel has no rollup.
 pub fn pss_bytes(pid: i32) -> u64 {
-    match std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
-        Ok(s) => s
-            .lines()
-            .find_map(|l| l.strip_prefix("Pss:"))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024),
+    let rollup = Process::new(pid).and_then(|p| p.smaps_rollup());
+    match rollup {
+        // procfs gives the rollup's figures in bytes.
+        Ok(r) => r
+            .memory_map_rollup
+            .iter()
+            .find_map(|m| m.extension.map.get("Pss").copied())
+            .unwrap_or(0),
         Err(_) => super::process::rss_bytes(pid),
     }
 }
 
 /// True for a path that names shared memory: a memfd, POSIX shm, SysV shm.
-fn is_shm(path: &str) -> bool {
-    path.starts_with("/memfd:") || path.starts_with("/dev/shm/") || path.starts_with("/SYSV")
+fn is_shm(path: &Path) -> bool {
+    let p = path.as_os_str().as_encoded_bytes();
+    p.starts_with(b"/memfd:") || p.starts_with(b"/dev/shm/") || p.starts_with(b"/SYSV")
 }
 
 /// `(device, inode)` of the shared-memory objects `pid` maps, from `/proc/PID/maps`.
 fn mapped_shm(pid: i32) -> Vec<(u64, u64)> {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+    let Ok(maps) = Process::new(pid).and_then(|p| p.maps()) else {
         return Vec::new();
     };
-    maps.lines()
-        .filter_map(|l| {
-            // "start-end perms offset major:minor inode path"
-            let mut f = l.split_whitespace();
-            let (_, _, _, dev, inode) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-            let path = f.next()?;
-            if !is_shm(path) {
-                return None;
-            }
-            let (major, minor) = dev.split_once(':')?;
-            let dev = nix::sys::stat::makedev(
-                u64::from_str_radix(major, 16).ok()?,
-                u64::from_str_radix(minor, 16).ok()?,
-            );
-            Some((dev, inode.parse().ok()?))
+    maps.iter()
+        .filter(|m| match &m.pathname {
+            MMapPath::Path(p) => is_shm(p),
+            MMapPath::Vsys(_) => true,
+            _ => false,
+        })
+        .map(|m| {
+            let (major, minor) = m.dev;
+            let dev = nix::sys::stat::makedev(major as u64, minor as u64);
+            (dev, m.inode)
         })
         .collect()
 }
 
 /// `((device, inode), allocated bytes)` of the shared-memory objects `pid` holds open.
 fn held_shm(pid: i32) -> Vec<((u64, u64), u64)> {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+    let Ok(fds) = Process::new(pid).and_then(|p| p.fd()) else {
         return Vec::new();
     };
     fds.flatten()
+        .filter(|fd| match &fd.target {
+            FDTarget::MemFD(_) => true,
+            FDTarget::Path(t) => is_shm(t),
+            _ => false,
+        })
         .filter_map(|fd| {
-            let target = std::fs::read_link(fd.path()).ok()?;
-            if !is_shm(&target.to_string_lossy()) {
-                return None;
-            }
             // stat through the magic link reaches the object itself, even unlinked.
-            let st = nix::sys::stat::stat(&fd.path()).ok()?;
+            let link = format!("/proc/{pid}/fd/{}", fd.fd);
+            let st = nix::sys::stat::stat(link.as_str()).ok()?;
             Some(((st.st_dev, st.st_ino), st.st_blocks as u64 * 512))
         })
         .collect()
@@ -104,11 +107,12 @@ mod tests {
 
     #[test]
     fn shared_memory_paths_are_recognised() {
-        assert!(is_shm("/memfd:blob (deleted)"));
-        assert!(is_shm("/dev/shm/psm_1234"));
-        assert!(is_shm("/SYSV00000000"));
-        assert!(!is_shm("/usr/lib/libc.so.6"));
-        assert!(!is_shm("[heap]"));
+        let shm = |p: &str| is_shm(Path::new(p));
+        assert!(shm("/memfd:blob (deleted)"));
+        assert!(shm("/dev/shm/psm_1234"));
+        assert!(shm("/SYSV00000000"));
+        assert!(!shm("/usr/lib/libc.so.6"));
+        assert!(!shm("[heap]"));
     }
 
     #[test]
@@ -126,5 +130,38 @@ mod tests {
             .map(|(_, b)| b)
             .sum();
         assert!(held >= 8 << 20, "held: {held}");
+    }
+
+    #[test]
+    fn a_mapped_memfd_is_found_by_the_device_and_inode_fstat_gives() {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as above; the mapping is unmapped before the test ends.
+        let fd = unsafe { nix::libc::memfd_create(c"usage-map-test".as_ptr(), 0) };
+        assert!(fd >= 0, "memfd_create");
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        f.set_len(1 << 20).unwrap();
+        let len = 1 << 20;
+        // SAFETY: a new shared mapping of a file we own, of its whole length.
+        let addr = unsafe {
+            nix::libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                nix::libc::PROT_READ,
+                nix::libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(addr, nix::libc::MAP_FAILED);
+        let st = nix::sys::stat::fstat(&f).unwrap();
+        let mapped = mapped_shm(std::process::id() as i32);
+        // SAFETY: the mapping made above, unmapped once.
+        unsafe { nix::libc::munmap(addr, len) };
+        assert!(
+            mapped.contains(&(st.st_dev, st.st_ino)),
+            "{mapped:?} lacks {:?}",
+            (st.st_dev, st.st_ino)
+        );
     }
 }

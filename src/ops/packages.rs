@@ -355,10 +355,9 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let running = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            let state = s.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z')
-        });
+        let running = procfs::process::Process::new(pid)
+            .and_then(|p| p.stat())
+            .is_ok_and(|s| s.state != 'Z');
         (pid, running)
     }
 

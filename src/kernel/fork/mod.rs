@@ -214,7 +214,9 @@ impl ForkPlan {
                     "the source kernel could not fork: {message}"
                 )));
             }
-            if hello["role"] != "child" || parent_pid(pid) != Some(source_pid) {
+            if hello["role"] != "child"
+                || super::proc_tree::parent_pid(pid as i32) != Some(source_pid as i32)
+            {
                 tracing::warn!(
                     pid,
                     "ignoring a connection to the fork rendezvous that is not the source kernel's child"
@@ -365,14 +367,14 @@ async fn connect(
 /// own kernel (see [`super::supervise::adopt::release`]). Best effort: a source without a
 /// supervisor has nothing to release.
 pub fn release_from_source(source_pid: u32, fork_pid: u32) {
-    let Some(supervisor) = parent_pid(source_pid) else {
+    let Some(supervisor) = super::proc_tree::parent_pid(source_pid as i32) else {
         return;
     };
-    let exe = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    if exe(supervisor).is_none() || exe(supervisor) != std::env::current_exe().ok() {
+    let program = super::proc_tree::program(supervisor);
+    if program.is_none() || program != std::env::current_exe().ok() {
         return;
     }
-    if let Err(e) = super::supervise::adopt::release(supervisor as i32, fork_pid as i32) {
+    if let Err(e) = super::supervise::adopt::release(supervisor, fork_pid as i32) {
         tracing::warn!(
             supervisor,
             fork_pid,
@@ -471,13 +473,6 @@ async fn send_fds(stream: &tokio::net::UnixStream, fds: &[i32]) -> std::io::Resu
     }
 }
 
-/// The parent pid of `pid`, from `/proc/<pid>/stat`.
-fn parent_pid(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn path_str(p: &Path) -> String {
     p.display().to_string()
 }
@@ -568,13 +563,5 @@ mod tests {
         );
         assert!(plan.connection_file.path().exists());
         assert!(plan.rendezvous_path.path().exists());
-    }
-
-    #[test]
-    fn parent_pid_reads_proc() {
-        assert_eq!(
-            parent_pid(std::process::id()),
-            Some(nix::unistd::getppid().as_raw() as u32)
-        );
     }
 }

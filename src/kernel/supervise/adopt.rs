@@ -82,12 +82,7 @@ impl ServerWatch {
 /// refused.
 pub fn adopt(pid: i32, cgroup: Option<&Cgroup>) -> std::io::Result<nix::unistd::Pid> {
     let me = std::process::id() as i32;
-    let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = &stat[stat.rfind(')')? + 1..];
-            rest.split_whitespace().nth(1)?.parse::<i32>().ok()
-        });
+    let parent = crate::kernel::proc_tree::parent_pid(pid);
     if parent == Some(me) {
         if let Some(g) = cgroup {
             g.join(pid)?;
