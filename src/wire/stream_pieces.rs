@@ -288,15 +288,19 @@ pub(super) fn for_each_stored_piece(
     piece: usize,
     f: &mut dyn FnMut(&str),
 ) {
-    let mut buf: Vec<u8> = Vec::with_capacity(piece + LONGEST_ESCAPE);
+    // One buffer, zeroed once: `carried` bytes from the last piece, then the new read.
+    let first = usize::try_from(end.saturating_sub(at)).map_or(piece, |left| left.min(piece));
+    let mut buf = vec![0u8; first + LONGEST_ESCAPE];
+    let mut carried = 0;
     let mut out = String::new();
     loop {
-        let carried = buf.len();
         let want = usize::try_from(end.saturating_sub(at)).map_or(piece, |left| left.min(piece));
-        buf.resize(carried + want, 0);
+        if buf.len() < carried + want {
+            buf.resize(carried + want, 0);
+        }
         let mut filled = carried;
-        while filled < buf.len() {
-            match store.read_at(&mut buf[filled..], at) {
+        while filled < carried + want {
+            match store.read_at(&mut buf[filled..carried + want], at) {
                 Ok(0) => break,
                 Ok(n) => {
                     filled += n;
@@ -311,11 +315,11 @@ pub(super) fn for_each_stored_piece(
                 }
             }
         }
-        buf.truncate(filled);
+        let data = &buf[..filled];
         // The end of the span, or of the store (a short read).
         let last = at >= end || filled < carried + want;
-        let cut = if last { buf.len() } else { safe_cut(&buf) };
-        let Ok(text) = std::str::from_utf8(&buf[..cut]) else {
+        let cut = if last { data.len() } else { safe_cut(data) };
+        let Ok(text) = std::str::from_utf8(&data[..cut]) else {
             return; // checked when scanned
         };
         if escaped {
@@ -327,10 +331,11 @@ pub(super) fn for_each_stored_piece(
         } else if !text.is_empty() {
             f(text);
         }
-        buf.drain(..cut);
         if last {
             return;
         }
+        buf.copy_within(cut..filled, 0);
+        carried = filled - cut;
     }
 }
 
