@@ -161,7 +161,11 @@ impl Iopub {
                         budget = permit;
                         frames.push(Bytes::new());
                     }
-                    Some(Transited::Whole(whole)) => frames.push(whole),
+                    Some(Transited::Whole(whole)) => {
+                        // In memory after all: it counts like any large frame.
+                        take_budget(size, &mut budget).await;
+                        frames.push(whole);
+                    }
                     Some(Transited::Lost(reason)) => lost = Some(reason),
                     None => {
                         let body = self.frame_body(size, &mut budget).await?;
@@ -189,12 +193,7 @@ impl Iopub {
         size: usize,
         budget: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<Bytes, IopubError> {
-        // The first large frame of a message takes its share of the budget (later ones ride
-        // on it: a reader never waits while holding budget, so none waits for ever).
-        if size >= LARGE_FRAME && budget.is_none() {
-            let kib = (size / 1024).clamp(1, LARGE_FRAMES_BUDGET / 1024) as u32;
-            *budget = BUDGET.clone().acquire_many_owned(kib).await.ok();
-        }
+        take_budget(size, budget).await;
         let mut body = Vec::with_capacity(size);
         while body.len() < size {
             let left = (size - body.len()) as u64;
@@ -204,6 +203,15 @@ impl Iopub {
             }
         }
         Ok(Bytes::from(body))
+    }
+}
+
+/// The first large frame of a message takes its share of the in-memory budget (later ones
+/// ride on it: a reader never waits while holding budget, so none waits for ever).
+async fn take_budget(size: usize, budget: &mut Option<OwnedSemaphorePermit>) {
+    if size >= LARGE_FRAME && budget.is_none() {
+        let kib = (size / 1024).clamp(1, LARGE_FRAMES_BUDGET / 1024) as u32;
+        *budget = BUDGET.clone().acquire_many_owned(kib).await.ok();
     }
 }
 

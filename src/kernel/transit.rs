@@ -10,7 +10,9 @@
 //! unescapes the text from the file a piece at a time as it stores it (into its spool once
 //! the run is large, see `session::run::spool`), and the file goes when the message does.
 //! Nothing of the text is used before the signature is checked: a badly signed message is
-//! dropped with its file.
+//! dropped with its file. When the file cannot be written (a full disk), what it holds is
+//! read back and the rest of the frame read into memory: the message is then parsed like any
+//! other, under iopub's in-memory budget, and nothing of it is lost.
 //!
 //! The files live in the directory set by [`set_dir`] (the server's spool directory, 0700),
 //! else the system's temporary directory. Files not yet stored by their sessions are bounded
@@ -20,7 +22,6 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, OnceLock};
 
@@ -77,10 +78,11 @@ pub enum Transited {
     /// Scanned: the content without its text, the text in its file, the MAC over the
     /// frame, and the budget the file holds (release it once the text is stored).
     Streamed(Box<StreamedContent>, Option<OwnedSemaphorePermit>),
-    /// Not a flat object of strings: the whole frame, read back into memory for the
-    /// general parser.
+    /// The whole frame in memory, for the general parser: the content is not a flat object
+    /// of strings, or its transit file could not be written (a full disk) and the rest of
+    /// the frame was read into memory instead.
     Whole(Bytes),
-    /// The file could not be written (a full disk): the message is lost; the reason.
+    /// The file could not be written nor read back: the message is lost; the reason.
     Lost(String),
 }
 
@@ -94,9 +96,26 @@ pub async fn read<R: AsyncRead + Unpin>(
     signer: &Signer,
     signed: [&[u8]; 3],
 ) -> std::io::Result<Option<Transited>> {
-    let Some(mut file) = new_file() else {
+    let Some(file) = new_file() else {
         return Ok(None);
     };
+    read_through(read, size, signer, signed, file)
+        .await
+        .map(Some)
+}
+
+/// [`read`] into `file`.
+async fn read_through<R, F>(
+    read: &mut R,
+    size: usize,
+    signer: &Signer,
+    signed: [&[u8]; 3],
+    mut file: F,
+) -> std::io::Result<Transited>
+where
+    R: AsyncRead + Unpin,
+    F: Write + wire::RawStore + 'static,
+{
     tracing::debug!(
         bytes = size,
         "a stream content frame goes through a transit file"
@@ -107,6 +126,9 @@ pub async fn read<R: AsyncRead + Unpin>(
     let mut scanner = ContentScanner::default();
     let mut piece = Vec::with_capacity(PIECE_BYTES.min(size));
     let mut left = size;
+    let mut written = 0;
+    // Once the file failed: the frame so far, and the rest as it comes.
+    let mut in_memory: Option<Vec<u8>> = None;
     let mut lost = None;
     while left > 0 {
         let want = left.min(PIECE_BYTES);
@@ -121,16 +143,42 @@ pub async fn read<R: AsyncRead + Unpin>(
         if lost.is_some() {
             continue; // the rest of the frame is read and dropped
         }
+        if let Some(whole) = in_memory.as_mut() {
+            whole.extend_from_slice(&piece);
+            continue;
+        }
         mac.update(&piece);
         scanner.feed(&piece);
-        if let Err(e) = file.write_all(&piece) {
-            lost = Some(format!("its transit file could not be written: {e}"));
+        match file.write_all(&piece) {
+            Ok(()) => written += piece.len(),
+            Err(e) => {
+                tracing::warn!(
+                    bytes = size,
+                    "a transit file could not be written ({e}); the large stream message is read into memory"
+                );
+                let mut whole = vec![0u8; written];
+                match read_exact_at(&file, &mut whole) {
+                    Ok(()) => {
+                        whole.reserve_exact(size - written);
+                        whole.extend_from_slice(&piece);
+                        in_memory = Some(whole);
+                    }
+                    Err(e) => {
+                        lost = Some(format!(
+                            "its transit file could not be written nor read back: {e}"
+                        ));
+                    }
+                }
+            }
         }
     }
     if let Some(reason) = lost {
-        return Ok(Some(Transited::Lost(reason)));
+        return Ok(Transited::Lost(reason));
     }
-    Ok(Some(match scanner.finish() {
+    if let Some(whole) = in_memory {
+        return Ok(Transited::Whole(Bytes::from(whole)));
+    }
+    Ok(match scanner.finish() {
         Some((fields, span)) => {
             let store: Arc<dyn wire::RawStore> = Arc::new(file);
             Transited::Streamed(
@@ -145,12 +193,26 @@ pub async fn read<R: AsyncRead + Unpin>(
         None => {
             drop(permit);
             let mut whole = vec![0u8; size];
-            match file.read_exact_at(&mut whole, 0) {
+            match read_exact_at(&file, &mut whole) {
                 Ok(()) => Transited::Whole(Bytes::from(whole)),
                 Err(e) => Transited::Lost(format!("its transit file could not be read: {e}")),
             }
         }
-    }))
+    })
+}
+
+/// Fill `buf` from the start of `store`. Errors: a read failed or the store is shorter.
+fn read_exact_at(store: &dyn wire::RawStore, buf: &mut [u8]) -> std::io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match store.read_at(&mut buf[filled..], filled as u64) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -215,6 +277,54 @@ mod tests {
             panic!("not flat: whole");
         };
         assert_eq!(bytes, content);
+    }
+
+    /// A transit file on a disk that fills after `room` bytes.
+    struct FillsAfter {
+        file: File,
+        room: usize,
+    }
+
+    impl Write for FillsAfter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ENOSPC));
+            }
+            let n = self.file.write(&buf[..buf.len().min(self.room)])?;
+            self.room -= n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl wire::RawStore for FillsAfter {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+            wire::RawStore::read_at(&self.file, buf, offset)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_disk_that_fills_mid_frame_gives_the_whole_frame_from_memory() {
+        let text = "line é \"q\"\n".repeat(200_000);
+        let content = serde_json::to_vec(&json!({"name": "stdout", "text": text})).unwrap();
+        assert!(content.len() > 4 * PIECE_BYTES);
+        // At once, within the second piece, and at a piece's end.
+        for room in [0, PIECE_BYTES + 4321, 2 * PIECE_BYTES] {
+            let file = FillsAfter {
+                file: tempfile::tempfile().unwrap(),
+                room,
+            };
+            let mut source = &content[..];
+            let got = read_through(&mut source, content.len(), &Signer::new(b"k"), SIGNED, file)
+                .await
+                .expect("read");
+            let Transited::Whole(bytes) = got else {
+                panic!("room {room}: the frame is kept in memory");
+            };
+            assert!(bytes == content, "room {room}: the frame byte for byte");
+        }
     }
 
     #[test]
