@@ -180,14 +180,16 @@ fn start_request(req: &Value) -> Result<StartKernel, String> {
     let mut env = BTreeMap::new();
     if let Some(map) = req["env"].as_object() {
         for (k, v) in map {
-            if k.is_empty() || k.contains(['=', '\0']) {
+            if let Some(v) = v.as_str() {
+                env.insert(k.clone(), v.to_string());
+            } else if k.is_empty() || k.contains(['=', '\0']) {
                 return Err(format!(
                     "{k:?} in `env` is not an environment variable name."
                 ));
             }
-            if let Some(v) = v.as_str() {
-                env.insert(k.clone(), v.to_string());
-            }
+        }
+        if let Some(problem) = crate::kernel::env_problem(&env) {
+            return Err(format!("`env`: {problem}"));
         }
     }
     let cwd = env

@@ -61,6 +61,43 @@ fn build_argv_with(
     Ok(argv)
 }
 
+/// Linux's limit on one `NAME=value` string of a new process's environment
+/// (`MAX_ARG_STRLEN`: 32 pages of 4 KiB, the terminating NUL included).
+pub const ENV_ENTRY_MAX_BYTES: usize = 128 * 1024;
+/// What the variables a caller adds may hold in all: they share `ARG_MAX` (about 2 MiB) with
+/// the kernel's command line and the environment it inherits.
+pub const ENV_TOTAL_MAX_BYTES: usize = 1024 * 1024;
+
+/// Why `env` cannot be added to a new kernel's environment, naming the first variable at
+/// fault; `None` when it can. (Otherwise the spawn fails with a bare `E2BIG` or a NUL error.)
+pub fn env_problem<'a>(env: impl IntoIterator<Item = (&'a String, &'a String)>) -> Option<String> {
+    let mut total = 0;
+    for (k, v) in env {
+        if k.is_empty() || k.contains(['=', '\0']) {
+            return Some(format!("{k:?} is not an environment variable name."));
+        }
+        if v.contains('\0') {
+            return Some(format!(
+                "the value of {k} contains a NUL byte, which no environment variable can hold."
+            ));
+        }
+        let entry = k.len() + 1 + v.len() + 1;
+        if entry > ENV_ENTRY_MAX_BYTES {
+            return Some(format!(
+                "the value of {k} is {} bytes; one variable can hold at most {} bytes here. Pass large data in a file and give its path.",
+                v.len(),
+                ENV_ENTRY_MAX_BYTES - k.len() - 2
+            ));
+        }
+        total += entry;
+    }
+    (total > ENV_TOTAL_MAX_BYTES).then(|| {
+        format!(
+            "env holds {total} bytes in all, over the {ENV_TOTAL_MAX_BYTES} a kernel's environment may add. Pass large data in a file and give its path."
+        )
+    })
+}
+
 /// The option kernel-mcp adds to an ipykernel command line: IPython's history database in
 /// memory (`%history`, `_i<n>` and a `history_request` still answer for the kernel's life).
 pub const IPYTHON_MEMORY_HISTORY: &str = "--HistoryManager.hist_file=:memory:";
@@ -342,6 +379,28 @@ mod tests {
         touch_exe(&prefix.join("bin/python3"));
         let argv = build_argv_with(&s, Path::new("/c.json"), None, None).unwrap();
         assert_eq!(argv[0], prefix.join("bin/python3").to_str().unwrap());
+    }
+
+    #[test]
+    fn env_with_a_bad_name_a_nul_value_or_too_many_bytes_is_refused_naming_the_variable() {
+        let one = |k: &str, v: &str| env_problem([(&k.to_string(), &v.to_string())]);
+        assert_eq!(one("A", "b"), None);
+        assert_eq!(one("EMPTY", ""), None);
+        assert!(one("", "x").is_some_and(|m| m.contains("not an environment variable name")));
+        assert!(one("A=B", "x").is_some());
+        assert!(one("NUL", "a\0b").is_some_and(|m| m.contains("NUL") && m.contains("NUL byte")));
+        let limit = ENV_ENTRY_MAX_BYTES - "BIG".len() - 2;
+        assert_eq!(one("BIG", &"x".repeat(limit)), None, "exactly at the limit");
+        let over = one("BIG", &"x".repeat(limit + 1)).expect("one byte over");
+        assert!(
+            over.contains("BIG") && over.contains(&limit.to_string()),
+            "{over}"
+        );
+        let many: Vec<(String, String)> = (0..10)
+            .map(|i| (format!("V{i}"), "x".repeat(120 * 1024)))
+            .collect();
+        let total = env_problem(many.iter().map(|(k, v)| (k, v))).expect("1.2 MB in all");
+        assert!(total.contains("in all"), "{total}");
     }
 
     #[test]

@@ -37,7 +37,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-pub use argv::{IPYTHON_MEMORY_HISTORY, build_argv, expand_env, keep_ipython_history_in_memory};
+pub use argv::{
+    ENV_ENTRY_MAX_BYTES, ENV_TOTAL_MAX_BYTES, IPYTHON_MEMORY_HISTORY, build_argv, env_problem,
+    expand_env, keep_ipython_history_in_memory,
+};
 pub use channels::{Channel, Channels, KernelEvent};
 pub use connection::ConnectionInfo;
 pub use process::{ExitCause, ExitInfo, KernelProcess};
@@ -113,6 +116,15 @@ impl std::fmt::Debug for KernelEnvHook {
     }
 }
 
+/// How a start-up error shows the kernel's output: its tail, or that it printed nothing.
+fn said(output_tail: &str) -> String {
+    if output_tail.trim().is_empty() {
+        "It printed nothing.".into()
+    } else {
+        format!("Its output ended with:\n{output_tail}")
+    }
+}
+
 /// Why a kernel could not be started. The messages say what happened and carry the kernel's output.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -120,7 +132,8 @@ pub enum StartError {
     Launch { kernel: String, detail: String },
     /// `hint` is empty, or a paragraph (starting with a blank line) saying how to fix it.
     #[error(
-        "kernel '{kernel}' exited during start-up ({exit}). Its output ended with:\n{output_tail}{hint}"
+        "kernel '{kernel}' exited during start-up ({exit}). {said}{hint}",
+        said = said(output_tail)
     )]
     Exited {
         kernel: String,
@@ -129,7 +142,8 @@ pub enum StartError {
         hint: String,
     },
     #[error(
-        "kernel '{kernel}' did not become ready within {timeout_s} s. Its output ended with:\n{output_tail}"
+        "kernel '{kernel}' did not become ready within {timeout_s} s. {said}",
+        said = said(output_tail)
     )]
     Timeout {
         kernel: String,
@@ -221,6 +235,13 @@ impl Kernel {
             kernel: spec.name.clone(),
             detail,
         };
+        // Checked first: a spawn in a missing directory fails as if the program were missing.
+        if !opts.cwd.is_dir() {
+            return Err(launch_err(format!(
+                "the working directory {} does not exist (any more) or is not a directory. Create it again, or destroy the session and create one with a cwd that exists.",
+                opts.cwd.display()
+            )));
+        }
         let sandboxed = opts.sandbox.restricts();
         if sandboxed {
             let unavailable = |missing: Vec<String>| StartError::SandboxUnavailable {

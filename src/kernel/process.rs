@@ -54,6 +54,17 @@ pub enum ExitCause {
     SupervisorLost,
 }
 
+/// What a tree stopped over its memory limit used, in words: "used 210 MiB, over the
+/// session's limit of 200 MiB", or "reached the session's limit of 200 MiB" when the count
+/// does not exceed it in whole MiB (the kernel's OOM killer acts at the limit).
+pub fn memory_use_words(used_mib: u64, limit_mib: u64) -> String {
+    if used_mib > limit_mib {
+        format!("used {used_mib} MiB, over the session's limit of {limit_mib} MiB")
+    } else {
+        format!("reached the session's limit of {limit_mib} MiB")
+    }
+}
+
 /// How a kernel process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExitInfo {
@@ -103,7 +114,8 @@ impl fmt::Display for ExitInfo {
         {
             return write!(
                 f,
-                "stopped over its memory limit: its processes used {used_mib} MiB, the limit is {limit_mib} MiB"
+                "stopped over its memory limit: its processes {}",
+                memory_use_words(used_mib, limit_mib)
             );
         }
         match (self.code, self.signal) {

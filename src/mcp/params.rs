@@ -108,10 +108,8 @@ impl TryFrom<CreateSessionParams> for NewSession {
             kernel_id,
         )?;
         let env = p.env.unwrap_or_default();
-        if let Some(bad) = env.keys().find(|k| k.is_empty() || k.contains(['=', '\0'])) {
-            return Err(ToolError::invalid(format!(
-                "{bad:?} is not an environment variable name."
-            )));
+        if let Some(problem) = crate::kernel::env_problem(&env) {
+            return Err(ToolError::invalid(problem));
         }
         if !env.is_empty() && !source.starts_a_kernel() {
             return Err(ToolError::invalid(

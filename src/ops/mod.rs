@@ -46,11 +46,16 @@ pub async fn variables(handle: &SessionHandle) -> Result<(Vec<Value>, usize), Se
     Ok((vars, total))
 }
 
+/// The largest file `execute_file` runs in a local Python kernel, which reads it itself
+/// (other kernels get the file's contents, within the code size limit).
+pub const PYTHON_FILE_MAX_BYTES: u64 = 256 << 20;
+
 /// The code that runs the file at `path` (relative to the cwd of `handle`'s session) with
 /// `argv`: for Python, in the session's namespace with its real filename, `__file__` and
 /// `sys.argv = [path, *argv]`; for other kernels, the file's contents.
-/// Errors: `IO_ERROR` (missing, not a regular file…), `LIMIT_EXCEEDED` (over `max_bytes`),
-/// `INVALID_ARGUMENT` (a file of another language), `UNSUPPORTED` (argv for non-Python).
+/// Errors: `IO_ERROR` (missing, not a regular file…), `LIMIT_EXCEEDED` (over `max_bytes`; for
+/// a local Python kernel over [`PYTHON_FILE_MAX_BYTES`]), `INVALID_ARGUMENT` (a file of
+/// another language), `UNSUPPORTED` (argv for non-Python).
 pub async fn file_code(
     handle: &SessionHandle,
     path: &Path,
@@ -59,17 +64,19 @@ pub async fn file_code(
 ) -> Result<String, SessionError> {
     let info = handle.info().await?;
     let path = PathBuf::from(&info.cwd).join(path);
-    let contents = files::read_capped(&path, max_bytes).await?;
     let language = Language::from_name(&info.language);
-    if language.is_python() && info.location != "local" {
+    if language.is_python() && info.location == "local" {
+        // The kernel reads the file itself: checked here, not read.
+        files::check_readable(&path, PYTHON_FILE_MAX_BYTES).await?;
+        return Ok(python::run_file_code(&path.display().to_string(), argv));
+    }
+    let contents = files::read_capped(&path, max_bytes).await?;
+    if language.is_python() {
         return Ok(python::run_source_code(
             &path.display().to_string(),
             &contents,
             argv,
         ));
-    }
-    if language.is_python() {
-        return Ok(python::run_file_code(&path.display().to_string(), argv));
     }
     let expected = info.kernel_info["language_info"]["file_extension"]
         .as_str()

@@ -283,3 +283,36 @@ async fn closing_the_servers_stdin_kills_every_kernel() {
         survivors()
     );
 }
+
+/// A session whose working directory was removed cannot restart, and the error says so (the
+/// spawn's "No such file or directory" used to read as a missing Python).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_cwd_was_removed_names_it_when_it_cannot_restart() {
+    let server = Server::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cwd = dir.path().join("work");
+    std::fs::create_dir(&cwd).unwrap();
+    let r = server
+        .call("create_session", json!({"session_id": "gone", "cwd": cwd}))
+        .await;
+    assert!(!is_error(&r), "{}", dump(&r));
+    std::fs::remove_dir_all(&cwd).unwrap();
+    let r = server
+        .call("restart_session", json!({"session_id": "gone"}))
+        .await;
+    assert!(is_error(&r), "{}", dump(&r));
+    let t = text(&r);
+    assert!(
+        t.contains(&cwd.display().to_string()) && t.contains("does not exist"),
+        "{t}"
+    );
+    assert!(!t.contains("not installed"), "no advice about Python: {t}");
+    // Later calls say why the session has no kernel.
+    let r = server
+        .call("execute", json!({"session_id": "gone", "code": "1"}))
+        .await;
+    assert_eq!(structured(&r)["error_code"], "SESSION_DEAD", "{}", dump(&r));
+    assert!(text(&r).contains("does not exist"), "{}", text(&r));
+    server.destroy("gone").await;
+    server.shutdown().await;
+}

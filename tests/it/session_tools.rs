@@ -42,6 +42,70 @@ async fn execute_file_sees_exactly_the_argv_given() {
     server.shutdown().await;
 }
 
+/// A local Python kernel reads the file itself, so the 1 MiB code limit of `execute` is no
+/// limit here (the advice of `execute`'s own limit error leads to this call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_file_runs_a_python_file_over_the_code_size_limit() {
+    let state = StateHome::new();
+    let server = state.start_server().await;
+    let cwd = tmpdir();
+    let file = cwd.path().join("big.py");
+    let padding = format!("# {}\n", "x".repeat(1000)).repeat(3000); // 3 MB of comments
+    std::fs::write(
+        &file,
+        format!("{padding}print('ran', len(open(__file__).read()))\n"),
+    )
+    .unwrap();
+    file_session(&server, cwd.path()).await;
+    let r = server
+        .call("execute_file", json!({"session_id": "f", "path": "big.py"}))
+        .await;
+    let v = structured(&r);
+    assert_eq!(status(&v), "ok", "{}", dump(&r));
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert_eq!(v["stdout"], format!("ran {size}\n"), "{v}");
+    server.destroy("f").await;
+    server.shutdown().await;
+}
+
+/// `create_session(env=…)` values a process cannot have are refused before any kernel
+/// starts, naming the variable (not a start failure with a bare system error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_values_with_a_nul_or_over_the_os_limit_are_invalid_arguments_naming_them() {
+    let server = Server::start().await;
+    let huge = "x".repeat(200 * 1024);
+    for (name, value, says) in [
+        ("HAS_NUL", "a\u{0}b", "NUL byte"),
+        ("HUGE", huge.as_str(), "bytes"),
+    ] {
+        let r = server
+            .call(
+                "create_session",
+                json!({"session_id": "e", "env": {name: value}}),
+            )
+            .await;
+        assert!(is_error(&r), "{name}: {}", dump(&r));
+        assert_eq!(
+            structured(&r)["error_code"],
+            "INVALID_ARGUMENT",
+            "{}",
+            dump(&r)
+        );
+        assert!(
+            text(&r).contains(name) && text(&r).contains(says),
+            "{}",
+            text(&r)
+        );
+    }
+    let listed = structured(&server.call("list_sessions", json!({})).await);
+    assert_eq!(
+        listed["sessions"],
+        json!([]),
+        "no session was made: {listed}"
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn execute_file_sets_dunder_file_and_tracebacks_name_the_real_file() {
     let state = StateHome::new();

@@ -252,7 +252,8 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
         if over {
             let used_mib = peak.max(limit) / (1024 * 1024);
             eprintln!(
-                "kernel-mcp: memory limit exceeded: the kernel's processes used {used_mib} MiB, over the session's limit of {limit_mib} MiB; they were stopped"
+                "kernel-mcp: memory limit exceeded: the kernel's processes {}; they were stopped",
+                crate::kernel::process::memory_use_words(used_mib, limit_mib)
             );
             reporter.send(&Report::MemoryLimit {
                 used_mib,

@@ -182,6 +182,20 @@ pub async fn read_capped(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> 
     on_blocking_pool(path, Access::Read, move || read_capped_now(&owned, cap)).await
 }
 
+/// Check that `path` is a regular file of at most `limit` bytes this process can open for
+/// reading, reading none of it (for a kernel that reads the file itself). Errors: those of
+/// [`read_capped`].
+pub async fn check_readable(path: &Path, limit: u64) -> Result<(), FileError> {
+    match read_capped(path, 0).await {
+        Ok(_) => Ok(()),
+        Err(FileError::TooLarge { size, .. }) if size <= limit => Ok(()),
+        Err(FileError::TooLarge { path, size, .. }) => {
+            Err(FileError::TooLarge { path, size, limit })
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Who may read a file [`write_file`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileMode {

@@ -179,9 +179,13 @@ impl Actor {
     /// Errors: `SESSION_DEAD`, `STATE_CHANGED`.
     pub(super) fn check_generation(&self, expected: Option<u64>) -> Result<(), SessionError> {
         if self.kernel.is_none() && self.starting.is_none() {
+            let why = match &self.start_failure {
+                Some(e) => format!("its kernel could not be started: {e}"),
+                None => "its kernel could not be started".into(),
+            };
             return Err(SessionError::Dead {
                 session: self.desc.id.clone(),
-                why: "its kernel could not be started".into(),
+                why,
             });
         }
         if let Some(expected) = expected {

@@ -93,6 +93,7 @@ impl Actor {
                     o.kernel_ready(kernel.connection_file());
                 }
                 self.kernel = Some(kernel);
+                self.start_failure = None;
                 self.others.clear();
                 tracing::info!(session = %self.desc.id, generation = self.generation, ?reason, "kernel ready");
                 let info = self.info();
@@ -124,6 +125,8 @@ impl Actor {
                     let _ = w.send(Err(err.clone()));
                 }
                 let reason = format!("The session's kernel could not be started: {err}");
+                // Its first line: the whole error (with the kernel's output) went to the caller.
+                self.start_failure = err.to_string().lines().next().map(str::to_string);
                 self.cancel_queued(&reason);
             }
         }
@@ -161,7 +164,8 @@ impl Actor {
                     c => format!(" (at most this server's ceiling of {c} MiB)"),
                 };
                 run.notices.push(format!(
-                    "kernel-mcp: memory limit exceeded: the kernel's processes used {used_mib} MiB, over the session's limit of {limit_mib} MiB; they were stopped. Use less memory, or create the session with a larger max_memory_mib{ceiling}."
+                    "kernel-mcp: memory limit exceeded: the kernel's processes {}; they were stopped. Use less memory, or create the session with a larger max_memory_mib{ceiling}.",
+                    crate::kernel::process::memory_use_words(used_mib, limit_mib)
                 ));
             }
             run.notices.push(if not_ours {
@@ -169,11 +173,10 @@ impl Actor {
             } else {
                 format!("The kernel died ({info}); its state is lost. A new kernel is being started for the next run.")
             });
-            if !tail.trim().is_empty() {
-                run.notices.push(format!(
-                    "The kernel's last output:\n{}",
-                    last_lines(&tail, 20)
-                ));
+            let last = last_lines(&tail, 20);
+            if !last.trim().is_empty() {
+                run.notices
+                    .push(format!("The kernel's last output:\n{last}"));
             }
             run.set_status(RunStatus::KernelDied);
             self.finish_current();

@@ -152,6 +152,8 @@ pub struct Actor {
     quirks: Quirks,
     generation: u64,
     starting: Option<Starting>,
+    /// Why the last kernel start failed, until a start succeeds (for `SESSION_DEAD`).
+    start_failure: Option<String>,
     restart_waiters: Vec<Reply<Result<SessionInfo, SessionError>>>,
     create_waiter: Option<Reply<Result<Started, SessionError>>>,
     runs: RunTable,
@@ -214,6 +216,7 @@ impl Actor {
             quirks: Quirks::default(),
             generation: 0,
             starting: None,
+            start_failure: None,
             restart_waiters: Vec::new(),
             create_waiter: Some(created),
             last_run_generation: None,
