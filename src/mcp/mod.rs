@@ -5,6 +5,7 @@
 //! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`) and the
 //! HTTP token (`token`).
 
+mod arg_names;
 pub(crate) mod cancel;
 pub(crate) mod error;
 pub mod http;

@@ -138,6 +138,31 @@ async fn create_session_with_python_lacking_ipykernel_says_the_fix() {
     let _ = client.cancel().await;
 }
 
+/// A `python` that is no Python at all is a wrong argument, not a missing ipykernel (the
+/// advice to run `/bin/false -m pip install ipykernel` helps nobody).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_session_with_a_python_that_is_not_python_is_an_invalid_argument() {
+    let server = Server::start().await;
+    for program in ["/bin/false", "/bin/sleep"] {
+        let r = server
+            .call(
+                "create_session",
+                json!({"session_id": "p", "python": program}),
+            )
+            .await;
+        assert_eq!(
+            structured(&r)["error_code"],
+            "INVALID_ARGUMENT",
+            "{}",
+            dump(&r)
+        );
+        let t = text(&r);
+        assert!(t.contains("does not run as a Python interpreter"), "{t}");
+        assert!(!t.contains("pip install"), "{t}");
+    }
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kernelspec_whose_program_is_missing_names_it_and_its_kernel_json() {
     let Some(bare) = Bare::new() else { return };

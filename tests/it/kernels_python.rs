@@ -176,3 +176,27 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// `exit()` asks the frontend to end the kernel (a reply payload); the session keeps its
+/// kernel and says so, and the next run still sees the state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_in_python_says_the_kernel_stays_and_the_state_is_kept() {
+    require_venv();
+    let server = Server::start().await;
+    server.create_session_on("x", "python3").await;
+    let v = server.exec("x", "kept = 42").await;
+    assert_eq!(status(&v), "ok", "{v}");
+    let v = server.exec("x", "exit()").await;
+    assert_eq!(status(&v), "ok", "{v}");
+    assert!(
+        v["notices"]
+            .to_string()
+            .contains("asked the kernel to exit"),
+        "{v}"
+    );
+    let v = server.exec("x", "kept").await;
+    assert_eq!(v["result"], "42", "{v}");
+    assert_eq!(v["state_reset"], false, "{v}");
+    server.destroy("x").await;
+    server.shutdown().await;
+}

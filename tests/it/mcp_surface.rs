@@ -268,6 +268,44 @@ async fn malformed_arguments_are_rejected_and_the_server_keeps_answering() {
     server.shutdown().await;
 }
 
+/// A misspelt or guessed parameter is refused, naming the one meant, and nothing runs (it
+/// used to be ignored: `timeout` ran with no time limit, `kernel_name` made a python3 session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parameter_the_tool_does_not_have_is_refused_naming_the_closest() {
+    let server = Server::start().await;
+    let r = server
+        .call("execute", json!({"code": "1", "timeout": 1}))
+        .await;
+    assert_eq!(
+        structured(&r)["error_code"],
+        "INVALID_ARGUMENT",
+        "{}",
+        dump(&r)
+    );
+    assert!(
+        text(&r).contains("`timeout`") && text(&r).contains("Did you mean `timeout_s`?"),
+        "{}",
+        text(&r)
+    );
+    let r = server
+        .call(
+            "create_session",
+            json!({"session_id": "k", "kernel_name": "bash", "working_dir": "/tmp"}),
+        )
+        .await;
+    assert_eq!(
+        structured(&r)["error_code"],
+        "INVALID_ARGUMENT",
+        "{}",
+        dump(&r)
+    );
+    assert!(text(&r).contains("`kernel`"), "{}", text(&r));
+    // Nothing ran: no session, not even `default`.
+    let listed = structured(&server.call("list_sessions", json!({})).await);
+    assert_eq!(listed["sessions"], json!([]), "{listed}");
+    server.shutdown().await;
+}
+
 /// The whole `tools/list` result, as JSON text.
 async fn tools_list_json(server: &Server) -> String {
     let tools = tokio::time::timeout(CALL_TIMEOUT, server.client().list_all_tools())

@@ -154,8 +154,8 @@ impl KernelMcp {
             + Self::env_router()
     }
 
-    /// `INVALID_ARGUMENT` when `request` passes a parameter that `toolset` leaves out (see
-    /// [`Toolset::missing_param`]).
+    /// `INVALID_ARGUMENT` when `request` passes a parameter its tool does not have (see
+    /// `arg_names.rs`), or one that `toolset` leaves out (see [`Toolset::missing_param`]).
     fn check_set_params(
         toolset: Toolset,
         request: &CallToolRequestParams,
@@ -163,6 +163,13 @@ impl KernelMcp {
         let Some(args) = &request.arguments else {
             return Ok(());
         };
+        static PARAMS: std::sync::LazyLock<super::arg_names::ToolParams> =
+            std::sync::LazyLock::new(|| {
+                super::arg_names::ToolParams::new(&KernelMcp::every_tool().list_all())
+            });
+        if let Some(message) = PARAMS.unknown(&request.name, args.keys()) {
+            return Err(ToolError::invalid(message));
+        }
         for param in args.keys() {
             if let Some(set) = toolset.missing_param(&request.name, param) {
                 return Err(ToolError::invalid(format!(

@@ -115,24 +115,45 @@ pub fn default_kernel(search: &KernelSearch) -> Option<String> {
         .map(|s| s.name.clone())
 }
 
+/// The exit status of [`IPYKERNEL_PROBE`] when Python ran and `import ipykernel` failed.
+const NO_IPYKERNEL: i32 = 17;
+/// Run with `-c`: exits 0 when ipykernel imports, [`NO_IPYKERNEL`] when it does not.
+const IPYKERNEL_PROBE: &str =
+    "import sys\ntry:\n    import ipykernel\nexcept Exception:\n    sys.exit(17)";
+
 /// Fails with the exact install command unless `interpreter` can import ipykernel.
+/// Errors: `KERNEL_START_FAILED` with that command for a Python without ipykernel;
+/// `INVALID_ARGUMENT` for a program that does not run as Python at all.
 async fn check_ipykernel(interpreter: &Path) -> Result<(), SessionError> {
     let probe = tokio::process::Command::new(interpreter)
-        .args(["-c", "import ipykernel"])
+        .args(["-c", IPYKERNEL_PROBE])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .status();
-    let ok = matches!(tokio::time::timeout(Duration::from_secs(30), probe).await, Ok(Ok(s)) if s.success());
-    if ok {
-        return Ok(());
+    let status = tokio::time::timeout(Duration::from_secs(30), probe).await;
+    match status {
+        Ok(Ok(s)) if s.success() => Ok(()),
+        Ok(Ok(s)) if s.code() == Some(NO_IPYKERNEL) => {
+            let has_uv = which::which("uv").is_ok();
+            Err(SessionError::KernelStartFailed {
+                message: advice::missing_ipykernel(interpreter, has_uv),
+                details: json!({"python": interpreter, "install_command": advice::install_command(interpreter)}),
+            })
+        }
+        other => {
+            let what = match other {
+                Ok(Ok(s)) => format!("`{} -c …` ended with {s}", interpreter.display()),
+                Ok(Err(e)) => format!("it cannot be run: {e}"),
+                Err(_) => "it did not finish within 30 s".into(),
+            };
+            Err(SessionError::InvalidArgument(format!(
+                "{} does not run as a Python interpreter ({what}). Give `python` the path of a Python executable or of a virtual environment.",
+                interpreter.display()
+            )))
+        }
     }
-    let has_uv = which::which("uv").is_ok();
-    Err(SessionError::KernelStartFailed {
-        message: advice::missing_ipykernel(interpreter, has_uv),
-        details: json!({"python": interpreter, "install_command": advice::install_command(interpreter)}),
-    })
 }
 
 /// The spec and launcher of a session adopting the kernel of `file` (relative to `cwd`).

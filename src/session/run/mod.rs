@@ -136,6 +136,15 @@ impl Run {
     /// Apply the `execute_reply`.
     pub fn apply_reply(&mut self, content: serde_json::Value) {
         self.output.apply_reply(&content, &self.quirks);
+        // `exit()` in IPython asks the frontend to end the kernel (a reply payload, see
+        // https://jupyter-client.readthedocs.io/en/stable/messaging.html#payloads-deprecated);
+        // the session keeps its kernel, so say so instead of staying silent.
+        let asks_exit = content["payload"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["source"] == "ask_exit"));
+        if asks_exit {
+            self.notices.push(ASK_EXIT_NOTICE.into());
+        }
         if let Some(e) = self.phase.executing_mut() {
             e.reply = Some((content, Instant::now()));
         }
@@ -301,10 +310,25 @@ fn entry_order(o: &RunOutput, whole: [&str; 2]) -> Vec<EntrySlot> {
     order
 }
 
+/// The notice of a run whose code asked the kernel to exit.
+pub const ASK_EXIT_NOTICE: &str = "The code asked the kernel to exit (exit() or quit()); the session keeps its kernel running, its state intact. destroy_session ends the session; restart_session gives it a fresh kernel.";
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_reply_asking_to_exit_gets_a_notice_that_the_kernel_stays() {
+        let mut run = Run::new(RunId::new(), "s".into(), String::new(), true, None, vec![]);
+        run.apply_reply(json!({"status": "ok", "execution_count": 1, "payload": [
+            {"source": "ask_exit", "keepkernel": false}
+        ]}));
+        assert_eq!(run.notices, [ASK_EXIT_NOTICE]);
+        let mut plain = Run::new(RunId::new(), "s".into(), String::new(), true, None, vec![]);
+        plain.apply_reply(json!({"status": "ok", "execution_count": 1, "payload": []}));
+        assert!(plain.notices.is_empty());
+    }
 
     #[test]
     fn a_run_that_finishes_before_its_interrupt_lands_is_ok_unless_the_kernel_cannot_tell() {
