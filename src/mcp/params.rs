@@ -220,7 +220,7 @@ pub(crate) fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, To
             Ok(Some(Duration::from_secs_f64(s)))
         }
         Some(s) => Err(ToolError::invalid(format!(
-            "{name} must be a number of seconds between 0 and 10000000, not {s}."
+            "{name} must be a number of seconds between 0 and 10000000, not {s:?}."
         ))),
     }
 }

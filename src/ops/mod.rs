@@ -50,6 +50,10 @@ pub async fn variables(handle: &SessionHandle) -> Result<(Vec<Value>, usize), Se
 /// (other kernels get the file's contents, within the code size limit).
 pub const PYTHON_FILE_MAX_BYTES: u64 = 256 << 20;
 
+/// File extensions of other kernels' languages (R, Octave, bash, Julia, JavaScript): a
+/// Python session refuses to run such a file.
+const OTHER_LANGUAGE_EXTENSIONS: [&str; 6] = ["r", "m", "sh", "bash", "jl", "js"];
+
 /// The code that runs the file at `path` (relative to the cwd of `handle`'s session) with
 /// `argv`: for Python, in the session's namespace with its real filename, `__file__` and
 /// `sys.argv = [path, *argv]`; for other kernels, the file's contents.
@@ -65,6 +69,22 @@ pub async fn file_code(
     let info = handle.info().await?;
     let path = PathBuf::from(&info.cwd).join(path);
     let language = Language::from_name(&info.language);
+    let actual = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let wrong_language = |expected: &str| {
+        SessionError::InvalidArgument(format!(
+            "{} is a .{actual} file, but session '{}' runs {} (.{expected} files). Run it in a session of its own language.",
+            path.display(),
+            info.session_id,
+            info.language
+        ))
+    };
+    // Python runs a file of any name; one named for another kernel's language is a mistake.
+    if language.is_python() && OTHER_LANGUAGE_EXTENSIONS.contains(&actual.as_str()) {
+        return Err(wrong_language("py"));
+    }
     if language.is_python() && info.location == "local" {
         // The kernel reads the file itself: checked here, not read.
         files::check_readable(&path, PYTHON_FILE_MAX_BYTES).await?;
@@ -83,17 +103,8 @@ pub async fn file_code(
         .unwrap_or_default()
         .trim_start_matches('.')
         .to_ascii_lowercase();
-    let actual = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
     if !expected.is_empty() && !actual.is_empty() && actual != expected {
-        return Err(SessionError::InvalidArgument(format!(
-            "{} is a .{actual} file, but session '{}' runs {} (.{expected} files). Run it in a session of its own language.",
-            path.display(),
-            info.session_id,
-            info.language
-        )));
+        return Err(wrong_language(&expected));
     }
     if !argv.is_empty() {
         return Err(SessionError::Unsupported(format!(

@@ -68,6 +68,40 @@ async fn execute_file_runs_a_python_file_over_the_code_size_limit() {
     server.shutdown().await;
 }
 
+/// A Python session runs a file of any name, except one named for another kernel's language
+/// (an R script would fail confusingly as Python).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_file_refuses_another_languages_file_in_python_and_runs_any_other_name() {
+    let state = StateHome::new();
+    let server = state.start_server().await;
+    let cwd = tmpdir();
+    std::fs::write(cwd.path().join("analysis.R"), "x <- c(1, 2)\nprint(x)\n").unwrap();
+    std::fs::write(cwd.path().join("notes.txt"), "print('from txt')\n").unwrap();
+    file_session(&server, cwd.path()).await;
+    let r = server
+        .call(
+            "execute_file",
+            json!({"session_id": "f", "path": "analysis.R"}),
+        )
+        .await;
+    assert_eq!(
+        structured(&r)["error_code"],
+        "INVALID_ARGUMENT",
+        "{}",
+        dump(&r)
+    );
+    assert!(text(&r).contains("of its own language"), "{}", text(&r));
+    let r = server
+        .call(
+            "execute_file",
+            json!({"session_id": "f", "path": "notes.txt"}),
+        )
+        .await;
+    assert_eq!(structured(&r)["stdout"], "from txt\n", "{}", dump(&r));
+    server.destroy("f").await;
+    server.shutdown().await;
+}
+
 /// `create_session(env=…)` values a process cannot have are refused before any kernel
 /// starts, naming the variable (not a start failure with a bare system error).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

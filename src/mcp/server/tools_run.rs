@@ -132,6 +132,11 @@ impl KernelMcp {
                 ))
             })?;
             let offset = p.offset.unwrap_or(0);
+            if p.limit == Some(0) {
+                return Err(ToolError::invalid(format!(
+                    "limit must be at least 1 (bytes of a page; at most {MAX_PAGE_BYTES})."
+                )));
+            }
             let limit = p
                 .limit
                 .unwrap_or(self.limits().stream_bytes)
