@@ -164,6 +164,36 @@ async fn an_interrupt_that_never_takes_leaves_the_run_running_and_never_restarts
     handle.destroy().await.expect("destroyed");
 }
 
+/// Once a restart stops a run the interrupt could not, its notices no longer say it goes on.
+#[tokio::test(start_paused = true)]
+async fn a_restart_after_an_interrupt_that_never_took_says_the_run_was_stopped() {
+    let (handle, mut kernels, mut k1) = session(false).await;
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("ignore SIGINT")).await;
+    k1.next_execute().await;
+    handle.interrupt().await.expect("interrupt");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let restarting = {
+        let h = handle.clone();
+        tokio::spawn(async move { h.restart(false).await })
+    };
+    let _k2 = kernels.recv().await.expect("a new kernel");
+    restarting.await.expect("joined").expect("restarted");
+    assert_eq!(
+        settle(&mut rx, Duration::from_secs(10)).await,
+        RunStatus::Cancelled
+    );
+    let notices = handle.get_run(&run).await.expect("the run").notices;
+    assert!(
+        !notices.iter().any(|n| n.contains("still going")),
+        "{notices:?}"
+    );
+    assert!(
+        notices.iter().any(|n| n.contains("that stopped it")),
+        "{notices:?}"
+    );
+    handle.destroy().await.expect("destroyed");
+}
+
 #[tokio::test(start_paused = true)]
 async fn death_ends_the_running_run_cancels_the_queued_ones_and_starts_a_new_kernel() {
     let (handle, mut kernels, mut k1) = session(false).await;

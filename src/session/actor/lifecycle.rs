@@ -252,8 +252,12 @@ impl Actor {
             return; // A start is under way; its outcome answers this restart too.
         }
         if let Some(run) = self.runs.current_mut() {
+            // An earlier "still going" no longer holds: the restart stops the run.
             run.notices
-                .push("The session was restarted while this run was executing.".into());
+                .retain(|n| !n.contains(super::running::STILL_GOING));
+            run.notices.push(
+                "The session was restarted while this run was executing; that stopped it.".into(),
+            );
             run.set_status(RunStatus::Cancelled);
             self.finish_current();
         }

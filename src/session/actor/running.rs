@@ -7,6 +7,9 @@ use super::*;
 use crate::session::run::{Executing, Interrupting, Phase};
 use crate::session::types::ErrorInfo;
 
+/// In a run's notice while an interrupt did not stop it (dropped once a restart does).
+pub(super) const STILL_GOING: &str = "the run is still going.";
+
 impl Actor {
     /// Finish the current run if it is complete, then start queued runs while the kernel is
     /// free. The one place a run begins.
@@ -348,10 +351,10 @@ impl Actor {
                         }
                         run.notices.push(match not_ours {
                             None => format!(
-                                "The kernel did not stop within {grace} s of the interrupt; the run is still going. Restarting the session stops it, and loses the kernel's state."
+                                "The kernel did not stop within {grace} s of the interrupt; {STILL_GOING} Restarting the session stops it, and loses the kernel's state."
                             ),
                             Some(why) => format!(
-                                "The kernel did not stop within {grace} s of the interrupt; the run is still going. {why} Stop the code where the kernel was started."
+                                "The kernel did not stop within {grace} s of the interrupt; {STILL_GOING} {why} Stop the code where the kernel was started."
                             ),
                         });
                     }
