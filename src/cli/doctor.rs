@@ -19,7 +19,7 @@ use kernel_mcp::kernel::KernelSpec;
 use kernel_mcp::kernel::advice;
 use kernel_mcp::kernel::discovery::KernelSearch;
 use kernel_mcp::kernel::env_prefix::{self, EnvCandidate};
-use kernel_mcp::kernel::{build_argv, keep_ipython_history_in_memory};
+use kernel_mcp::kernel::{IPYTHON_MEMORY_HISTORY, build_argv, keep_ipython_history_in_memory};
 use serde::Serialize;
 
 /// The longest one interpreter probe may take (a cold `import ipykernel` takes about a second).
@@ -239,6 +239,17 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
     }
 }
 
+/// `arg` as a POSIX shell reads it back: unchanged when it has no character the shell treats
+/// specially, else in single quotes (so a printed command can be pasted).
+fn shell_quoted(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=:,@%+{}".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
 /// Whether `spec` can start: its program resolves and, for `python -m MODULE`, imports MODULE.
 async fn check_spec(spec: &KernelSpec, env_prefix: Option<&Path>) -> SpecStatus {
     let status = |command, can_start, problem| SpecStatus {
@@ -411,12 +422,25 @@ fn render(r: &Report) -> String {
             k.resource_dir.display()
         );
         if let Some(cmd) = &k.command {
-            let _ = writeln!(o, "       runs: {}", cmd.join(" "));
+            let shown: Vec<String> = cmd.iter().map(|a| shell_quoted(a)).collect();
+            let _ = writeln!(o, "       runs: {}", shown.join(" "));
         }
         // The first line says what is wrong; the fix for the default kernel follows below.
         if let Some(line) = k.problem.as_deref().and_then(|p| p.lines().next()) {
             let _ = writeln!(o, "       {line}");
         }
+    }
+    let adds_history_option = r.kernelspecs.iter().any(|k| {
+        k.command
+            .iter()
+            .flatten()
+            .any(|a| a == IPYTHON_MEMORY_HISTORY)
+    });
+    if adds_history_option {
+        let _ = writeln!(
+            o,
+            "  ({IPYTHON_MEMORY_HISTORY} is added by kernel-mcp: IPython keeps its history in memory, not in ~/.ipython; a kernelspec naming a --HistoryManager. option keeps its own.)"
+        );
     }
     let _ = writeln!(o, "\nService:");
     match &r.service.socket {
@@ -507,5 +531,18 @@ mod tests {
         );
         let own = |k: &str| (k == "KERNEL_MCP_SOCKET").then(|| "/s/x.sock".to_string());
         assert_eq!(service_socket(&own, 7), Some(PathBuf::from("/s/x.sock")));
+    }
+
+    #[test]
+    fn a_shown_command_quotes_what_the_shell_would_read_otherwise() {
+        assert_eq!(shell_quoted("-f"), "-f");
+        assert_eq!(shell_quoted("{connection_file}"), "{connection_file}");
+        assert_eq!(
+            shell_quoted("--HistoryManager.hist_file=:memory:"),
+            "--HistoryManager.hist_file=:memory:"
+        );
+        assert_eq!(shell_quoted("IRkernel::main()"), "'IRkernel::main()'");
+        assert_eq!(shell_quoted("it's"), "'it'\\''s'");
+        assert_eq!(shell_quoted(""), "''");
     }
 }
