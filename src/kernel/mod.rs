@@ -43,7 +43,7 @@ pub use argv::{
 };
 pub use channels::{Channel, Channels, KernelEvent};
 pub use connection::ConnectionInfo;
-pub use process::{ExitCause, ExitInfo, KernelProcess};
+pub use process::{ExitCause, ExitInfo, KernelProcess, PARENT_PID_ENV};
 pub use sandbox::{Policy as SandboxPolicy, Sandbox, SandboxUnavailable};
 pub use seam::{InterruptError, KernelIo, KernelLauncher, LocalLauncher, SendError};
 pub use spec::{InterruptMode, KernelSpec};

@@ -31,6 +31,9 @@ pub use super::proc_tree::{any_reads_terminal, descendants, first_child, rss_byt
 use super::cgroup::Cgroup;
 use super::supervise::report::{ReportState, cause_of, read_report};
 
+/// The variable that tells ipykernel our pid, so it exits when we go (set for every kernel).
+pub const PARENT_PID_ENV: &str = "JPY_PARENT_PID";
+
 /// Bytes of the kernel's stdout+stderr kept for error reports.
 const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
 /// How long after the kernel exits we wait for its pipes to drain before reporting the exit.
@@ -172,7 +175,7 @@ impl KernelProcess {
         crate::secrets::scrub(cmd.as_std_mut());
         cmd.args(args)
             .envs(env)
-            .env("JPY_PARENT_PID", std::process::id().to_string())
+            .env(PARENT_PID_ENV, std::process::id().to_string())
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

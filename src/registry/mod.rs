@@ -220,6 +220,7 @@ impl Registry {
             )));
         }
         let cwd = session_cwd(opts.cwd.as_deref())?;
+        refuse_variables_we_set(&opts.env)?;
         let launch = self
             .sources
             .launch(&source, &opts, &cwd, &self.limits, live)
@@ -510,6 +511,25 @@ fn session_cwd(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
             c.display()
         ))),
         None => Ok(std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))),
+    }
+}
+
+/// Variables kernel-mcp sets in the kernels it starts: a caller's value would be replaced.
+const SET_BY_KERNEL_MCP: [&str; 3] = [
+    crate::kernel::PARENT_PID_ENV,
+    crate::broker::ENDPOINT_ENV,
+    crate::broker::OFF_ENV,
+];
+
+/// Errors: `INVALID_ARGUMENT` when `env` names a variable kernel-mcp sets itself.
+fn refuse_variables_we_set(
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<(), SessionError> {
+    match env.keys().find(|k| SET_BY_KERNEL_MCP.contains(&k.as_str())) {
+        Some(k) => Err(SessionError::InvalidArgument(format!(
+            "{k} is set by kernel-mcp in the kernels it starts (a value here would be replaced); leave it out of env."
+        ))),
+        None => Ok(()),
     }
 }
 

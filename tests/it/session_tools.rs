@@ -102,15 +102,19 @@ async fn execute_file_refuses_another_languages_file_in_python_and_runs_any_othe
     server.shutdown().await;
 }
 
-/// `create_session(env=…)` values a process cannot have are refused before any kernel
-/// starts, naming the variable (not a start failure with a bare system error).
+/// `create_session(env=…)` values a process cannot have, and variables kernel-mcp sets
+/// itself, are refused before any kernel starts, naming the variable (not a start failure
+/// with a bare system error, nor a value silently replaced).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn env_values_with_a_nul_or_over_the_os_limit_are_invalid_arguments_naming_them() {
+async fn env_values_a_process_cannot_have_or_that_kernel_mcp_sets_are_invalid_arguments() {
     let server = Server::start().await;
     let huge = "x".repeat(200 * 1024);
     for (name, value, says) in [
         ("HAS_NUL", "a\u{0}b", "NUL byte"),
         ("HUGE", huge.as_str(), "bytes"),
+        // Set by kernel-mcp itself: the caller's value would be replaced without a word.
+        ("KERNEL_MCP_ENDPOINT", "/tmp/x", "set by kernel-mcp"),
+        ("JPY_PARENT_PID", "1", "set by kernel-mcp"),
     ] {
         let r = server
             .call(
