@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use crate::common::history::error_code;
 use crate::common::*;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
@@ -150,12 +151,7 @@ async fn create_session_with_a_python_that_is_not_python_is_an_invalid_argument(
                 json!({"session_id": "p", "python": program}),
             )
             .await;
-        assert_eq!(
-            structured(&r)["error_code"],
-            "INVALID_ARGUMENT",
-            "{}",
-            dump(&r)
-        );
+        assert_eq!(error_code(&r), "INVALID_ARGUMENT", "{}", dump(&r));
         let t = text(&r);
         assert!(t.contains("does not run as a Python interpreter"), "{t}");
         assert!(!t.contains("pip install"), "{t}");

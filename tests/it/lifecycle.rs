@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::history::error_code;
 use crate::common::*;
 use serde_json::json;
 
@@ -311,7 +312,7 @@ async fn a_session_whose_cwd_was_removed_names_it_when_it_cannot_restart() {
     let r = server
         .call("execute", json!({"session_id": "gone", "code": "1"}))
         .await;
-    assert_eq!(structured(&r)["error_code"], "SESSION_DEAD", "{}", dump(&r));
+    assert_eq!(error_code(&r), "SESSION_DEAD", "{}", dump(&r));
     assert!(text(&r).contains("does not exist"), "{}", text(&r));
     server.destroy("gone").await;
     server.shutdown().await;

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::common::history::error_code;
 use crate::common::*;
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};
@@ -276,12 +277,7 @@ async fn a_parameter_the_tool_does_not_have_is_refused_naming_the_closest() {
     let r = server
         .call("execute", json!({"code": "1", "timeout": 1}))
         .await;
-    assert_eq!(
-        structured(&r)["error_code"],
-        "INVALID_ARGUMENT",
-        "{}",
-        dump(&r)
-    );
+    assert_eq!(error_code(&r), "INVALID_ARGUMENT", "{}", dump(&r));
     assert!(
         text(&r).contains("`timeout`") && text(&r).contains("Did you mean `timeout_s`?"),
         "{}",
@@ -293,12 +289,7 @@ async fn a_parameter_the_tool_does_not_have_is_refused_naming_the_closest() {
             json!({"session_id": "k", "kernel_name": "bash", "working_dir": "/tmp"}),
         )
         .await;
-    assert_eq!(
-        structured(&r)["error_code"],
-        "INVALID_ARGUMENT",
-        "{}",
-        dump(&r)
-    );
+    assert_eq!(error_code(&r), "INVALID_ARGUMENT", "{}", dump(&r));
     assert!(text(&r).contains("`kernel`"), "{}", text(&r));
     // Nothing ran: no session, not even `default`.
     let listed = structured(&server.call("list_sessions", json!({})).await);

@@ -84,12 +84,7 @@ async fn execute_file_refuses_another_languages_file_in_python_and_runs_any_othe
             json!({"session_id": "f", "path": "analysis.R"}),
         )
         .await;
-    assert_eq!(
-        structured(&r)["error_code"],
-        "INVALID_ARGUMENT",
-        "{}",
-        dump(&r)
-    );
+    assert_eq!(error_code(&r), "INVALID_ARGUMENT", "{}", dump(&r));
     assert!(text(&r).contains("of its own language"), "{}", text(&r));
     let r = server
         .call(
@@ -123,12 +118,7 @@ async fn env_values_a_process_cannot_have_or_that_kernel_mcp_sets_are_invalid_ar
             )
             .await;
         assert!(is_error(&r), "{name}: {}", dump(&r));
-        assert_eq!(
-            structured(&r)["error_code"],
-            "INVALID_ARGUMENT",
-            "{}",
-            dump(&r)
-        );
+        assert_eq!(error_code(&r), "INVALID_ARGUMENT", "{}", dump(&r));
         assert!(
             text(&r).contains(name) && text(&r).contains(says),
             "{}",
