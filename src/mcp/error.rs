@@ -18,9 +18,6 @@ pub struct ToolError {
     pub details: Value,
 }
 
-/// What tools return.
-pub type ToolResult = Result<CallToolResult, ToolError>;
-
 impl ToolError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ToolError {
         ToolError {

@@ -1,27 +1,28 @@
-//! The MCP surface: tool parameters (`params`), the handler and its tools (`server`,
-//! `server/tools_*.rs`), errors at the edge (`error`), rendering of records into
-//! `CallToolResult`s (`render`), tasks and resources on runs (`tasks`, `resources`), log
+//! The MCP surface: the handler (`server`), the tools, one file per tool or family, with the
+//! table of their sets and hints (`tools`), who makes a request (`caller`), errors at the
+//! edge (`error`), rendering of runs into `CallToolResult`s (`render`), the compact schemas
+//! of `tools/list` (`schema`), tasks and resources on runs (`tasks`, `resources`), log
 //! forwarding (`logging`), a client's cancellation told from its connection's end (`cancel`),
 //! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`) and the
 //! HTTP token (`token`).
 
 mod arg_names;
+pub mod caller;
 pub(crate) mod cancel;
 pub(crate) mod error;
 pub mod http;
 pub mod http_sessions;
 pub mod images;
 pub mod logging;
-pub(crate) mod params;
 pub(crate) mod render;
 pub mod resources;
-pub mod results;
 pub mod schema;
 pub mod serve;
 pub mod server;
 pub mod sse;
 mod tasks;
 pub mod token;
+pub(crate) mod tools;
 pub mod toolset;
 
 pub use server::KernelMcp;

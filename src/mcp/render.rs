@@ -1,6 +1,8 @@
-//! Records → `CallToolResult`: `structuredContent` carries the contract's JSON, a short text
-//! block carries the same for models that read text, and images become `image` blocks.
-//! Errors are rendered by [`super::error::ToolError`].
+//! A run's record → `CallToolResult` (what `execute` and every tool that returns a run
+//! answers, and a finished task's result): `structuredContent` carries the contract's JSON,
+//! a short text block carries the same for models that read text, and images become `image`
+//! blocks. Other results render themselves (`tools/out.rs`); errors are rendered by
+//! [`super::error::ToolError`].
 
 use std::fmt::Write;
 
@@ -8,23 +10,10 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::session::types::{ExecutionResult, RunStatus, SessionInfo};
+use crate::session::types::{ExecutionResult, RunStatus};
 
 /// Base64 image data one response may carry in all (MCP clients drop messages over 16 MiB).
 const MAX_IMAGE_BYTES_PER_RESPONSE: usize = 8 * 1024 * 1024;
-
-/// A successful result: `text` first, then `extra` blocks; `structured` as structuredContent.
-pub fn success(
-    text: String,
-    structured: &impl Serialize,
-    extra: Vec<ContentBlock>,
-) -> CallToolResult {
-    let mut content = vec![ContentBlock::text(text)];
-    content.extend(extra);
-    let mut r = CallToolResult::success(content);
-    r.structured_content = Some(to_value(structured));
-    r
-}
 
 fn to_value(v: &impl Serialize) -> Value {
     serde_json::to_value(v).unwrap_or_else(|e| json!({"error": e.to_string()}))
@@ -192,97 +181,4 @@ pub fn execution_text(r: &ExecutionResult, notices: &[String]) -> String {
         let _ = writeln!(t, "note: {n}");
     }
     t.trim_end().to_string()
-}
-
-/// One line per session field that matters.
-pub fn session_text(s: &SessionInfo) -> String {
-    format!(
-        "session '{}': kernel {} ({}), status {}, generation {}, pid {}, history {}, queue {}{}",
-        s.session_id,
-        s.kernel,
-        s.display_name,
-        s.status.as_str(),
-        s.generation,
-        s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
-        s.history_count,
-        s.queue_length,
-        s.current_run_id
-            .as_ref()
-            .map(|r| format!(", running {r}"))
-            .unwrap_or_default()
-    )
-}
-
-/// One line per kernelspec, then the default kernel.
-pub fn kernels_text(list: &super::results::KernelList) -> String {
-    let lines: Vec<String> = list
-        .kernels
-        .iter()
-        .map(|k| match &k.gateway {
-            Some(g) => format!(
-                "{} — {} ({}) gateway={g}",
-                k.name, k.display_name, k.language
-            ),
-            None => format!("{} — {} ({})", k.name, k.display_name, k.language),
-        })
-        .collect();
-    let mut text = format!(
-        "{}\ndefault kernel: {}",
-        lines.join("\n"),
-        list.default_kernel.as_deref().unwrap_or("none")
-    );
-    for g in &list.gateways {
-        match &g.error {
-            Some(e) => write!(text, "\ngateway {} ({}): {e}", g.name, g.url),
-            None => write!(text, "\ngateway {} ({}): ok", g.name, g.url),
-        }
-        .ok();
-    }
-    text
-}
-
-/// `  name: type summary` per variable, each on its own line.
-pub fn variables_text(vars: &[Value]) -> String {
-    let mut t = String::new();
-    for var in vars {
-        let _ = write!(
-            t,
-            "\n  {}: {} {}",
-            var["name"].as_str().unwrap_or(""),
-            var["type"].as_str().unwrap_or(""),
-            var["summary"].as_str().unwrap_or("")
-        );
-    }
-    t
-}
-
-/// What a history replay did.
-pub fn replay_text(replay: &crate::ops::history::Replay) -> String {
-    match (replay.stopped_at, replay.runs.last()) {
-        (Some(i), Some(last)) => format!(
-            "re-ran {} blocks; stopped at index {i} ({}): see runs[-1] and get_execution for details",
-            replay.runs.len(),
-            last.status.as_str()
-        ),
-        _ => format!("re-ran {} blocks, all ok", replay.runs.len()),
-    }
-}
-
-/// What an install did, and its output's tail.
-pub fn install_text(outcome: &crate::ops::packages::InstallOutcome, packages: &[String]) -> String {
-    format!(
-        "{} {}{}\n{}",
-        if outcome.ok {
-            "installed"
-        } else {
-            "install FAILED:"
-        },
-        packages.join(" "),
-        if outcome.restart_recommended {
-            " (restart recommended: an installed package replaced one that may already be imported)"
-        } else {
-            ""
-        },
-        outcome.output.trim_end()
-    )
 }

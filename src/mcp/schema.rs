@@ -2,17 +2,16 @@
 //! default toolset under 16 kB; `--tools minimal` under 5 kB and `--tools code` under 4 kB on
 //! the wire; see `toolset.rs`).
 //!
-//! **Output schemas.** Each tool declares the Rust type its `structuredContent` is
-//! serialized from, in one line: `#[tool(output_schema = schema::output::<T>())]`, where
-//! `T: Serialize + JsonSchema` is the very type the tool serializes (see `results.rs`).
-//! [`output`] takes that type's serialize-form schema (schemars, JSON Schema 2020-12) and
-//! keeps what validates it at the least cost in bytes: `type: object` and the fields every
-//! result carries (`required`; a field left out when empty is not among them). A result that
-//! is one of several records (an untagged enum) is `anyOf` their field sets, and the
-//! contract's error shape (`{error_code, message, details}`, sent with `isError`) is always
-//! one more alternative, so an error result validates against the same schema. Field types
-//! and nested shapes are documented in docs/tools.md; typing every field would put the full
-//! `tools/list` over its cap (ExecutionResult alone is returned by five tools).
+//! **Output schemas.** Each tool's handler returns `Json<T>` (see `tools/out.rs`), and
+//! rmcp's macro declares `T`'s serialize-form schema (schemars, JSON Schema 2020-12) as the
+//! tool's output schema. [`compact_output`] keeps of it what validates a result at the
+//! least cost in bytes: `type: object` and the fields every result carries (`required`; a
+//! field left out when empty is not among them). A result that is one of several records
+//! (an untagged enum) is `anyOf` their field sets, and the contract's error shape
+//! (`{error_code, message, details}`, sent with `isError`) is always one more alternative,
+//! so an error result validates against the same schema. Field types and nested shapes are
+//! documented in docs/tools.md; typing every field would put the full `tools/list` over its
+//! cap (ExecutionResult alone is returned by five tools).
 //!
 //! **Input schemas.** [`compact_input`] drops what only costs bytes: `$schema`, `default:
 //! null`, number formats, and the `null` of an optional parameter's type (omitting it means
@@ -22,8 +21,6 @@
 use std::sync::Arc;
 
 use rmcp::model::JsonObject;
-use schemars::JsonSchema;
-use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 /// Keywords an input schema does without.
@@ -34,18 +31,15 @@ const DROPPED: [&str; 6] = [
 /// How deep `$ref`/`anyOf`/`allOf` chains are followed.
 const MAX_DEPTH: usize = 8;
 
-/// The `outputSchema` of a tool whose `structuredContent` is a serialized `T`.
-pub fn output<T: JsonSchema>() -> Arc<JsonObject> {
-    let generator = SchemaSettings::draft2020_12()
-        .for_serialize()
-        .into_generator();
-    let raw = serde_json::to_value(generator.into_root_schema_for::<T>()).unwrap_or(json!({}));
-    Arc::new(from_schema(&raw))
+/// The compact output schema of a tool whose serialize-form schema is `raw` (a schemars
+/// root schema, `$defs` included), as described in the module docs.
+pub fn compact_output(raw: &JsonObject) -> JsonObject {
+    from_schema(&Value::Object(raw.clone()))
 }
 
 /// The output schema of every tool in a terse toolset (`--tools minimal`, `--tools code`):
 /// `{"type": "object"}`, which every result (the error shape included) validates against.
-/// The field lists of [`output`] cost about 300 bytes a tool; docs/tools.md has them.
+/// The field lists of [`compact_output`] cost about 300 bytes a tool; docs/tools.md has them.
 pub fn terse_output() -> Arc<JsonObject> {
     let mut root = JsonObject::new();
     root.insert("type".into(), json!("object"));
@@ -184,6 +178,7 @@ fn strip(v: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use schemars::JsonSchema;
     use serde::Serialize;
 
     #[derive(Serialize, JsonSchema)]
@@ -201,8 +196,9 @@ mod tests {
         sometimes: Option<String>,
     }
 
-    fn schema<T: JsonSchema>() -> Value {
-        Value::Object((*output::<T>()).clone())
+    fn schema<T: JsonSchema + 'static>() -> Value {
+        let raw = rmcp::handler::server::tool::schema_for_output::<T>();
+        Value::Object(compact_output(&raw))
     }
 
     #[test]

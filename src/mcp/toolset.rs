@@ -1,6 +1,7 @@
-//! Which tools a server offers (`--tools`, DESIGN §16): the one place that knows which tool,
-//! and which optional parameter of a tool, is in which set, and the server instructions that
-//! go with each set.
+//! Which tools a server offers (`--tools`, DESIGN §16): the sets, which optional parameter
+//! of a tool is in which set, and the server instructions that go with each set. Which tool
+//! is in which set is a column of the one table of tools (`tools/mod.rs`); the lists below
+//! are made from it.
 //!
 //! A toolset is a **base** — `default` (the everyday tools), `all`, `minimal` or `code` —
 //! plus any number of **named sets** added to it: `environments`, `checkpoints`, `service`,
@@ -12,10 +13,13 @@
 //! terse, so their `tools/list` stays under 5 kB and 4 kB on the wire: their output schemas
 //! are `{"type": "object"}`, and `minimal`'s parameters carry no descriptions.
 //!
-//! Every tool of the router is in `default` or in a named set: a unit test in `server.rs`
-//! fails for a tool added without a place here.
+//! Every tool of the router has a row in that table, which puts it in `default` or in one
+//! named set: a unit test in `tools/mod.rs` fails for a tool added without one.
 
 use std::fmt;
+
+use super::tools::TOOLS;
+use super::tools::table::{Home, Pick, count, names, row};
 
 /// A set of tools that can be added to a base (`--tools default,NAME`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,23 +67,13 @@ impl NamedSet {
         }
     }
 
-    /// The tools this set adds.
-    pub fn tools(self) -> &'static [&'static str] {
-        match self {
-            NamedSet::Environments => &[
-                "register_environment",
-                "list_environments",
-                "get_environment",
-                "validate_environment",
-                "remove_environment",
-            ],
-            NamedSet::Checkpoints => &["checkpoint_session", "restore_session"],
-            NamedSet::Service => &["renew_session", "clear_queue"],
-            NamedSet::Fresh => &[],
-            NamedSet::Completion => &["complete", "is_complete", "inspect"],
-            NamedSet::History => &["delete_history", "rerun_history"],
-            NamedSet::Notebook => &["mirror_notebook"],
-        }
+    /// The tools this set adds, in table order (see `tools/mod.rs`).
+    pub fn tools(self) -> Vec<&'static str> {
+        TOOLS
+            .iter()
+            .filter(|r| r.home == Home::Set(self))
+            .map(|r| r.name)
+            .collect()
     }
 
     fn bit(self) -> u8 {
@@ -88,46 +82,15 @@ impl NamedSet {
 }
 
 /// The everyday tools: sessions (forks included), runs, reading and exporting history,
-/// packages.
-pub const DEFAULT_TOOLS: [&str; 17] = [
-    "list_kernels",
-    "create_session",
-    "fork_session",
-    "list_sessions",
-    "get_session",
-    "interrupt_session",
-    "restart_session",
-    "destroy_session",
-    "server_info",
-    "execute",
-    "execute_file",
-    "get_execution",
-    "send_input",
-    "cancel_execution",
-    "get_history",
-    "export_history",
-    "install_packages",
-];
+/// packages (the rows of `default` in the table of `tools/mod.rs`).
+pub const DEFAULT_TOOLS: [&str; count(&TOOLS, Pick::Default)] = names(&TOOLS, Pick::Default);
 
 /// The tools of `--tools minimal`: enough to start a session, run code and follow the run.
-pub const MINIMAL_TOOLS: [&str; 7] = [
-    "create_session",
-    "execute",
-    "get_execution",
-    "send_input",
-    "interrupt_session",
-    "restart_session",
-    "list_sessions",
-];
+pub const MINIMAL_TOOLS: [&str; count(&TOOLS, Pick::Minimal)] = names(&TOOLS, Pick::Minimal);
 
 /// The tools of `--tools code` (DESIGN §14): run code and follow the run; everything else is
 /// reached from the code, through `from kernel_mcp import mcp`.
-pub const CODE_TOOLS: [&str; 4] = [
-    "execute",
-    "get_execution",
-    "send_input",
-    "interrupt_session",
-];
+pub const CODE_TOOLS: [&str; count(&TOOLS, Pick::Code)] = names(&TOOLS, Pick::Code);
 
 /// Optional parameters that belong to a named set rather than to their tool: left out of the
 /// tool's schema, and refused, unless the set is in the toolset.
@@ -257,18 +220,22 @@ impl Toolset {
         self.base == Base::All || self.sets & set.bit() != 0
     }
 
-    /// True when `tool` is offered.
+    /// True when `tool` is offered: `all` offers any name; otherwise the tool's row says
+    /// whether its base or one of its named sets does.
     pub fn offers(&self, tool: &str) -> bool {
-        let in_base = match self.base {
-            Base::All => return true,
-            Base::Default => DEFAULT_TOOLS.contains(&tool),
-            Base::Minimal => MINIMAL_TOOLS.contains(&tool),
-            Base::Code => CODE_TOOLS.contains(&tool),
+        if self.base == Base::All {
+            return true;
+        }
+        let Some(row) = row(tool) else {
+            return false;
         };
-        in_base
-            || NamedSet::ALL
-                .iter()
-                .any(|s| self.has(*s) && s.tools().contains(&tool))
+        let in_base = match self.base {
+            Base::All => true,
+            Base::Default => row.home == Home::Default,
+            Base::Minimal => row.minimal,
+            Base::Code => row.code,
+        };
+        in_base || matches!(row.home, Home::Set(set) if self.has(set))
     }
 
     /// The named set that offers `param` of `tool`, when this toolset does not.

@@ -42,14 +42,14 @@ const FORMAT: &str = "kernel-mcp-checkpoint";
 const VERSION: u64 = 1;
 
 /// A variable left out, and why.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct Skipped {
     pub name: String,
     pub reason: String,
 }
 
-/// What `checkpoint` wrote.
-#[derive(Debug, Clone, Serialize)]
+/// What `checkpoint` wrote (`checkpoint_session`'s result).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Checkpoint {
     pub path: PathBuf,
     pub saved: Vec<String>,
@@ -57,8 +57,8 @@ pub struct Checkpoint {
     pub bytes: usize,
 }
 
-/// What `restore` loaded.
-#[derive(Debug, Clone, Serialize)]
+/// What `restore` loaded (`restore_session`'s result).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Restored {
     pub path: PathBuf,
     pub restored: Vec<String>,

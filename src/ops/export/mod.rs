@@ -12,8 +12,11 @@ use crate::session::history::{
 };
 use crate::session::types::{ErrorInfo, RunStatus};
 
-/// Export formats of `export_history`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Export formats of `export_history` (its `format`, which the schema shows as an `enum`
+/// with no description: the tool's own says what each is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline, description = "")]
 pub enum ExportFormat {
     Transcript,
     Script,

@@ -38,26 +38,19 @@ impl Default for Bounds {
     }
 }
 
-/// The parts of a run that can be paged, by the name `get_execution` takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The parts of a run that can be paged, by the name `get_execution` takes (its `stream`).
+/// (The variants have no doc comments: documented variants would turn the parameter's
+/// `enum` into a longer `oneOf`.)
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum Part {
     Stdout,
     Stderr,
     Result,
     Traceback,
-}
-
-impl Part {
-    /// `"stdout"`, `"stderr"`, `"result"` or `"traceback"`.
-    pub fn parse(name: &str) -> Option<Part> {
-        match name {
-            "stdout" => Some(Part::Stdout),
-            "stderr" => Some(Part::Stderr),
-            "result" => Some(Part::Result),
-            "traceback" => Some(Part::Traceback),
-            _ => None,
-        }
-    }
 }
 
 impl Run {

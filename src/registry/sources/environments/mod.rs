@@ -33,7 +33,7 @@ const MAX_FILE_BYTES: u64 = 1024 * 1024;
 const FORMAT_VERSION: u32 = 1;
 
 /// One registered environment, as stored and as the tools return it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     pub name: String,
     /// The interpreter (absolute; a venv's `bin/python`, symlinks kept so the venv stays).

@@ -1,17 +1,55 @@
-//! Tool parameters as the model types them (serde + JSON Schema). Doc comments become the
-//! schema descriptions. `create_session`'s are parsed once into a [`NewSession`]: its
-//! exclusive choices become one [`KernelSource`], so nothing deeper checks combinations of
-//! `Option`s. Other validation beyond types happens in the tools.
+//! `create_session`: its parameters, parsed once into a [`NewSession`] (the exclusive
+//! kernel choices become one [`KernelSource`], so nothing deeper checks combinations of
+//! `Option`s), and the tool, which creates the session in the caller's scope and, when asked,
+//! starts its live notebook.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::error::ToolError;
+use super::args::{ExpiresAfterS, Seconds, StartupTimeoutS};
+use super::out::Json;
+use crate::mcp::KernelMcp;
+use crate::mcp::caller::Caller;
+use crate::mcp::error::ToolError;
+use crate::ops::export::mirror::Mirrors;
 use crate::registry::{KernelSource, SessionOptions};
+use crate::session::SessionInfo;
+
+#[tool_router(router = create_router, vis = "pub(crate)")]
+impl KernelMcp {
+    /// Start a named session on a Jupyter kernel.
+    #[tool]
+    async fn create_session(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<CreateSessionParams>,
+    ) -> Result<Json<SessionInfo>, ToolError> {
+        let new = NewSession::try_from(p)?;
+        let key = match &new.session_id {
+            Some(id) => caller.scope.key(id),
+            None => caller.scope.new_key(),
+        };
+        let registry = caller.registry();
+        let info = registry.create(&key, new.source, new.options).await?;
+        if let Some(notebook) = &new.notebook {
+            // A live notebook that cannot be written leaves no session behind.
+            let mirrored = match registry.get(&key) {
+                Ok(handle) => Mirrors::global().start(&handle, notebook).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = mirrored {
+                let _ = registry.destroy(&key).await;
+                return Err(e.into());
+            }
+        }
+        Ok(Json(info))
+    }
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSessionParams {
@@ -35,13 +73,13 @@ pub struct CreateSessionParams {
     pub env: Option<BTreeMap<String, String>>,
     /// Readiness wait, s (default 60).
     #[serde(default)]
-    pub startup_timeout_s: Option<f64>,
+    pub startup_timeout_s: Option<Seconds<StartupTimeoutS>>,
     /// Memory limit, MiB (0 = none).
     #[serde(default)]
     pub max_memory_mib: Option<u64>,
     /// Idle seconds until shut down (0 = never).
     #[serde(default)]
-    pub expires_after_s: Option<f64>,
+    pub expires_after_s: Option<Seconds<ExpiresAfterS>>,
     /// Connection file to adopt.
     #[serde(default)]
     pub connection_file: Option<String>,
@@ -79,8 +117,8 @@ impl TryFrom<CreateSessionParams> for NewSession {
     type Error = ToolError;
 
     /// Errors: `INVALID_ARGUMENT` for a bad name, several kernel sources at once, `kernel_id`
-    /// without `gateway`, `env` for an adopted kernel, a bad environment variable name, or a
-    /// time out of range.
+    /// without `gateway`, `env` for an adopted kernel, or a bad environment variable name (a
+    /// time out of range is refused as the arguments are parsed, see [`Seconds`]).
     fn try_from(p: CreateSessionParams) -> Result<NewSession, ToolError> {
         if let Some(id) = &p.session_id
             && !crate::session::ids::is_valid_name(id)
@@ -122,9 +160,9 @@ impl TryFrom<CreateSessionParams> for NewSession {
             options: SessionOptions {
                 cwd: p.cwd.map(PathBuf::from),
                 env,
-                startup_timeout: seconds(p.startup_timeout_s, "startup_timeout_s")?,
+                startup_timeout: p.startup_timeout_s.map(|s| s.get()),
                 max_memory_mib: p.max_memory_mib,
-                expires_after: seconds(p.expires_after_s, "expires_after_s")?,
+                expires_after: p.expires_after_s.map(|s| s.get()),
                 sandbox: p.sandbox,
                 sandbox_network: p.sandbox_network,
                 jupyter_kernel_id: None,
@@ -212,275 +250,18 @@ fn kernel_source(
     }
 }
 
-/// `v` seconds as a duration. Errors: `INVALID_ARGUMENT` outside `0..=1e7` or not finite.
-pub(crate) fn seconds(v: Option<f64>, name: &str) -> Result<Option<Duration>, ToolError> {
-    match v {
-        None => Ok(None),
-        Some(s) if s.is_finite() && (0.0..=1e7).contains(&s) => {
-            Ok(Some(Duration::from_secs_f64(s)))
-        }
-        Some(s) => Err(ToolError::invalid(format!(
-            "{name} must be a number of seconds between 0 and 10000000, not {s:?}."
-        ))),
-    }
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct SessionIdParams {
-    /// The session's id.
-    pub session_id: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct GetSessionParams {
-    /// The session's id.
-    pub session_id: String,
-    /// Also list Python variables (no user __repr__ is called).
-    #[serde(default)]
-    pub include_variables: Option<bool>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct RestartSessionParams {
-    /// The session's id.
-    pub session_id: String,
-    /// Also forget the session's history (default false).
-    #[serde(default)]
-    pub clear_history: Option<bool>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ExecuteParams {
-    /// Session to run in (default: "default", made on first use).
-    #[serde(default)]
-    pub session_id: Option<String>,
-    /// The code to run (at most 1 MiB).
-    pub code: String,
-    /// Run-time limit, s (interrupt, then restart). 0: none.
-    #[serde(default)]
-    pub timeout_s: Option<f64>,
-    /// Seconds to wait (default 50), then "running".
-    #[serde(default)]
-    pub wait_s: Option<f64>,
-    /// Answers for input() prompts, in order.
-    #[serde(default)]
-    pub stdin: Option<Vec<String>>,
-    /// Fail unless at this generation.
-    #[serde(default)]
-    pub expected_generation: Option<u64>,
-    /// Kernel history (default true).
-    #[serde(default)]
-    pub store_history: Option<bool>,
-    /// Run now beside a busy run (kernel subshell); not in history.
-    #[serde(default)]
-    pub subshell: Option<bool>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ForkSessionParams {
-    /// The session to copy (a local Python session, idle).
-    pub session_id: String,
-    /// The new session's id.
-    pub new_session_id: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct GetExecutionParams {
-    /// From an execute result.
-    pub run_id: String,
-    /// Seconds to wait for it (default 0).
-    #[serde(default)]
-    pub wait_s: Option<f64>,
-    /// Page one stream instead: "stdout" or "stderr".
-    #[serde(default)]
-    pub stream: Option<String>,
-    /// Byte offset (default 0).
-    #[serde(default)]
-    pub offset: Option<usize>,
-    /// Bytes to return (default 20000).
-    #[serde(default)]
-    pub limit: Option<usize>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct SendInputParams {
-    /// The run waiting for input.
-    pub run_id: String,
-    /// The line to answer with (no trailing newline needed).
-    pub value: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct RunIdParams {
-    /// The run's id.
-    pub run_id: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistoryParams {
-    /// The session (a past one is read from its journal).
-    pub session_id: String,
-    /// First index (Python slice). Omitted: the start.
-    #[serde(default)]
-    pub start: Option<i64>,
-    /// End index, exclusive. Omitted: the end.
-    #[serde(default)]
-    pub end: Option<i64>,
-    /// Only this run's entry (not with start/end/latest_n).
-    #[serde(default)]
-    pub run_id: Option<String>,
-    /// Only the last N entries (not with start/end/run_id).
-    #[serde(default)]
-    pub latest_n: Option<usize>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct DeleteHistoryParams {
-    /// The session's id.
-    pub session_id: String,
-    /// First index to delete, 0-based, negative from the end; must name an entry.
-    pub start: i64,
-    /// End index, exclusive. Omitted: only the entry at `start` is deleted.
-    #[serde(default)]
-    pub end: Option<i64>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct RerunHistoryParams {
-    /// The session's id.
-    pub session_id: String,
-    /// First index, 0-based; must name an entry. Omitted: the start.
-    #[serde(default)]
-    pub start: Option<i64>,
-    /// End index, exclusive. Omitted: to the end.
-    #[serde(default)]
-    pub end: Option<i64>,
-    /// Restart the kernel first (default true).
-    #[serde(default)]
-    pub restart: Option<bool>,
-    /// Run-time limit per block in seconds (0 or omitted = none).
-    #[serde(default)]
-    pub timeout_s: Option<f64>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ExportHistoryParams {
-    /// The session (a past one is read from its journal).
-    pub session_id: String,
-    /// File to write (relative: to the session's cwd).
-    pub path: String,
-    /// "transcript", "script" or "notebook".
-    pub format: String,
-    #[serde(default)]
-    pub start: Option<i64>,
-    #[serde(default)]
-    pub end: Option<i64>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct MirrorNotebookParams {
-    /// The session.
-    pub session_id: String,
-    /// The .ipynb to keep up to date (relative: the session's cwd).
-    pub path: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ExecuteFileParams {
-    /// Session to run in (default: "default").
-    #[serde(default)]
-    pub session_id: Option<String>,
-    /// The file to run (relative: the session's cwd).
-    pub path: String,
-    /// Python sees sys.argv = [path, *argv].
-    #[serde(default)]
-    pub argv: Option<Vec<String>>,
-    /// As for execute.
-    #[serde(default)]
-    pub timeout_s: Option<f64>,
-    /// As for execute.
-    #[serde(default)]
-    pub wait_s: Option<f64>,
-    /// "persistent" (default) or "fresh" (a new, short-lived kernel).
-    #[serde(default)]
-    pub mode: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct InstallPackagesParams {
-    /// The session whose Python environment gets the packages.
-    pub session_id: String,
-    /// Requirement specifiers, e.g. ["tabulate", "numpy>=2"].
-    pub packages: Vec<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct CompleteParams {
-    /// The session's id.
-    pub session_id: String,
-    /// The code being completed.
-    pub code: String,
-    /// Cursor position in Unicode code points (default: the end of `code`).
-    #[serde(default)]
-    pub cursor_pos: Option<usize>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct IsCompleteParams {
-    pub session_id: String,
-    /// Code typed so far.
-    pub code: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct InspectParams {
-    /// The session's id.
-    pub session_id: String,
-    /// The code containing the name to inspect.
-    pub code: String,
-    /// Cursor position in Unicode code points (default: the end of `code`).
-    #[serde(default)]
-    pub cursor_pos: Option<usize>,
-    /// 0 (signature and docstring) or 1 (also source, when available).
-    #[serde(default)]
-    pub detail_level: Option<u8>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct RegisterEnvironmentParams {
-    /// 1-64 of letters, digits, '.', '_', '-'.
-    pub name: String,
-    /// Interpreter or venv directory.
-    pub python: String,
-    /// Re-point an existing name at another interpreter (default false).
-    #[serde(default)]
-    pub replace: Option<bool>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct EnvironmentNameParams {
-    /// The registered name.
-    pub name: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct CheckpointParams {
-    /// The Python session's id.
-    pub session_id: String,
-    /// The checkpoint file (relative: the session's cwd).
-    pub path: String,
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
-    fn params(v: serde_json::Value) -> CreateSessionParams {
-        serde_json::from_value(v).expect("parameters")
-    }
-
+    /// The arguments parsed as rmcp parses them (a value of the wrong type or out of range
+    /// is `INVALID_ARGUMENT` there too), then checked together.
     fn parse(v: serde_json::Value) -> Result<NewSession, ToolError> {
-        NewSession::try_from(params(v))
+        let params: CreateSessionParams =
+            serde_json::from_value(v).map_err(|e| ToolError::invalid(e.to_string()))?;
+        NewSession::try_from(params)
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The MCP server handler: [`KernelMcp`], a cheap clone over the process-wide [`Registry`]
-//! seen through the caller's [`Scope`], with the tool routers of its `tools_*.rs` and the one
+//! for one connection, with the router of every tool (see [`super::tools`]) and the one
 //! `call_tool` override that every call passes through: the toolset's gate (see
-//! [`super::toolset`]), a panic guard keyed on the tool name, and the contract's error shape
-//! for arguments that do not deserialize. It also records the client's cancellations
+//! [`super::toolset`]), the request's [`Caller`] (see [`KernelMcp::caller`]), a panic guard
+//! keyed on the tool name, and the contract's error shape for arguments that do not
+//! deserialize. It also records the client's cancellations
 //! (`on_cancelled`, see [`super::cancel`]) and, over HTTP, which `Mcp-Session-Id` it serves
 //! (see [`super::http_sessions`]).
 //!
@@ -24,29 +25,22 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
+use super::caller::Caller;
 use super::cancel::Cancels;
 use super::error::ToolError;
 use super::http_sessions::HttpSessions;
 use super::toolset::Toolset;
-use crate::config::Limits;
 use crate::registry::Registry;
 use crate::registry::scope::Scope;
-use crate::session::{ErrorCode, SessionError, SessionHandle};
+use crate::session::ErrorCode;
 
-mod tools_code;
-mod tools_env;
-mod tools_fresh;
-mod tools_history;
-mod tools_run;
-mod tools_service;
-mod tools_session;
-mod tools_state;
-
-/// The MCP server: a cheap clone over the process-wide [`Registry`], seen through the
-/// connection's [`Scope`] (who owns `default`, who may see which run).
+/// The MCP server: a cheap clone over the process-wide [`Registry`] for one connection.
 #[derive(Clone)]
 pub struct KernelMcp {
-    pub(crate) scope: Scope,
+    /// The connection's view of the registry: what ends with it (its own `default` session,
+    /// see [`KernelMcp::close`]), and, for now, who each of its requests comes from (see
+    /// [`KernelMcp::caller`]). Tools never read it: they get their request's [`Caller`].
+    connection: Scope,
     /// This handler's number (log subscriptions are per handler).
     handler: u64,
     /// The requests this connection's client cancelled.
@@ -87,23 +81,14 @@ impl KernelMcp {
 
     /// The connection has ended: destroy its own `default` session (if it has one).
     pub async fn close(&self) {
-        self.scope.close().await;
+        self.connection.close().await;
     }
 
-    /// The registry (limits, kernel sources); sessions are reached with the scope's keys.
-    pub(crate) fn registry(&self) -> &Registry {
-        self.scope.registry()
-    }
-
-    /// The server's limits.
-    pub(crate) fn limits(&self) -> &Limits {
-        self.registry().limits()
-    }
-
-    /// The session `id` names for this caller (`default`: its own).
-    /// Errors: `SESSION_NOT_FOUND`, `SESSION_EXPIRED`.
-    pub(crate) fn session(&self, id: &str) -> Result<SessionHandle, SessionError> {
-        self.registry().get(&self.scope.key(id))
+    /// Who makes the request of `context`: the one place that decides it. Today every
+    /// request of a connection comes from the connection's client (its [`Scope`]); a server
+    /// that authenticates each request builds the caller from the request here.
+    fn caller(&self, _context: &RequestContext<RoleServer>) -> Caller {
+        Caller::new(self.connection.clone())
     }
 
     /// Over HTTP: the `Mcp-Session-Id` of a request to this connection.
@@ -116,16 +101,16 @@ impl KernelMcp {
     /// Over HTTP: tell the session table which `Mcp-Session-Id` this connection is.
     fn bind_http_session(&self, extensions: &Extensions) {
         if let (Some(http), Some(id)) = (&self.http, self.http_session(extensions)) {
-            http.bind(id, self.scope.downgrade());
+            http.bind(id, self.connection.downgrade());
         }
     }
 
-    fn with_scope(scope: Scope, toolset: Toolset) -> KernelMcp {
-        let tool_router = Self::every_tool();
+    fn with_scope(connection: Scope, toolset: Toolset) -> KernelMcp {
+        let tool_router = super::tools::every_tool();
         let listed = Arc::new(listed_tools(&tool_router, toolset));
         static HANDLERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         KernelMcp {
-            scope,
+            connection,
             handler: HANDLERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cancels: Default::default(),
             http: None,
@@ -143,17 +128,6 @@ impl KernelMcp {
             .unwrap_or(self.toolset)
     }
 
-    /// The router of every tool, before a toolset cuts it down.
-    pub(crate) fn every_tool() -> ToolRouter<KernelMcp> {
-        Self::session_router()
-            + Self::run_router()
-            + Self::history_router()
-            + Self::service_router()
-            + Self::code_router()
-            + Self::state_router()
-            + Self::env_router()
-    }
-
     /// `INVALID_ARGUMENT` when `request` passes a parameter its tool does not have (see
     /// `arg_names.rs`), or one that `toolset` leaves out (see [`Toolset::missing_param`]).
     fn check_set_params(
@@ -165,7 +139,7 @@ impl KernelMcp {
         };
         static PARAMS: std::sync::LazyLock<super::arg_names::ToolParams> =
             std::sync::LazyLock::new(|| {
-                super::arg_names::ToolParams::new(&KernelMcp::every_tool().list_all())
+                super::arg_names::ToolParams::new(&super::tools::every_tool().list_all())
             });
         if let Some(message) = PARAMS.unknown(&request.name, args.keys()) {
             return Err(ToolError::invalid(message));
@@ -216,7 +190,7 @@ impl ServerHandler for KernelMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let tool = request.name.to_string();
         let toolset = self.toolset_of(&context);
@@ -230,8 +204,10 @@ impl ServerHandler for KernelMcp {
         // Over HTTP, the session is not idle while the client waits for this answer.
         let _busy = self.http.as_ref().and_then(|http| {
             self.http_session(&context.extensions)
-                .map(|id| http.call(id, self.scope.downgrade()))
+                .map(|id| http.call(id, self.connection.downgrade()))
         });
+        let caller = self.caller(&context);
+        context.extensions.insert(caller);
         let wants_task = super::tasks::may_become_task(&tool)
             && context
                 .client_capabilities()
@@ -313,10 +289,11 @@ impl ServerHandler for KernelMcp {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        let caller = self.caller(&context);
         Ok(GetTaskResult::new(
-            super::tasks::detailed(&self.scope, &request.task_id).await?,
+            super::tasks::detailed(&caller.scope, &request.task_id).await?,
         ))
     }
 
@@ -324,9 +301,10 @@ impl ServerHandler for KernelMcp {
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        super::tasks::cancel(&self.scope, &request.task_id).await
+        let caller = self.caller(&context);
+        super::tasks::cancel(&caller.scope, &request.task_id).await
     }
 
     /// `notifications/cancelled`: the client, not the end of its connection, cancelled a
@@ -355,9 +333,10 @@ impl ServerHandler for KernelMcp {
         request: rmcp::model::SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let caller = self.caller(&context);
         super::logging::subscribe(
             self.handler,
-            self.scope.connection_id().map(|c| c.get()),
+            caller.scope.connection_id().map(|c| c.get()),
             context.peer.clone(),
             request.level,
         );
@@ -379,9 +358,10 @@ impl ServerHandler for KernelMcp {
     async fn read_resource(
         &self,
         request: rmcp::model::ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
-        let contents = super::resources::read(&self.scope, &request.uri).await?;
+        let caller = self.caller(&context);
+        let contents = super::resources::read(&caller.scope, &request.uri).await?;
         Ok(rmcp::model::ReadResourceResult::new(contents).into())
     }
 
@@ -397,44 +377,5 @@ impl ServerHandler for KernelMcp {
         )
         .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
         .with_instructions(self.toolset.instructions())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mcp::toolset::{DEFAULT_TOOLS, NamedSet};
-
-    #[test]
-    fn every_tool_is_in_the_default_set_or_a_named_set() {
-        for tool in KernelMcp::every_tool().list_all() {
-            let name = tool.name.as_ref();
-            let places = usize::from(DEFAULT_TOOLS.contains(&name))
-                + NamedSet::ALL
-                    .iter()
-                    .filter(|s| s.tools().contains(&name))
-                    .count();
-            assert_eq!(
-                places, 1,
-                "{name} must be in exactly one of DEFAULT_TOOLS and the named sets (src/mcp/toolset.rs)"
-            );
-        }
-    }
-
-    #[test]
-    fn the_set_lists_name_only_tools_that_exist() {
-        let names: Vec<String> = KernelMcp::every_tool()
-            .list_all()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
-        let listed = DEFAULT_TOOLS
-            .iter()
-            .chain(crate::mcp::MINIMAL_TOOLS.iter())
-            .chain(crate::mcp::CODE_TOOLS.iter())
-            .chain(NamedSet::ALL.iter().flat_map(|s| s.tools()));
-        for t in listed {
-            assert!(names.iter().any(|n| n == t), "{t} is listed but is no tool");
-        }
     }
 }

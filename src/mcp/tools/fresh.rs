@@ -8,11 +8,12 @@ use std::time::Duration;
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
-use super::KernelMcp;
+use super::args::{Seconds, WaitS};
+use super::out::Run;
 use crate::config::Limits;
-use crate::mcp::error::{ToolError, ToolResult};
-use crate::mcp::params::seconds;
-use crate::mcp::render;
+use crate::mcp::KernelMcp;
+use crate::mcp::caller::Caller;
+use crate::mcp::error::ToolError;
 use crate::registry::fresh::FreshRun;
 use crate::registry::scope::key::SessionKey;
 use crate::session::{ErrorCode, ExecuteRequest, ExecutionResult};
@@ -21,17 +22,19 @@ impl KernelMcp {
     /// Run `req` in a fresh kernel like the one of `key`'s session and wait for it like
     /// `execute` does. Only the client's cancellation stops it (or its start); the end of the
     /// client's connection only ends the wait, and the run goes on to its end.
-    pub(crate) async fn run_fresh(
+    pub(super) async fn run_fresh(
         &self,
+        caller: &Caller,
         key: &SessionKey,
         req: ExecuteRequest,
-        wait_s: Option<f64>,
+        wait: Option<Seconds<WaitS>>,
         ctx: &RequestContext<RoleServer>,
-    ) -> ToolResult {
-        let limits = self.limits();
-        let wait =
-            seconds(wait_s, "wait_s")?.unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
-        let start = self.registry().start_fresh(key, req);
+    ) -> Result<Run, ToolError> {
+        let limits = caller.limits();
+        let wait = wait
+            .map(|w| w.get())
+            .unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
+        let start = caller.registry().start_fresh(key, req);
         tokio::pin!(start);
         let started = tokio::select! {
             started = &mut start => started,
@@ -46,9 +49,18 @@ impl KernelMcp {
             }
         };
         let mut fresh = started?;
-        let run = self.scope.run_key(fresh.run_id.clone());
+        let run = caller.scope.run_key(fresh.run_id.clone());
         let followed = self
-            .follow_run(&fresh.helper, &run, fresh.rx.clone(), None, wait, ctx, true)
+            .follow_run(
+                caller,
+                &fresh.helper,
+                &run,
+                fresh.rx.clone(),
+                None,
+                wait,
+                ctx,
+                true,
+            )
             .await;
         let (mut r, cancelled) = match followed {
             Ok(f) => f,
@@ -65,17 +77,17 @@ impl KernelMcp {
             fresh.reaped().await;
         }
         r.notices.push(FreshRun::notice(fresh.pid, finished));
-        Ok(render::execution(&r, limits).await)
+        Ok(Run::render(&r, limits).await)
     }
 }
 
 /// `get_execution` of a fresh run whose kernel is gone: its kept final result. Paging is not
 /// possible any more (the full output went with the helper).
-pub(crate) async fn finished_fresh(
+pub(super) async fn finished_fresh(
     r: &ExecutionResult,
     paging: bool,
     limits: &Limits,
-) -> ToolResult {
+) -> Result<Run, ToolError> {
     if paging {
         return Err(ToolError::new(
             ErrorCode::Unsupported,
@@ -85,5 +97,5 @@ pub(crate) async fn finished_fresh(
             ),
         ));
     }
-    Ok(render::execution(r, limits).await)
+    Ok(Run::render(r, limits).await)
 }

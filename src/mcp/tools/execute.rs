@@ -1,0 +1,153 @@
+//! Tools that run code: `execute` (code the model sends) and `execute_file` (a file on
+//! disk, in the session's kernel or, with `mode: "fresh"`, in a short-lived one; see
+//! `fresh.rs`). Both queue a run in the caller's session (`default` when none is named,
+//! created on first use) and wait for it like every tool that follows a run (`follow.rs`);
+//! the client's cancellation of the call cancels the run.
+
+use std::path::PathBuf;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::args::{Seconds, TimeoutS, WaitS};
+use super::out::{Json, Run};
+use crate::mcp::KernelMcp;
+use crate::mcp::caller::Caller;
+use crate::mcp::error::ToolError;
+use crate::session::{ErrorCode, ExecuteRequest};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecuteParams {
+    /// Session to run in (default: "default", made on first use).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The code to run (at most 1 MiB).
+    pub code: String,
+    /// Run-time limit, s (interrupt, then restart). 0: none.
+    #[serde(default)]
+    pub timeout_s: Option<Seconds<TimeoutS>>,
+    /// Seconds to wait (default 50), then "running".
+    #[serde(default)]
+    pub wait_s: Option<Seconds<WaitS>>,
+    /// Answers for input() prompts, in order.
+    #[serde(default)]
+    pub stdin: Option<Vec<String>>,
+    /// Fail unless at this generation.
+    #[serde(default)]
+    pub expected_generation: Option<u64>,
+    /// Kernel history (default true).
+    #[serde(default)]
+    pub store_history: Option<bool>,
+    /// Run now beside a busy run (kernel subshell); not in history.
+    #[serde(default)]
+    pub subshell: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecuteFileParams {
+    /// Session to run in (default: "default").
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The file to run (relative: the session's cwd).
+    pub path: String,
+    /// Python sees sys.argv = [path, *argv].
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// As for execute.
+    #[serde(default)]
+    pub timeout_s: Option<Seconds<TimeoutS>>,
+    /// As for execute.
+    #[serde(default)]
+    pub wait_s: Option<Seconds<WaitS>>,
+    /// Default persistent; fresh: a new, short-lived kernel.
+    #[serde(default)]
+    pub mode: Option<Mode>,
+}
+
+/// Where `execute_file` runs the file. (The variants have plain comments: documented
+/// variants would turn the schema's `enum` into a longer `oneOf`.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum Mode {
+    // The session's kernel.
+    #[default]
+    Persistent,
+    // A new kernel just for this run, shut down after it (the `fresh` tool set).
+    Fresh,
+}
+
+#[tool_router(router = execute_router, vis = "pub(crate)")]
+impl KernelMcp {
+    /// Run code in a session's kernel: stdout, stderr, result, displays (images as image blocks),
+    /// errors. After wait_s: "running"; get_execution(run_id).
+    #[tool]
+    async fn execute(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<ExecuteParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Run>, ToolError> {
+        let limits = caller.limits();
+        if p.code.len() > limits.max_code_bytes {
+            return Err(ToolError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "code is {} bytes; the limit is {} bytes. Put large code in a file and use execute_file.",
+                    p.code.len(),
+                    limits.max_code_bytes
+                ),
+            ));
+        }
+        let key = caller.scope.key_or_default(p.session_id.as_deref());
+        caller.registry().get_or_default(&key).await?;
+        let req = ExecuteRequest {
+            store_history: p.store_history.unwrap_or(true),
+            timeout: p.timeout_s.and_then(|t| t.limit()),
+            stdin: p.stdin.unwrap_or_default(),
+            expected_generation: p.expected_generation,
+            subshell: p.subshell.unwrap_or(false),
+            ..ExecuteRequest::new(p.code)
+        };
+        let run = self
+            .submit_and_wait(&caller, &key, req, p.wait_s, &ctx)
+            .await?;
+        Ok(Json(run))
+    }
+
+    /// Run a file in a session (relative paths: its cwd). Python runs it in the session's namespace
+    /// with __file__, sys.argv and its filename in tracebacks; other kernels run its contents.
+    #[tool]
+    async fn execute_file(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<ExecuteFileParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Run>, ToolError> {
+        let key = caller.scope.key_or_default(p.session_id.as_deref());
+        let handle = caller.registry().get_or_default(&key).await?;
+        let argv = p.argv.unwrap_or_default();
+        let max = caller.limits().max_code_bytes;
+        let code = crate::ops::file_code(&handle, &PathBuf::from(&p.path), &argv, max).await?;
+        let remote = handle.info().await?.location != "local";
+        let req = ExecuteRequest {
+            timeout: p.timeout_s.and_then(|t| t.limit()),
+            notices: remote
+                .then(|| crate::ops::REMOTE_FILE_NOTICE.to_string())
+                .into_iter()
+                .collect(),
+            ..ExecuteRequest::new(code)
+        };
+        let run = match p.mode.unwrap_or_default() {
+            Mode::Fresh => self.run_fresh(&caller, &key, req, p.wait_s, &ctx).await?,
+            Mode::Persistent => {
+                self.submit_and_wait(&caller, &key, req, p.wait_s, &ctx)
+                    .await?
+            }
+        };
+        Ok(Json(run))
+    }
+}

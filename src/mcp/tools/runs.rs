@@ -1,0 +1,185 @@
+//! Tools on a run already started: `get_execution` (wait for it again, or page one of its
+//! parts), `send_input` (answer its `input()` prompt) and `cancel_execution`. Runs are named
+//! through the caller's scope: a run of a session it does not see is `EXECUTION_NOT_FOUND`.
+
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::args::{Choice, Seconds, WaitS};
+use super::follow::run_record;
+use super::out::{Json, Output, Run, RunOr};
+use crate::mcp::KernelMcp;
+use crate::mcp::caller::Caller;
+use crate::mcp::error::ToolError;
+use crate::registry::RunRef;
+use crate::session::output::StreamPage;
+use crate::session::{Part, RunId, SessionError, SessionHandle, wait_settled};
+
+/// Largest page `get_execution` returns at once (bytes).
+const MAX_PAGE_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetExecutionParams {
+    /// From an execute result.
+    pub run_id: String,
+    /// Seconds to wait for it (default 0).
+    #[serde(default)]
+    pub wait_s: Option<Seconds<WaitS>>,
+    /// Page this part instead.
+    #[serde(default)]
+    pub stream: Option<Choice<Part>>,
+    /// Byte offset (default 0).
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Bytes to return (default 20000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SendInputParams {
+    /// The run waiting for input.
+    pub run_id: String,
+    /// The line to answer with (no trailing newline needed).
+    pub value: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunIdParams {
+    /// The run's id.
+    pub run_id: String,
+}
+
+/// A page of one part of a run (`get_execution` with `stream`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunPage {
+    pub run_id: RunId,
+    pub stream: Part,
+    #[serde(flatten)]
+    pub page: StreamPage,
+}
+
+impl Output for RunPage {
+    fn text(&self) -> String {
+        self.page.text.clone()
+    }
+}
+
+#[tool_router(router = runs_router, vis = "pub(crate)")]
+impl KernelMcp {
+    /// A run's result (waiting up to wait_s), or a page of stream ("stdout", "stderr", "result",
+    /// "traceback") at offset, limit bytes.
+    #[tool]
+    async fn get_execution(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<GetExecutionParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RunOr<RunPage>>, ToolError> {
+        let key = caller.scope.run_key(p.run_id);
+        let handle = match caller.registry().run(&key)? {
+            RunRef::Finished(r) => {
+                let run = super::fresh::finished_fresh(&r, p.stream.is_some(), caller.limits());
+                return Ok(Json(RunOr::Run(run.await?)));
+            }
+            RunRef::Live(handle) => handle,
+        };
+        let run_id = key.run();
+        if let Some(stream) = p.stream {
+            let stream = stream.get(|s| {
+                ToolError::invalid(format!(
+                    "stream must be \"stdout\", \"stderr\", \"result\" or \"traceback\", not {s:?}."
+                ))
+            })?;
+            let page = page(&caller, &handle, run_id, stream, p.offset, p.limit).await?;
+            return Ok(Json(RunOr::Other(page)));
+        }
+        let wait = p.wait_s.map(|w| w.get()).unwrap_or(Duration::ZERO);
+        let rx = handle.watch_run(run_id).await?;
+        let run = self
+            .wait_and_render(&caller, &handle, &key, rx, wait, &ctx)
+            .await?;
+        Ok(Json(RunOr::Run(run)))
+    }
+
+    /// Answer an "awaiting_input" run's input() prompt; waits like execute.
+    #[tool]
+    async fn send_input(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<SendInputParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Run>, ToolError> {
+        let key = caller.scope.run_key(p.run_id);
+        let handle = match caller.registry().run(&key)? {
+            RunRef::Live(handle) => handle,
+            RunRef::Finished(r) => {
+                return Err(SessionError::NotAwaitingInput {
+                    run: key.run().clone(),
+                    status: r.status.as_str(),
+                }
+                .into());
+            }
+        };
+        let rx = handle.send_input(key.run(), p.value).await?;
+        let wait = Duration::from_secs_f64(caller.limits().default_wait_s);
+        let run = self
+            .wait_and_render(&caller, &handle, &key, rx, wait, &ctx)
+            .await?;
+        Ok(Json(run))
+    }
+
+    /// Cancel a run: a queued run never executes; a running one is interrupted.
+    #[tool]
+    async fn cancel_execution(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<RunIdParams>,
+    ) -> Result<Json<Run>, ToolError> {
+        let key = caller.scope.run_key(p.run_id);
+        let handle = match caller.registry().run(&key)? {
+            RunRef::Finished(r) => return Ok(Json(Run::render(&r, caller.limits()).await)),
+            RunRef::Live(handle) => handle,
+        };
+        handle.cancel(key.run()).await?;
+        // Give an interrupt a moment to land before reporting.
+        if let Ok(mut rx) = handle.watch_run(key.run()).await {
+            wait_settled(&mut rx, Duration::from_secs(2)).await;
+        }
+        let r = run_record(&caller, &handle, &key).await?;
+        Ok(Json(Run::render(&r, caller.limits()).await))
+    }
+}
+
+/// A page of `part` of `run_id`: `limit` bytes (default: the server's stream cap, at most
+/// [`MAX_PAGE_BYTES`]) from byte `offset`. Errors: `INVALID_ARGUMENT` for a limit of 0.
+async fn page(
+    caller: &Caller,
+    handle: &SessionHandle,
+    run_id: &RunId,
+    part: Part,
+    offset: Option<usize>,
+    limit: Option<usize>,
+) -> Result<RunPage, ToolError> {
+    if limit == Some(0) {
+        return Err(ToolError::invalid(format!(
+            "limit must be at least 1 (bytes of a page; at most {MAX_PAGE_BYTES})."
+        )));
+    }
+    let limit = limit
+        .unwrap_or(caller.limits().stream_bytes)
+        .clamp(1, MAX_PAGE_BYTES);
+    let page = handle
+        .page(run_id, part, offset.unwrap_or(0), limit)
+        .await?;
+    Ok(RunPage {
+        run_id: run_id.clone(),
+        stream: part,
+        page,
+    })
+}
