@@ -159,6 +159,30 @@ impl KernelMcp {
     }
 }
 
+/// A tool's panic as the model sees it: `INTERNAL_ERROR` naming the tool and saying the
+/// server goes on, never the panic's text (it may hold anything the tool had at hand, and
+/// is no use to the model); that text goes to the log.
+fn panicked(tool: &str, payload: &(dyn std::any::Any + Send)) -> ToolError {
+    let what = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    tracing::error!(
+        tool,
+        panic = what,
+        "a tool panicked; the call answers INTERNAL_ERROR"
+    );
+    ToolError {
+        code: ErrorCode::InternalError,
+        message: format!(
+            "Internal error in {tool}: the tool failed unexpectedly (a bug in kernel-mcp; the server's log has the details). \
+             The server is still running and other calls work; please report this."
+        ),
+        details: serde_json::json!({"tool": tool}),
+    }
+}
+
 /// The tools `toolset` lists, in the router's order (by name): its parameters only, schemas
 /// compacted (see `schema.rs`).
 fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
@@ -218,21 +242,7 @@ impl ServerHandler for KernelMcp {
             .await
         {
             Ok(r) => r?,
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                tracing::error!(tool, "tool panicked: {what}");
-                let e = ToolError::new(
-                    ErrorCode::InternalError,
-                    format!(
-                        "Internal error in {tool}: {what}. The server is still running; please report this."
-                    ),
-                );
-                return Ok(e.to_result().into());
-            }
+            Err(panic) => return Ok(panicked(&tool, panic.as_ref()).to_result().into()),
         };
         if let CallToolResponse::Complete(r) = &mut response
             && r.is_error == Some(true)
@@ -377,5 +387,76 @@ impl ServerHandler for KernelMcp {
         )
         .with_server_info(Implementation::new("kernel-mcp", env!("CARGO_PKG_VERSION")))
         .with_instructions(self.toolset.instructions())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+    use rmcp::ServiceExt;
+    use rmcp::handler::server::tool::ToolRoute;
+    use rmcp::model::{CallToolResult, JsonObject};
+
+    use super::*;
+    use crate::config::Limits;
+    use crate::kernel::discovery::KernelSearch;
+
+    fn boom() -> Result<CallToolResponse, McpError> {
+        panic!("secret text the model must not see");
+    }
+
+    fn panics(
+        _: ToolCallContext<'_, KernelMcp>,
+    ) -> BoxFuture<'_, Result<CallToolResponse, McpError>> {
+        Box::pin(async { boom() })
+    }
+
+    /// A tool that panics (one added to the router here only: no tool of `tools/list` can)
+    /// answers `INTERNAL_ERROR` naming itself, without the panic's text, and the server
+    /// goes on answering.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_tool_answers_internal_error_without_its_text_and_the_server_goes_on() {
+        let registry = Arc::new(Registry::new(
+            KernelSearch::new(&[], None, None),
+            None,
+            Limits::default(),
+            tokio::runtime::Handle::current(),
+        ));
+        let mut server = KernelMcp::new(registry.clone());
+        let tool = Tool::new("panic_for_test", "panics", JsonObject::new());
+        server
+            .tool_router
+            .add_route(ToolRoute::new_dyn(tool, panics));
+        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ().serve(client_io).await.expect("initialize");
+        let call = |name: &'static str| {
+            client.call_tool(CallToolRequestParams::new(name).with_arguments(JsonObject::new()))
+        };
+        let r: CallToolResult = call("panic_for_test").await.expect("a tool result");
+        assert_eq!(r.is_error, Some(true));
+        let v = r.structured_content.expect("the error shape");
+        assert_eq!(v["error_code"], "INTERNAL_ERROR", "{v}");
+        assert_eq!(v["details"]["tool"], "panic_for_test", "{v}");
+        let message = v["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("panic_for_test") && message.contains("still running"),
+            "{message}"
+        );
+        let all = serde_json::to_string(&r.content).unwrap() + &v.to_string();
+        assert!(
+            !all.contains("secret"),
+            "the panic's text reached the model: {all}"
+        );
+        let info = call("server_info")
+            .await
+            .expect("server_info after the panic");
+        assert_eq!(info.is_error, Some(false));
+        let _ = client.cancel().await;
+        registry.shutdown_all().await;
     }
 }
