@@ -254,6 +254,7 @@ impl ServerHandler for KernelMcp {
                 .filter_map(|c| c.as_text().map(|t| t.text.clone()))
                 .collect::<Vec<_>>()
                 .join("\n");
+            let message = message.trim_end_matches('.');
             *r = ToolError::invalid(format!(
                 "Invalid arguments for {tool}: {message}. See the tool's input schema."
             ))
@@ -411,11 +412,14 @@ mod tests {
         Box::pin(async { boom() })
     }
 
-    /// A tool that panics (one added to the router here only: no tool of `tools/list` can)
-    /// answers `INTERNAL_ERROR` naming itself, without the panic's text, and the server
-    /// goes on answering.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_panicking_tool_answers_internal_error_without_its_text_and_the_server_goes_on() {
+    /// The server on one end of a duplex, an rmcp client on the other; no kernelspecs, so
+    /// nothing here starts a kernel.
+    async fn in_process(
+        add: impl FnOnce(&mut KernelMcp),
+    ) -> (
+        rmcp::service::RunningService<rmcp::RoleClient, ()>,
+        Arc<Registry>,
+    ) {
         let registry = Arc::new(Registry::new(
             KernelSearch::new(&[], None, None),
             None,
@@ -423,17 +427,28 @@ mod tests {
             tokio::runtime::Handle::current(),
         ));
         let mut server = KernelMcp::new(registry.clone());
-        let tool = Tool::new("panic_for_test", "panics", JsonObject::new());
-        server
-            .tool_router
-            .add_route(ToolRoute::new_dyn(tool, panics));
+        add(&mut server);
         let (server_io, client_io) = tokio::io::duplex(64 * 1024);
         tokio::spawn(async move {
             if let Ok(running) = server.serve(server_io).await {
                 let _ = running.waiting().await;
             }
         });
-        let client = ().serve(client_io).await.expect("initialize");
+        (().serve(client_io).await.expect("initialize"), registry)
+    }
+
+    /// A tool that panics (one added to the router here only: no tool of `tools/list` can)
+    /// answers `INTERNAL_ERROR` naming itself, without the panic's text, and the server
+    /// goes on answering.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_tool_answers_internal_error_without_its_text_and_the_server_goes_on() {
+        let (client, registry) = in_process(|server| {
+            let tool = Tool::new("panic_for_test", "panics", JsonObject::new());
+            server
+                .tool_router
+                .add_route(ToolRoute::new_dyn(tool, panics));
+        })
+        .await;
         let call = |name: &'static str| {
             client.call_tool(CallToolRequestParams::new(name).with_arguments(JsonObject::new()))
         };
@@ -456,6 +471,28 @@ mod tests {
             .await
             .expect("server_info after the panic");
         assert_eq!(info.is_error, Some(false));
+        let _ = client.cancel().await;
+        registry.shutdown_all().await;
+    }
+
+    /// A duration out of range is refused as the arguments are parsed, before anything
+    /// runs, with the message that names the parameter and its bounds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_duration_out_of_range_is_invalid_argument_naming_the_parameter() {
+        let (client, registry) = in_process(|_| {}).await;
+        let args = serde_json::json!({"code": "1", "wait_s": -1});
+        let params =
+            CallToolRequestParams::new("execute").with_arguments(args.as_object().unwrap().clone());
+        let r = client.call_tool(params).await.expect("a tool result");
+        let v = r.structured_content.expect("the error shape");
+        assert_eq!(v["error_code"], "INVALID_ARGUMENT", "{v}");
+        let message = v["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(
+                "wait_s must be a number of seconds between 0 and 10000000, not -1.0. See"
+            ),
+            "{message}"
+        );
         let _ = client.cancel().await;
         registry.shutdown_all().await;
     }
