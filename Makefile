@@ -18,6 +18,11 @@
 #                   to drive Debian's chromium in tests/it/jupyterlab_browser.rs; part of `make test`
 #   make jupyterlab-shot  JupyterLab in headless Chromium on an agent's session: runs that test and
 #                   copies its screenshot (target/jupyterlab/) to docs/jupyterlab-session.png
+#   make ui         the MCP Apps view: npm ci in ui/ (pinned by its package-lock.json), type-check,
+#                   and build ui/dist/run.html, the one file the binary embeds (checked in, so
+#                   building kernel-mcp needs no Node); `make test` checks it is not stale (ui-check)
+#   make ui-shots   the view in headless Chromium against a real server (apps_view's browser test)
+#                   and its screenshots (target/apps/) copied to docs/
 #   make demo       build and run examples/quickstart.rs (an MCP client driving kernel-mcp; the
 #                   `demo` feature's binary, so nothing test-only is compiled)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client, a raw Rust
@@ -48,7 +53,8 @@
 #         Jupyter Server, Enterprise Gateway); a throwaway venv for `make wheel-test`
 #   npm   `make conformance`: the MCP conformance suite and Node 22 into
 #         tests/conformance/node_modules (pinned by its package-lock.json); `make browser`:
-#         playwright-core into tests/jupyterlab/node_modules (pinned likewise)
+#         playwright-core into tests/jupyterlab/node_modules (pinned likewise); `make ui`: the
+#         view's toolchain (ext-apps SDK, esbuild, TypeScript, playwright-core) into ui/node_modules
 # Everything but the apt packages stays inside this directory (and the system temp dir).
 
 SHELL := /bin/bash
@@ -79,7 +85,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv peer kernels apt-kernels gateways broker-deps browser jupyterlab-shot build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
+.PHONY: help venv .venv peer kernels apt-kernels gateways broker-deps browser jupyterlab-shot ui ui-check ui-shots build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -165,6 +171,27 @@ $(BROWSER_STAMP): $(BROWSER_DIR)/package-lock.json
 	cd "$(BROWSER_DIR)" && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The MCP Apps view (ui/): its npm toolchain, re-installed only when its lock changes.
+UI_DIR   := $(CURDIR)/ui
+UI_STAMP := $(UI_DIR)/node_modules/.installed.stamp
+UI_SHOTS := view-plot view-table view-error view-live view-rich view-session view-dark-400
+
+$(UI_STAMP): $(UI_DIR)/package-lock.json
+	cd "$(UI_DIR)" && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+ui: $(UI_STAMP)
+	cd "$(UI_DIR)" && npx tsc --noEmit -p . && node build.mjs
+
+# Rebuilds the view in memory and fails when ui/dist/run.html differs from it.
+ui-check: $(UI_STAMP)
+	cd "$(UI_DIR)" && npx tsc --noEmit -p . && node build.mjs --check
+
+ui-shots: $(STAMP) apt-kernels $(UI_STAMP)
+	$(RUN_ENV) $(CARGO) test --features test-kernel --test it -- --nocapture apps_view::the_view_in_chromium
+	for s in $(UI_SHOTS); do cp "target/apps/$$s.png" docs/; done
+	@echo "docs/view-*.png updated"
+
 jupyterlab-shot: $(STAMP) apt-kernels gateways browser
 	$(RUN_ENV) $(CARGO) test --features test-kernel --test it -- --nocapture jupyterlab_browser::
 	cp target/jupyterlab/jupyterlab-session.png docs/jupyterlab-session.png
@@ -187,7 +214,7 @@ build:
 SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust \
   history_files history_export tasks resources broker broker_lifecycle
 
-test: $(STAMP) kernels gateways broker-deps browser
+test: $(STAMP) kernels gateways broker-deps browser ui-check
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel --test it \
 	  -- --test-threads=$(TEST_THREADS) $(addsuffix ::,$(SHARED_SUITES))

@@ -3,8 +3,8 @@
 //! edge (`error`), rendering of runs into `CallToolResult`s (`render`), the compact schemas
 //! of `tools/list` (`schema`), tasks and resources on runs (`tasks`, `resources`), log
 //! forwarding (`logging`), a client's cancellation told from its connection's end (`cancel`),
-//! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`) and the
-//! HTTP token (`token`).
+//! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`), the
+//! HTTP token (`token`) and the MCP Apps view (`ui`).
 
 mod arg_names;
 pub mod caller;
@@ -24,6 +24,7 @@ mod tasks;
 pub mod token;
 pub(crate) mod tools;
 pub mod toolset;
+pub mod ui;
 
 pub use server::KernelMcp;
 pub use toolset::{CODE_TOOLS, DEFAULT_TOOLS, MINIMAL_TOOLS, NamedSet, Toolset};

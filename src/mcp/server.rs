@@ -218,6 +218,12 @@ impl ServerHandler for KernelMcp {
     ) -> Result<CallToolResponse, McpError> {
         let tool = request.name.to_string();
         let toolset = self.toolset_of(&context);
+        if tool == super::ui::VIEW_RUN
+            && super::ui::declared(context.client_capabilities().as_ref())
+        {
+            let caller = self.caller(&context);
+            return Ok(super::ui::view_run(&caller, request.arguments).await);
+        }
         if !toolset.offers(&tool) {
             // What rmcp's router answers for a tool it does not have.
             return Err(McpError::invalid_params("tool not found", None));
@@ -277,6 +283,12 @@ impl ServerHandler for KernelMcp {
             self.listed.as_ref().clone()
         } else {
             listed_tools(&self.tool_router, toolset)
+        };
+        // The MCP Apps view, for a client that declared the extension (see `ui.rs`).
+        let tools = if super::ui::declared(context.client_capabilities().as_ref()) {
+            super::ui::decorate(tools)
+        } else {
+            tools
         };
         let mut result = ListToolsResult::with_all_items(tools);
         // As rmcp's generated list_tools does: 2026-07-28 peers get cache hints.
@@ -365,12 +377,30 @@ impl ServerHandler for KernelMcp {
         ))
     }
 
-    /// A run's stdout, stderr or output (see [`super::resources`]).
+    /// The MCP Apps view, for a client that declared the extension (see `ui.rs`); run
+    /// resources are listed through templates.
+    async fn list_resources(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        let view =
+            super::ui::declared(context.client_capabilities().as_ref()).then(super::ui::resource);
+        Ok(rmcp::model::ListResourcesResult::with_all_items(
+            view.into_iter().collect(),
+        ))
+    }
+
+    /// A run's stdout, stderr or output (see [`super::resources`]), or the view.
     async fn read_resource(
         &self,
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        if request.uri == super::ui::VIEW_URI {
+            let contents = vec![super::ui::contents()];
+            return Ok(rmcp::model::ReadResourceResult::new(contents).into());
+        }
         let caller = self.caller(&context);
         let contents = super::resources::read(&caller.scope, &request.uri).await?;
         Ok(rmcp::model::ReadResourceResult::new(contents).into())

@@ -2,6 +2,7 @@
 //! (`cargo test --test it -- MODULE::` runs one). `common` is the shared harness.
 
 mod adopt;
+mod apps_view;
 mod attach;
 mod broker;
 mod broker_helper;

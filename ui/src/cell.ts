@@ -42,9 +42,11 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls: string, text?: s
   return e;
 }
 
+/** A button; `key` names it across re-renders, so keyboard focus stays on it. */
 function button(label: string, cls: string, onClick: () => void, title?: string): HTMLButtonElement {
   const b = el("button", cls, label);
   b.type = "button";
+  b.dataset.key = label;
   if (title) b.title = title;
   b.addEventListener("click", onClick);
   return b;

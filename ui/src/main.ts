@@ -47,6 +47,8 @@ const state = {
   panel: null as HTMLElement | null,
   panelSession: null as string | null,
   message: null as string | null,
+  /** What a result that is not a run says (a fork's new session). */
+  note: null as string | null,
 };
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls: string, text?: string): HTMLElementTagNameMap[K] {
@@ -85,6 +87,8 @@ function actions(): CellActions {
 }
 
 function render(): void {
+  // Re-rendering replaces the buttons: keep the keyboard focus where it was.
+  const focused = (document.activeElement as HTMLElement | null)?.dataset?.key;
   const frag = document.createDocumentFragment();
   if (state.denied || !state.canCall) {
     const why =
@@ -93,6 +97,7 @@ function render(): void {
     frag.append(el("div", "banner", why));
   }
   if (state.message) frag.append(el("div", "banner banner-error", state.message));
+  if (state.note) frag.append(el("div", "banner", state.note));
   const cell = state.cell;
   if (cell) {
     const a = actions();
@@ -102,7 +107,7 @@ function render(): void {
     article.dataset.status = cell.status;
     article.append(renderHeader(cell, state.kernel, a), renderCode(cell.code, cell.executionCount), renderBody(cell, a));
     frag.append(article);
-  } else if (!state.message) {
+  } else if (!state.message && !state.note) {
     frag.append(el("div", "waiting", typeof state.args.code === "string" ? "Running…" : "Waiting for the result…"));
     if (typeof state.args.code === "string") frag.append(renderCode(state.args.code, null));
   }
@@ -115,6 +120,7 @@ function render(): void {
   }
   if (state.panel) frag.append(state.panel);
   root.replaceChildren(frag);
+  if (focused) (root.querySelector(`[data-key="${CSS.escape(focused)}"]`) as HTMLElement | null)?.focus();
 }
 
 /** The arguments that run the same code again, or null. */
@@ -135,8 +141,23 @@ function showExecution(r: ToolResult, code: string | null): void {
   state.receivedAt = performance.now();
   render();
   if (!state.canCall) return;
+  if (state.kernel === null) void kernelOf(exec.session_id);
   if (!isFinal(exec.status)) void follow(exec.run_id);
   else void enrich(exec.run_id);
+}
+
+/** The session's kernel name for the header (a run result does not carry it). */
+async function kernelOf(sessionId: string): Promise<void> {
+  try {
+    const r = await call("get_session", { session_id: sessionId });
+    const s = r.structuredContent as { display_name?: string; kernel?: string } | undefined;
+    if (!r.isError && s && state.kernel === null) {
+      state.kernel = s.display_name ?? s.kernel ?? null;
+      render();
+    }
+  } catch {
+    // Said by `call`.
+  }
 }
 
 async function follow(runId: string): Promise<void> {
@@ -259,11 +280,11 @@ function showOther(r: ToolResult): void {
     state.message = errorText(s);
   } else if (s && typeof s.session_id === "string" && !("run_id" in s)) {
     state.message = null;
+    const from = typeof s.forked_from === "string" ? `, forked from ${s.forked_from}` : "";
+    state.note = `Session ${s.session_id} (${String(s.display_name ?? s.kernel ?? "")}${from}).`;
     state.panel = sessionPanel(state.canCall ? call : null, s.session_id, (id) => void showRun(id));
     state.panelSession = s.session_id;
     (state.panel as HTMLDetailsElement).open = state.canCall;
-    state.kernel = String(s.display_name ?? s.kernel ?? "");
-    root.replaceChildren();
   } else if (s && typeof s.text === "string") {
     const pre = el("pre", "stream stdout", s.text);
     state.message = null;
@@ -283,6 +304,7 @@ app.ontoolresult = (r) => {
   const result = r as ToolResult;
   if (asExecution(result.structuredContent)) {
     state.message = null;
+    state.note = null;
     const code = typeof state.args.code === "string" ? state.args.code : null;
     showExecution(result, code);
   } else {
@@ -320,6 +342,7 @@ app
     // A result that came during the handshake is followed now that the host is known.
     const cell = state.cell;
     if (cell && state.canCall) {
+      if (state.kernel === null) void kernelOf(cell.sessionId);
       if (!isFinal(cell.status)) void follow(cell.runId);
       else if (cell.partial) void enrich(cell.runId);
     }

@@ -46,7 +46,8 @@ export function renderError(ename: string, evalue: string, traceback: string[]):
 function colourLine(pre: HTMLElement, line: string, ename: string): void {
   let m: RegExpExecArray | null;
   if (SEPARATOR.test(line)) {
-    pre.append(span("tb-dim", line));
+    // IPython's rule, with the exception name and "Traceback" in it: never wrapped.
+    pre.append(span("tb-dim tb-rule", line));
   } else if (line.startsWith("Traceback (most recent call last)")) {
     pre.append(span("tb-dim", line));
   } else if ((m = FILE_LINE.exec(line))) {

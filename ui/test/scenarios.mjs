@@ -1,5 +1,5 @@
 // What the browser test checks, scenario by scenario (drive.mjs runs them in order, each in
-// a fresh view; one session, `view`, holds their state).
+// a fresh view; one session, `analysis`, holds their state).
 
 import { join } from "node:path";
 
@@ -97,7 +97,9 @@ export const scenarios = [
 
   ["prints to stdout and stderr", async (ctx) => {
     const { page } = ctx;
-    await show(page, { tool: "execute", args: { session_id: "view", code: "answer = 42\nprint('hello from the kernel')\nimport sys\nprint('a warning', file=sys.stderr)" } });
+    const info = await page.evaluate(() => window.kmcp.agentCall("create_session", { session_id: "analysis" }));
+    check(info?.session_id === "analysis", `create_session: ${JSON.stringify(info)}`);
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: "answer = 42\nprint('hello from the kernel')\nimport sys\nprint('a warning', file=sys.stderr)" } });
     await cellWith(page, "ok").waitFor({ timeout: WAIT });
     await view(page).locator(".stream.stdout", { hasText: "hello from the kernel" }).waitFor({ timeout: WAIT });
     await view(page).locator(".stream.stderr", { hasText: "a warning" }).waitFor({ timeout: WAIT });
@@ -116,7 +118,7 @@ export const scenarios = [
 
   ["raises, with its traceback", async (ctx) => {
     const { page } = ctx;
-    await show(page, { tool: "execute", args: { session_id: "view", code: ERROR } });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: ERROR } });
     await cellWith(page, "error").waitFor({ timeout: WAIT });
     await view(page).locator(".out-error .ename", { hasText: "ZeroDivisionError" }).first().waitFor({ timeout: WAIT });
     await view(page).locator(".out-error .tb-lineno").first().waitFor({ timeout: WAIT });
@@ -125,7 +127,7 @@ export const scenarios = [
 
   ["plots with matplotlib", async (ctx) => {
     const { page } = ctx;
-    await show(page, { tool: "execute", args: { session_id: "view", code: PLOT } });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: PLOT } });
     await cellWith(page, "ok").waitFor({ timeout: WAIT });
     const img = view(page).locator("img.out-image").first();
     await img.waitFor({ timeout: WAIT });
@@ -137,7 +139,7 @@ export const scenarios = [
 
   ["shows an HTML table in its sandbox", async (ctx) => {
     const { page } = ctx;
-    await show(page, { tool: "execute", args: { session_id: "view", code: TABLE } });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: TABLE } });
     await cellWith(page, "ok").waitFor({ timeout: WAIT });
     const f = await inFrame(page, "iframe.out-html", "table td");
     const text = await f.locator("table").innerText();
@@ -148,7 +150,7 @@ export const scenarios = [
 
   ["renders Markdown, LaTeX, JSON and SVG", async (ctx) => {
     const { page } = ctx;
-    await show(page, { tool: "execute", args: { session_id: "view", code: RICH } });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: RICH } });
     await cellWith(page, "ok").waitFor({ timeout: WAIT });
     const md = await inFrame(page, "iframe.out-markdown", "h2");
     check((await md.locator("h2").innerText()).includes("Findings"), "markdown heading");
@@ -161,7 +163,7 @@ export const scenarios = [
 
   ["follows a 5 s run live", async (ctx) => {
     const { page } = ctx;
-    await show(page, { tool: "execute", args: { session_id: "view", code: LIVE, wait_s: 1 } });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: LIVE, wait_s: 1 } });
     await view(page).locator("article.cell[data-status=running]").waitFor({ timeout: WAIT });
     await view(page).getByRole("button", { name: "Interrupt" }).waitFor({ timeout: WAIT });
     await view(page).locator(".stream.stdout", { hasText: "step 1" }).waitFor({ timeout: WAIT });
@@ -171,7 +173,7 @@ export const scenarios = [
   }],
 
   ["Interrupt stops a sleep loop", async ({ page }) => {
-    await show(page, { tool: "execute", args: { session_id: "view", code: FOREVER, wait_s: 1 } });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: FOREVER, wait_s: 1 } });
     const stop = view(page).getByRole("button", { name: "Interrupt" });
     await stop.waitFor({ timeout: WAIT });
     await view(page).locator(".stream.stdout", { hasText: "tick 2" }).waitFor({ timeout: WAIT });
@@ -181,7 +183,7 @@ export const scenarios = [
   }],
 
   ["hostile HTML does not run or reach the host", async ({ page, hits, port }) => {
-    await show(page, { tool: "execute", args: { session_id: "view", code: HOSTILE(port) } });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: HOSTILE(port) } });
     await cellWith(page, "ok").waitFor({ timeout: WAIT });
     const f = await inFrame(page, "iframe.out-html", "#hostile");
     check((await f.locator("script, iframe, form").count()) === 0, "scripts, frames and forms are stripped");
@@ -199,7 +201,7 @@ export const scenarios = [
   }],
 
   ["a 50 MiB output stays responsive and pages", async ({ page }) => {
-    await show(page, { tool: "execute", args: { session_id: "view", code: FLOOD, wait_s: 120 } });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: FLOOD, wait_s: 120 } });
     await cellWith(page, "ok").waitFor({ timeout: 180_000 });
     const size = await view(page).locator("body").evaluate((b) => b.innerText.length);
     check(size < 2_000_000, `the view holds ${size} characters`);
@@ -211,8 +213,15 @@ export const scenarios = [
     await view(page).locator(".pager pre", { hasText: "end of flood" }).waitFor({ timeout: WAIT });
   }],
 
+  ["a fork shows its new session with the variables it copied", async ({ page }) => {
+    await show(page, { tool: "fork_session", args: { session_id: "analysis", new_session_id: "what-if" } });
+    await view(page).locator(".banner", { hasText: "forked from analysis" }).waitFor({ timeout: WAIT });
+    await view(page).locator(".variables .var-name", { hasText: "answer" }).waitFor({ timeout: WAIT });
+    await page.evaluate(() => window.kmcp.agentCall("destroy_session", { session_id: "what-if" }));
+  }],
+
   ["a host that refuses tool calls gets the result as given", async ({ page }) => {
-    await show(page, { tool: "execute", args: { session_id: "view", code: "import time; time.sleep(3); print('slept')", wait_s: 1 }, callTools: false });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: "import time; time.sleep(3); print('slept')", wait_s: 1 }, callTools: false });
     await view(page).locator(".banner", { hasText: "does not let the view call tools" }).waitFor({ timeout: WAIT });
     await view(page).locator("article.cell[data-status=running]").waitFor({ timeout: WAIT });
     check((await view(page).getByRole("button", { name: "Interrupt" }).count()) === 0, "no Interrupt without tool calls");
@@ -220,7 +229,7 @@ export const scenarios = [
 
   ["dark and 400 px wide", async (ctx) => {
     const { page } = ctx;
-    await show(page, { tool: "execute", args: { session_id: "view", code: ERROR }, theme: "dark", width: 400 });
+    await show(page, { tool: "execute", args: { session_id: "analysis", code: ERROR }, theme: "dark", width: 400 });
     await cellWith(page, "error").waitFor({ timeout: WAIT });
     const over = await view(page).locator("body").evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
     check(over <= 1, `the view scrolls sideways at 400 px by ${over}`);

@@ -315,7 +315,9 @@ fn execution_count(entry: &HistoryEntry) -> Option<i64> {
     entry.execution_count.filter(|n| *n >= 0)
 }
 
-fn notebook_cell(entry: &HistoryEntry, id: String) -> Value {
+/// One history entry as an nbformat 4 code cell with id `id` (also what the MCP Apps view
+/// shows of a run, see `mcp/ui.rs`).
+pub fn notebook_cell(entry: &HistoryEntry, id: String) -> Value {
     let outputs = match &entry.order {
         Some(order) => ordered_outputs(entry, order),
         None => unordered_outputs(entry),

@@ -29,13 +29,26 @@ pub async fn post_as(
     session: Option<&str>,
     body: &Value,
 ) -> (String, Vec<Value>) {
+    let session = session.map(|s| ("mcp-session-id", s));
+    post_with(port, token, session.as_slice(), body).await
+}
+
+/// [`post_as`] with these extra headers (a 2026-07-28 request's `MCP-Protocol-Version` and
+/// `Mcp-Method`, a session's `mcp-session-id`).
+pub async fn post_with(
+    port: u16,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (String, Vec<Value>) {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect");
     let body = body.to_string();
-    let mut extra = session
-        .map(|s| format!("mcp-session-id: {s}\r\n"))
-        .unwrap_or_default();
+    let mut extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     if let Some(t) = token {
         extra.push_str(&format!("Authorization: Bearer {t}\r\n"));
     }
