@@ -2,9 +2,11 @@
 //! `server/tools_*.rs`), errors at the edge (`error`), rendering of records into
 //! `CallToolResult`s (`render`), tasks and resources on runs (`tasks`, `resources`), log
 //! forwarding (`logging`), a client's cancellation told from its connection's end (`cancel`),
-//! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`) and the
-//! HTTP token (`token`).
+//! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`) and what
+//! access each call needs under OAuth scopes (`access`). Authentication itself is
+//! [`crate::auth`]'s.
 
+pub mod access;
 mod arg_names;
 pub(crate) mod cancel;
 pub(crate) mod error;
@@ -21,7 +23,6 @@ pub mod serve;
 pub mod server;
 pub mod sse;
 mod tasks;
-pub mod token;
 pub mod toolset;
 
 pub use server::KernelMcp;
