@@ -8,8 +8,8 @@ registration), and sends the person to the authorization URL. Here the "person" 
 browser would, and hands the code back. Then the SDK exchanges it for a token (PKCE, RFC 8707
 resource) and calls the server with it.
 
-Prints one JSON object: the tools listed, the structured results of the calls, and the scope
-the token was granted.
+Prints one JSON object: the tools listed, the structured results of the calls, the scope the
+token was granted, and the token (test-only: the test checks that the server never logs it).
 
 Usage: mcp_client.py URL USER PASSWORD SESSION
 """
@@ -111,6 +111,8 @@ async def main(url: str, user: str, password: str, session: str) -> None:
                 r = await client.call_tool(name, args)
                 out["calls"][name] = {"is_error": r.is_error, "structured": r.structured_content}
     out["scope"] = storage.tokens.scope if storage.tokens else None
+    # For the test to check that the server never logs it.
+    out["token"] = storage.tokens.access_token if storage.tokens else None
     out["registered"] = storage.client is not None
     print(json.dumps(out))
 

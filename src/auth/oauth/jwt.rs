@@ -109,7 +109,8 @@ impl TokenProblem {
 /// The claims read beyond those `jsonwebtoken` validates.
 #[derive(Deserialize)]
 struct Claims {
-    sub: String,
+    #[serde(default)]
+    sub: Option<String>,
     #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
@@ -157,10 +158,11 @@ pub(super) async fn verify(
     let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
         .map_err(|e| problem(e.kind()))?
         .claims;
-    if claims.sub.is_empty() {
+    let sub = claims.sub.as_deref().unwrap_or_default();
+    if sub.is_empty() {
         return Err(TokenProblem::MissingClaim("sub"));
     }
-    if claims.sub.len() > MAX_CLAIM_LEN {
+    if sub.len() > MAX_CLAIM_LEN {
         return Err(TokenProblem::Malformed);
     }
     let granted: Vec<&str> = match (&claims.scope, &claims.scp) {
@@ -174,7 +176,7 @@ pub(super) async fn verify(
         .as_deref()
         .or(claims.email.as_deref());
     Ok(Verified {
-        principal: Principal::oauth(&config.issuer, &claims.sub, name),
+        principal: Principal::oauth(&config.issuer, sub, name),
         access: config.scopes.access(granted),
     })
 }
