@@ -80,3 +80,54 @@ async fn admit(
     });
     Ok(request)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::challenge::text_body;
+    use crate::auth::token::Token;
+
+    /// A route that answers with the Authenticated the gate put in the request.
+    async fn whoami(request: Request) -> String {
+        match request.extensions().get::<Authenticated>() {
+            Some(a) => format!("{} {}", a.principal, a.access),
+            None => "nobody".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_route_reads_who_the_gate_admitted_and_a_refusal_never_reaches_it() {
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let token = Token::new("t0ken", "--token").unwrap();
+        let gate = Gate {
+            access: HttpAccess::new(addr, Some(token), None, &[]).unwrap(),
+            need: crate::auth::Need::Route(|_, _| Access::Execute),
+            face: super::super::Face {
+                name: "test",
+                body: text_body,
+                scheme: "Bearer",
+                hint: "send the token",
+            },
+        };
+        let app = axum::Router::new()
+            .route("/x", axum::routing::get(whoami))
+            .layer(axum::middleware::from_fn_with_state(gate, super::gate));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        crate::tls::install_provider();
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let url = format!("http://127.0.0.1:{port}/x");
+        let ok = http.get(&url).bearer_auth("t0ken").send().await.unwrap();
+        assert_eq!(ok.text().await.unwrap(), "owner admin");
+        let refused = http.get(&url).send().await.unwrap();
+        assert_eq!(refused.status(), 401);
+        assert_eq!(refused.headers()["www-authenticate"], "Bearer");
+        let wrong = http.get(&url).bearer_auth("nope").send().await.unwrap();
+        assert_eq!(
+            wrong.headers()["www-authenticate"],
+            "Bearer error=\"invalid_token\""
+        );
+        server.abort();
+    }
+}

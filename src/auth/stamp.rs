@@ -68,3 +68,39 @@ where
         self.inner.close()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::principal::{Access, Principal};
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn every_request_and_notification_received_carries_the_connections_identity() {
+        let (ours, mut theirs) = tokio::io::duplex(4096);
+        let who = Authenticated {
+            principal: Principal::LocalUser { uid: 1001 },
+            access: Access::Execute,
+        };
+        let (read, write) = tokio::io::split(ours);
+        let mut t = stamped((read, write), who.clone());
+        theirs
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\
+                  {\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            )
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let m = t.receive().await.expect("a message");
+            let stamped = match &m {
+                JsonRpcMessage::Request(r) => super::super::authenticated(r.request.extensions()),
+                JsonRpcMessage::Notification(n) => {
+                    super::super::authenticated(n.notification.extensions())
+                }
+                _ => None,
+            };
+            assert_eq!(stamped, Some(&who));
+        }
+    }
+}

@@ -242,6 +242,12 @@ async fn a_read_only_token_may_list_but_running_code_is_403_insufficient_scope()
         "{}",
         r.challenge()
     );
+    let principal = format!("principal=oauth:{}#bob", auth.issuer);
+    assert!(
+        server.stderr().contains(&principal),
+        "the refusal names the token's subject:\n{}",
+        server.stderr()
+    );
     // bob may not have admin: asking for it gets him read and execute only.
     let granted = auth
         .token_response(
