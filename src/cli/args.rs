@@ -124,21 +124,11 @@ pub struct TokenArgs {
 pub struct OAuthArgs {
     /// Accept OAuth access tokens (JWTs) from this authorization server: its issuer
     /// identifier, exactly as its tokens' `iss` (https://…; http:// only on loopback).
-    #[arg(
-        long,
-        env = "KERNEL_MCP_OAUTH_ISSUER",
-        value_name = "URL",
-        requires = "oauth_audience"
-    )]
+    #[arg(long, env = "KERNEL_MCP_OAUTH_ISSUER", value_name = "URL")]
     pub oauth_issuer: Option<String>,
     /// This server's canonical URL as clients reach it (e.g. https://kernels.example.com/mcp):
-    /// tokens must name it in `aud` (RFC 8707).
-    #[arg(
-        long,
-        env = "KERNEL_MCP_OAUTH_AUDIENCE",
-        value_name = "URI",
-        requires = "oauth_issuer"
-    )]
+    /// tokens must name it in `aud` (RFC 8707). Required with --oauth-issuer.
+    #[arg(long, env = "KERNEL_MCP_OAUTH_AUDIENCE", value_name = "URI")]
     pub oauth_audience: Option<String>,
     /// The scope that lets a token list and read.
     #[arg(long, env = "KERNEL_MCP_OAUTH_READ_SCOPE", value_name = "SCOPE",

@@ -11,11 +11,19 @@ use serde::Serialize;
 
 use super::args::OAuthArgs;
 
-/// The resource server the options configure; `None` without `--oauth-issuer`.
-/// Errors: the configuration is refused (the message names the option and the fix).
+/// The resource server the options configure; `None` without either option.
+/// Errors: one of `--oauth-issuer` and `--oauth-audience` without the other, or the
+/// configuration is refused (the message names the option and the fix).
 pub fn configured(args: &OAuthArgs) -> anyhow::Result<Option<Arc<OAuth>>> {
-    let (Some(issuer), Some(audience)) = (&args.oauth_issuer, &args.oauth_audience) else {
-        return Ok(None);
+    let (issuer, audience) = match (&args.oauth_issuer, &args.oauth_audience) {
+        (Some(i), Some(a)) => (i, a),
+        (None, None) => return Ok(None),
+        (Some(_), None) => anyhow::bail!(
+            "--oauth-issuer needs --oauth-audience (KERNEL_MCP_OAUTH_AUDIENCE): this server's URL as clients reach it, e.g. https://kernels.example.com/mcp"
+        ),
+        (None, Some(_)) => anyhow::bail!(
+            "--oauth-audience needs --oauth-issuer (KERNEL_MCP_OAUTH_ISSUER): the authorization server whose tokens to accept"
+        ),
     };
     let config = OAuthConfig {
         issuer: issuer.trim().to_string(),
@@ -77,7 +85,7 @@ pub async fn check(args: &OAuthArgs, record: Option<&HttpRecord>) -> Option<OAut
                 Err(e) => report.error = Some(e.to_string()),
             }
         }
-        Ok(None) => report.error = Some("--oauth-audience is not set".into()),
+        Ok(None) => {}
         Err(e) => report.error = Some(e.to_string()),
     }
     Some(report)

@@ -21,15 +21,17 @@ use super::context::{Context, Failure};
 /// `kernel-mcp serve` (not `--shared`): MCP on a registry of this process.
 pub fn serve(ctx: Context, args: ServeArgs) -> Result<(), Failure> {
     let addr = std::net::SocketAddr::new(args.host, args.port);
-    let oauth = super::oauth::configured(&args.oauth).map_err(Failure::usage)?;
+    // OAuth concerns the HTTP faces only: stdio ignores its settings (they may be in the
+    // environment of every kernel-mcp a user starts).
     let access = match args.transport {
-        Transport::Sse if oauth.is_some() => {
+        Transport::Sse if args.oauth.oauth_issuer.is_some() => {
             return Err(Failure::usage(anyhow::anyhow!(
                 "OAuth (--oauth-issuer) is served on `serve --transport http` and `service --http`, not on the legacy SSE transport; use --transport http, or the static token"
             )));
         }
         Transport::Stdio => None,
         Transport::Http | Transport::Sse => {
+            let oauth = super::oauth::configured(&args.oauth).map_err(Failure::usage)?;
             let token = given_token(&args.token).map_err(Failure::usage)?;
             Some(HttpAccess::new(addr, token, oauth, &args.allowed_hosts).map_err(Failure::usage)?)
         }

@@ -417,3 +417,77 @@ async fn the_mcp_python_sdk_discovers_signs_in_and_calls_tools_through_oauth() {
     assert!(!server.stderr().contains(token), "the token is in the log");
     server.stop().await;
 }
+
+/// Run `kernel-mcp ARGS` with `env` and no input; its exit code and stderr.
+async fn run_binary(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("VIRTUAL_ENV", crate::common::venv())
+        .stdin(std::process::Stdio::null())
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), out)
+        .await
+        .expect("kernel-mcp exits within 60 s")
+        .expect("run kernel-mcp");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn oauth_settings_are_checked_at_start_on_http_and_ignored_on_stdio() {
+    let http = ["serve", "--transport", "http", "--port", "0"];
+    let aud = "http://127.0.0.1:1/mcp";
+    for (extra, words) in [
+        (
+            vec!["--oauth-issuer", "https://id.example"],
+            "--oauth-audience",
+        ),
+        (
+            vec![
+                "--oauth-issuer",
+                "http://id.example",
+                "--oauth-audience",
+                aud,
+            ],
+            "https://",
+        ),
+        (
+            vec![
+                "--oauth-issuer",
+                "https://id.example",
+                "--oauth-audience",
+                "kernels",
+            ],
+            "absolute URL",
+        ),
+    ] {
+        let args: Vec<&str> = http.iter().copied().chain(extra.iter().copied()).collect();
+        let (code, stderr) = run_binary(&args, &[]).await;
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(words), "{args:?}: {stderr}");
+    }
+    let sse = [
+        "serve",
+        "--transport",
+        "sse",
+        "--port",
+        "0",
+        "--oauth-issuer",
+        "https://id.example",
+        "--oauth-audience",
+        aud,
+    ];
+    let (code, stderr) = run_binary(&sse, &[]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("SSE"), "{stderr}");
+    // stdio has no HTTP face: OAuth settings in the environment (even broken ones) do not stop it.
+    let (code, stderr) = run_binary(
+        &["serve"],
+        &[("KERNEL_MCP_OAUTH_ISSUER", "http://id.example")],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+}
