@@ -9,6 +9,9 @@
 #                   MCP suites once more through the shared service (serve --shared)
 #   make broker-deps  the broker tests' reference MCP server (server-everything) and Node 22,
 #                   from npm into tests/broker/node_modules (idempotent); part of `make test`
+#   make oauth-deps  the OAuth tests' authorization server (oidc-provider, jose) and Node 22 from
+#                   npm into tests/oauth/node_modules, and the MCP Python SDK (the OAuth client)
+#                   from PyPI into tests/oauth/.venv (idempotent); part of `make test`
 #   make conformance  the official MCP conformance suite (from npm, with Node 22) against the HTTP
 #                   transport; part of `make test`
 #   make gateways   install Jupyter Kernel Gateway + Jupyter Server + JupyterLab into ./.venv-gw
@@ -51,7 +54,9 @@
 #         and requirements-kernels.txt (bash_kernel, octave_kernel, xeus-python); maturin for
 #         `make wheel`; ./.venv-gw and ./.venv-eg for `make gateways` (Kernel Gateway +
 #         Jupyter Server, Enterprise Gateway); a throwaway venv for `make wheel-test`
-#   npm   `make conformance`: the MCP conformance suite and Node 22 into
+#   npm   `make oauth-deps`: oidc-provider, jose and Node 22 into tests/oauth/node_modules
+#         (pinned by its package-lock.json), with the MCP Python SDK (PyPI) in tests/oauth/.venv;
+#         `make conformance`: the MCP conformance suite and Node 22 into
 #         tests/conformance/node_modules (pinned by its package-lock.json); `make browser`:
 #         playwright-core into tests/jupyterlab/node_modules (pinned likewise); `make ui`: the
 #         view's toolchain (ext-apps SDK, esbuild, TypeScript, playwright-core) into ui/node_modules
@@ -85,7 +90,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv peer kernels apt-kernels gateways broker-deps browser jupyterlab-shot ui ui-check ui-shots build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
+.PHONY: help venv .venv peer kernels apt-kernels gateways broker-deps oauth-deps browser jupyterlab-shot ui ui-check ui-shots build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -206,6 +211,25 @@ $(BROKER_STAMP): tests/broker/package-lock.json
 	cd tests/broker && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The OAuth tests (tests/it/oauth.rs): a real authorization server (oidc-provider on Node 22,
+# pinned by tests/oauth/package-lock.json) and a real MCP client (the MCP Python SDK, pinned by
+# tests/oauth/requirements.txt, in a venv of its own); each installed once.
+OAUTH_DIR      := $(CURDIR)/tests/oauth
+OAUTH_STAMP    := $(OAUTH_DIR)/node_modules/.installed.stamp
+OAUTH_VENV     := $(OAUTH_DIR)/.venv
+OAUTH_PY_STAMP := $(OAUTH_VENV)/.requirements.stamp
+oauth-deps: $(OAUTH_STAMP) $(OAUTH_PY_STAMP)
+
+$(OAUTH_STAMP): $(OAUTH_DIR)/package-lock.json
+	cd "$(OAUTH_DIR)" && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(OAUTH_PY_STAMP): $(OAUTH_DIR)/requirements.txt
+	@test -x "$(OAUTH_VENV)/bin/python" || $(PYTHON) -m venv "$(OAUTH_VENV)"
+	"$(OAUTH_VENV)/bin/python" -m pip install --disable-pip-version-check --no-input -q -r $(OAUTH_DIR)/requirements.txt
+	"$(OAUTH_VENV)/bin/python" -c 'import mcp, httpx2'
+	@touch $@
+
 build:
 	$(CARGO) build
 
@@ -214,7 +238,7 @@ build:
 SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust \
   history_files history_export tasks resources broker broker_lifecycle
 
-test: $(STAMP) kernels gateways broker-deps browser ui-check
+test: $(STAMP) kernels gateways broker-deps oauth-deps browser ui-check
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel --test it \
 	  -- --test-threads=$(TEST_THREADS) $(addsuffix ::,$(SHARED_SUITES))

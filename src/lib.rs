@@ -2,6 +2,8 @@
 //!
 //! Layers, top to bottom (user-facing reference: `docs/`):
 //! - [`mcp`]: tool parameters → registry and session calls; records → `CallToolResult`.
+//! - [`auth`]: who a request comes from and how far it may go, under every face (the static
+//!   token, OAuth 2.1 access tokens, a socket peer's uid).
 //! - [`service`]: the per-user service (Unix socket, and HTTP behind a token), the `--shared`
 //!   stdio relay.
 //! - [`jupyter`]: the service's Jupyter face (the Jupyter Server kernels API and channels
@@ -17,11 +19,13 @@
 //! Beside the layers, [`broker`] lets code in a local Python kernel call other MCP servers'
 //! tools (`from kernel_mcp import mcp`), hooked into kernel launch and the session actor.
 //!
-//! [`secrets`] keeps kernel-mcp's tokens out of every process it starts for code. [`trust`]
+//! [`principal`] holds who is calling ([`principal::Principal`]) and how far they may go
+//! ([`principal::Access`]), as plain values every layer may read. [`secrets`] keeps kernel-mcp's tokens out of every process it starts for code. [`trust`]
 //! says whether a directory or a socket's peer may be trusted with our code (the service's
 //! socket; both its ends check). [`instance`] is this process's identity (`server_instance`,
 //! `started_at`); [`memory`] hands the heap's freed pages back to the OS.
 
+pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod instance;
@@ -30,6 +34,7 @@ pub mod kernel;
 pub mod mcp;
 pub mod memory;
 pub mod ops;
+pub mod principal;
 pub mod registry;
 pub mod secrets;
 pub mod service;

@@ -8,18 +8,23 @@
 //! every installer and every interpreter probe is started through [`scrub`], and a
 //! kernelspec's `${VAR}` expansion cannot name one either ([`is_secret`]).
 //!
-//! What counts as a secret: the names in [`SECRET_VARS`], and any `KERNEL_MCP_…` variable whose
-//! name contains `TOKEN` (so a token variable added later is covered without a list to edit).
+//! What counts as a secret: the names in [`SECRET_VARS`], any `KERNEL_MCP_…` variable whose
+//! name contains `TOKEN` (so a token variable added later is covered without a list to edit),
+//! and the OAuth settings (`KERNEL_MCP_OAUTH_…`: not secret themselves, but which authorization
+//! server and audience this server trusts is none of a kernel's business). A caller's OAuth
+//! access token is never in an environment at all: it stays in the HTTP face that checked it.
 //! Values the caller sets on purpose (`create_session(env=…)`) are theirs and are kept: scrub
 //! before adding them.
 
 use std::ffi::OsStr;
 
 /// The variables that hold kernel-mcp's secrets, or where they are.
-pub const SECRET_VARS: [&str; 3] = [
+pub const SECRET_VARS: [&str; 5] = [
     "KERNEL_MCP_TOKEN",
     "KERNEL_MCP_TOKEN_FILE",
     "KERNEL_MCP_GATEWAY_TOKEN",
+    "KERNEL_MCP_OAUTH_ISSUER",
+    "KERNEL_MCP_OAUTH_AUDIENCE",
 ];
 
 /// Whether the variable `name` holds one of kernel-mcp's secrets (or a path to one).
@@ -27,7 +32,9 @@ pub fn is_secret(name: impl AsRef<OsStr>) -> bool {
     let Some(name) = name.as_ref().to_str() else {
         return false;
     };
-    SECRET_VARS.contains(&name) || (name.starts_with("KERNEL_MCP_") && name.contains("TOKEN"))
+    SECRET_VARS.contains(&name)
+        || (name.starts_with("KERNEL_MCP_") && name.contains("TOKEN"))
+        || name.starts_with("KERNEL_MCP_OAUTH_")
 }
 
 /// Remove every secret variable of our environment (and the fixed names, set or not) from
@@ -61,6 +68,7 @@ mod tests {
             assert!(is_secret(name), "{name}");
         }
         assert!(is_secret("KERNEL_MCP_JUPYTER_TOKEN"));
+        assert!(is_secret("KERNEL_MCP_OAUTH_READ_SCOPE"));
         assert!(!is_secret("KERNEL_MCP_SOCKET"));
         assert!(
             !is_secret("JUPYTER_TOKEN"),

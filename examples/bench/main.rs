@@ -22,7 +22,9 @@
 //!   (k) `fork_session` of a session holding ~500 MB next to `create_session` plus its history
 //!       run again (fork.rs; `--no-fork` skips it);
 //!   (l) the MCP peer jupyter-mcp-kernel (`make peer`), driven by the same rmcp client: start to
-//!       the first result and `execute 1+1`, alternating with kernel-mcp (peer.rs; `--no-peer`).
+//!       the first result and `execute 1+1`, alternating with kernel-mcp (peer.rs; `--no-peer`);
+//!   (m) OAuth: checking a JWT access token with the issuer's keys cached, next to the static
+//!       token (oauth.rs; `--no-oauth`).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -41,6 +43,7 @@ mod fork;
 mod gateway;
 mod line_client;
 mod mcp_side;
+mod oauth;
 mod peer;
 mod raw;
 mod stats;
@@ -83,6 +86,8 @@ pub struct Opts {
     pub no_fork: bool,
     /// Skip the MCP peer's rows.
     pub no_peer: bool,
+    /// Skip the OAuth rows.
+    pub no_oauth: bool,
 }
 
 // Two workers whatever TOKIO_WORKER_THREADS says: that variable is for the server under test
@@ -112,6 +117,7 @@ fn parse_opts() -> Res<Opts> {
         no_broker: false,
         no_fork: false,
         no_peer: false,
+        no_oauth: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -132,11 +138,12 @@ fn parse_opts() -> Res<Opts> {
             "--no-broker" => o.no_broker = true,
             "--no-fork" => o.no_fork = true,
             "--no-peer" => o.no_peer = true,
+            "--no-oauth" => o.no_oauth = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
                      --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
-                     --no-floods --no-fork --no-peer)"
+                     --no-floods --no-fork --no-peer --no-oauth)"
                 )
                 .into());
             }
@@ -233,6 +240,11 @@ async fn run() -> Res<()> {
     } else {
         peer::measure(&bin, &o).await?
     };
+    let oa = if o.no_oauth {
+        None
+    } else {
+        oauth::measure(&o).await?
+    };
     let elapsed = total.elapsed();
 
     let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
@@ -244,6 +256,9 @@ async fn run() -> Res<()> {
     }
     if let Some(p) = &pr {
         rows.extend(table::peer_rows(p));
+    }
+    if let Some(a) = &oa {
+        rows.extend(table::oauth_rows(a));
     }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
@@ -264,6 +279,7 @@ async fn run() -> Res<()> {
             "broker": br.as_ref().map(broker::Figures::raw_json),
             "fork": forks.as_ref().map(fork::ForkFigures::raw_json),
             "peer": pr.as_ref().map(peer::Figures::raw_json),
+            "oauth": oa.as_ref().map(oauth::Figures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

@@ -12,6 +12,8 @@ use crate::stats::{median, percentile};
 #[derive(Clone, Copy)]
 pub enum Unit {
     Ms,
+    /// Input in ms, printed in µs (for figures well under a millisecond).
+    MsAsUs,
     /// Input in KiB, printed in MiB.
     Kib,
     PerS,
@@ -52,7 +54,7 @@ impl Row {
 
     pub fn to_json(&self) -> Value {
         let unit = match self.unit {
-            Unit::Ms => "ms",
+            Unit::Ms | Unit::MsAsUs => "ms",
             Unit::Kib => "KiB",
             Unit::PerS => "1/s",
             Unit::Bytes => "bytes",
@@ -70,6 +72,7 @@ impl Row {
         };
         match self.unit {
             Unit::Ms => format!("{x:.2} ms"),
+            Unit::MsAsUs => format!("{:.1} µs", x * 1000.0),
             Unit::Kib => format!("{:.1} MiB", x / 1024.0),
             Unit::PerS => format!("{x:.0}/s"),
             Unit::Bytes => format!("{x:.0} B"),
@@ -364,6 +367,28 @@ pub fn broker_rows(o: &Opts, b: &crate::broker::Figures) -> Vec<Row> {
             Unit::Ms,
             cell,
             direct,
+            None,
+        )
+    })
+    .collect()
+}
+
+/// (m): checking a JWT access token (cached keys) next to the static token.
+pub fn oauth_rows(a: &crate::oauth::Figures) -> Vec<Row> {
+    [
+        ("p50", median(&a.jwt_ms), median(&a.static_ms)),
+        ("p99", percentile(&a.jwt_ms, 99), percentile(&a.static_ms, 99)),
+    ]
+    .into_iter()
+    .map(|(what, jwt, fixed)| {
+        Row::new(
+            format!(
+                "OAuth: check of a JWT access token (RS256, cached JWKS), {what} (n={}) | the static token",
+                a.jwt_ms.len()
+            ),
+            Unit::MsAsUs,
+            jwt,
+            fixed,
             None,
         )
     })

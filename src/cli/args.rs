@@ -77,6 +77,8 @@ pub struct ServeArgs {
     pub port: u16,
     #[command(flatten)]
     pub token: TokenArgs,
+    #[command(flatten)]
+    pub oauth: OAuthArgs,
     /// Host name clients use to reach this server over HTTP (allowed as Host/Origin besides
     /// loopback and the bind address). Repeatable.
     #[arg(
@@ -115,6 +117,31 @@ pub struct TokenArgs {
     /// Set by [`parse`]: the token was written on the command line (`--token`).
     #[arg(skip)]
     pub token_on_command_line: bool,
+}
+
+/// OAuth 2.1 access tokens on an HTTP face, beside the static token (docs/auth.md).
+#[derive(Debug, Clone, Args)]
+pub struct OAuthArgs {
+    /// Accept OAuth access tokens (JWTs) from this authorization server: its issuer
+    /// identifier, exactly as its tokens' `iss` (https://…; http:// only on loopback).
+    #[arg(long, env = "KERNEL_MCP_OAUTH_ISSUER", value_name = "URL")]
+    pub oauth_issuer: Option<String>,
+    /// This server's canonical URL as clients reach it (e.g. https://kernels.example.com/mcp):
+    /// tokens must name it in `aud` (RFC 8707). Required with --oauth-issuer.
+    #[arg(long, env = "KERNEL_MCP_OAUTH_AUDIENCE", value_name = "URI")]
+    pub oauth_audience: Option<String>,
+    /// The scope that lets a token list and read.
+    #[arg(long, env = "KERNEL_MCP_OAUTH_READ_SCOPE", value_name = "SCOPE",
+          default_value = kernel_mcp::auth::oauth::DEFAULT_READ_SCOPE)]
+    pub oauth_read_scope: String,
+    /// The scope that lets a token run code and create or destroy sessions (and read).
+    #[arg(long, env = "KERNEL_MCP_OAUTH_EXECUTE_SCOPE", value_name = "SCOPE",
+          default_value = kernel_mcp::auth::oauth::DEFAULT_EXECUTE_SCOPE)]
+    pub oauth_execute_scope: String,
+    /// The scope that lets a token act on every user's sessions.
+    #[arg(long, env = "KERNEL_MCP_OAUTH_ADMIN_SCOPE", value_name = "SCOPE",
+          default_value = kernel_mcp::auth::oauth::DEFAULT_ADMIN_SCOPE)]
+    pub oauth_admin_scope: String,
 }
 
 /// What the sessions of a server get, in `serve` and `service` alike.
@@ -193,6 +220,8 @@ pub struct ServiceArgs {
     #[command(flatten)]
     pub token: TokenArgs,
     #[command(flatten)]
+    pub oauth: OAuthArgs,
+    #[command(flatten)]
     pub sessions: SessionArgs,
 }
 
@@ -251,6 +280,9 @@ pub enum Command {
         /// Print the report as JSON (for scripts).
         #[arg(long)]
         json: bool,
+        /// The OAuth settings to check (else the running service's HTTP face's).
+        #[command(flatten)]
+        oauth: OAuthArgs,
     },
     /// Write kernel-mcp's entry into an MCP client's config (shown first; the rest of the file
     /// is kept).

@@ -42,6 +42,8 @@ pub struct Report {
     pub gateways: Vec<kernel_mcp::registry::sources::remote::GatewayState>,
     /// What this host can enforce for the OS sandbox and containment (docs/sandbox.md).
     pub sandbox: kernel_mcp::kernel::sandbox::HostSupport,
+    /// OAuth on an HTTP face (these options', else the running service's); `null`: off.
+    pub oauth: Option<super::oauth::OAuthReport>,
     /// What to do, when `ok` is false (or a warning when it is true).
     pub advice: Vec<String>,
 }
@@ -117,12 +119,14 @@ pub fn run(
     search: &KernelSearch,
     flag: Option<&Path>,
     gateways: &[kernel_mcp::kernel::remote::Rest],
+    oauth: &super::args::OAuthArgs,
     json: bool,
 ) -> ExitCode {
     let mut report = runtime.block_on(gather(search, flag));
     report.gateways = runtime
         .block_on(kernel_mcp::registry::sources::remote::list_all(gateways))
         .1;
+    report.oauth = runtime.block_on(super::oauth::check(oauth, report.service.http.as_ref()));
     if json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),
@@ -235,6 +239,7 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
         service: service_state(socket),
         gateways: Vec::new(),
         sandbox: kernel_mcp::kernel::sandbox::HostSupport::current().clone(),
+        oauth: None,
         advice,
     }
 }
@@ -476,6 +481,7 @@ fn render(r: &Report) -> String {
         }
         (None, None) => {}
     }
+    super::oauth::render(r.oauth.as_ref(), &mut o);
     let _ = writeln!(o, "\nSandbox (docs/sandbox.md):");
     for line in r.sandbox.describe() {
         let _ = writeln!(o, "  {line}");

@@ -1,7 +1,8 @@
 //! The binary's command line. [`args`] is its shape (clap: every option, its environment
 //! variable and default, once); [`dispatch`] runs a parsed command on the runtime it needs, with the
 //! [`context`] every command shares;
-//! [`serve`] holds the serving commands (`serve`, `serve --shared`, `service`).
+//! [`serve`] holds the serving commands (`serve`, `serve --shared`, `service`), [`oauth`] turns
+//! the OAuth options into the library's resource server (and checks it for `doctor`).
 //!
 //! The rest is for people (not the MCP server): `doctor` checks the setup, `install` writes an
 //! MCP client's config entry, `env` manages named Python environments, `token` prints the
@@ -19,6 +20,7 @@ pub mod env;
 pub mod exec;
 pub mod follow;
 pub mod install;
+pub mod oauth;
 pub mod ordered_json;
 pub mod serve;
 pub mod sessions;

@@ -7,10 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use kernel_mcp::auth::{HttpAccess, Token};
 use kernel_mcp::config::Limits;
-use kernel_mcp::mcp::http::HttpAccess;
 use kernel_mcp::mcp::serve::Runtimes;
-use kernel_mcp::mcp::token::Token;
 use kernel_mcp::registry::Registry;
 use kernel_mcp::service::http::{HttpOptions, TokenChoice};
 use kernel_mcp::service::listener::ServiceOptions;
@@ -22,11 +21,19 @@ use super::context::{Context, Failure};
 /// `kernel-mcp serve` (not `--shared`): MCP on a registry of this process.
 pub fn serve(ctx: Context, args: ServeArgs) -> Result<(), Failure> {
     let addr = std::net::SocketAddr::new(args.host, args.port);
+    // OAuth concerns the HTTP faces only: stdio ignores its settings (they may be in the
+    // environment of every kernel-mcp a user starts).
     let access = match args.transport {
+        Transport::Sse if args.oauth.oauth_issuer.is_some() => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "OAuth (--oauth-issuer) is served on `serve --transport http` and `service --http`, not on the legacy SSE transport; use --transport http, or the static token"
+            )));
+        }
         Transport::Stdio => None,
         Transport::Http | Transport::Sse => {
+            let oauth = super::oauth::configured(&args.oauth).map_err(Failure::usage)?;
             let token = given_token(&args.token).map_err(Failure::usage)?;
-            Some(HttpAccess::new(addr, token, &args.allowed_hosts).map_err(Failure::usage)?)
+            Some(HttpAccess::new(addr, token, oauth, &args.allowed_hosts).map_err(Failure::usage)?)
         }
     };
     let limits = Limits {
@@ -57,6 +64,7 @@ pub fn service(ctx: Context, args: ServiceArgs) -> Result<(), Failure> {
         Some(addr) => Some(HttpOptions {
             addr,
             token: token_choice(&args.token).map_err(Failure::usage)?,
+            oauth: super::oauth::configured(&args.oauth).map_err(Failure::usage)?,
         }),
         None => None,
     };

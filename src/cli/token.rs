@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kernel_mcp::mcp::token::Token;
+use kernel_mcp::auth::Token;
 use kernel_mcp::service::http::{self, HttpRecord};
 use kernel_mcp::service::paths::ServicePaths;
 use serde_json::json;

@@ -3,10 +3,12 @@
 //! gateway client (`jupyter lab --gateway-url …`), VS Code's "existing Jupyter server",
 //! nbclient through a gateway kernel manager.
 //!
-//! Routes, next to `/mcp` on the same listener and behind the same token (presented as
-//! `Authorization: token …`, `Authorization: Bearer …` or `?token=`; without it every route
+//! Routes, next to `/mcp` on the same listener and behind the same authentication
+//! ([`crate::auth`]: the static token or, when configured, an OAuth access token, presented as
+//! `Authorization: token …`, `Authorization: Bearer …` or `?token=`; without one every route
 //! answers 401 and a websocket is refused before it upgrades; a foreign `Host` or browser
-//! `Origin` answers 403):
+//! `Origin` answers 403). Under OAuth, `GET` routes need the read scope and everything else,
+//! the channels websocket included, the execute scope ([`need`]).
 //! - `GET /api` — the API version;
 //! - `GET /api/kernelspecs`, `GET /api/kernelspecs/{name}` — the local kernelspecs ([`rest`]);
 //! - `GET|POST /api/kernels`, `GET|DELETE /api/kernels/{id}`, `POST …/interrupt`,
@@ -31,13 +33,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::mcp::http::HttpAccess;
-use crate::mcp::token::Presentation;
+use crate::auth::{Face as AuthFace, Gate, HttpAccess, Need, Presentation};
+use crate::principal::Access;
 use crate::registry::Registry;
 
 /// The ways the Jupyter face accepts its token: Jupyter's clients send `Authorization:
@@ -105,9 +107,14 @@ impl Face {
     }
 }
 
-/// The face's routes, behind `access` (its token in [`JUPYTER_PRESENTATIONS`]).
+/// The face's routes, behind `access` (tokens in [`JUPYTER_PRESENTATIONS`]).
 pub fn router(face: Arc<Face>, access: HttpAccess) -> axum::Router {
     let access = access.with_presentations(JUPYTER_PRESENTATIONS);
+    let gate = Gate {
+        access: access.clone(),
+        need: Need::Route(need),
+        face: JUPYTER_FACE,
+    };
     axum::Router::new()
         .route("/api", get(rest::api))
         .route("/api/", get(rest::api))
@@ -119,33 +126,40 @@ pub fn router(face: Arc<Face>, access: HttpAccess) -> axum::Router {
         .route("/api/kernels/{id}/restart", post(rest::restart))
         .route("/api/kernels/{id}/channels", get(channels::upgrade))
         .with_state(face)
-        .layer(axum::middleware::from_fn_with_state(access, guard))
+        .layer(axum::middleware::from_fn_with_state(
+            gate,
+            crate::auth::gate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(access, foreign))
 }
 
-/// 401 without the token, 403 for a foreign `Host` or `Origin`; then the route. A websocket
+/// How the Jupyter face words its refusals (Jupyter Server's JSON error body).
+const JUPYTER_FACE: AuthFace = AuthFace {
+    name: "Jupyter API",
+    body: error_body,
+    scheme: "token",
+    hint: "send the service's token as `Authorization: token <TOKEN>` or `?token=<TOKEN>` (`kernel-mcp token` says where it is).",
+};
+
+fn error_body(status: StatusCode, message: &str) -> Response {
+    models::error(status, message)
+}
+
+/// What a request to the API needs: reads are `GET` (the channels websocket, which runs
+/// code, aside); everything else changes kernels.
+pub fn need(method: &Method, path: &str) -> Access {
+    let read = matches!(*method, Method::GET | Method::HEAD) && !path.ends_with("/channels");
+    if read { Access::Read } else { Access::Execute }
+}
+
+/// 403 for a foreign `Host` or `Origin`, before authentication; then the route. A websocket
 /// request is answered here too, before any upgrade.
-async fn guard(State(access): State<HttpAccess>, request: Request, next: Next) -> Response {
+async fn foreign(State(access): State<HttpAccess>, request: Request, next: Next) -> Response {
     if !access.host_allowed(request.headers()) || !access.origin_allowed(request.headers()) {
         return models::error(
             StatusCode::FORBIDDEN,
             "Forbidden: this Host or Origin may not use kernel-mcp's Jupyter API.",
         );
-    }
-    if !access.authorized(request.headers(), request.uri()) {
-        tracing::warn!(
-            method = %request.method(),
-            path = %request.uri().path(),
-            "rejected a Jupyter API request without a valid token"
-        );
-        let mut r = models::error(
-            StatusCode::UNAUTHORIZED,
-            "Unauthorized: send the service's token as `Authorization: token <TOKEN>` or `?token=<TOKEN>` (`kernel-mcp token` says where it is).",
-        );
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("token"),
-        );
-        return r.into_response();
     }
     next.run(request).await
 }

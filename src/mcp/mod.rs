@@ -3,9 +3,11 @@
 //! edge (`error`), rendering of runs into `CallToolResult`s (`render`), the compact schemas
 //! of `tools/list` (`schema`), tasks and resources on runs (`tasks`, `resources`), log
 //! forwarding (`logging`), a client's cancellation told from its connection's end (`cancel`),
-//! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`), the
-//! HTTP token (`token`) and the MCP Apps view (`ui`).
+//! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`), what
+//! access each call needs under OAuth scopes (`access`) and the MCP Apps view (`ui`).
+//! Authentication itself is [`crate::auth`]'s.
 
+pub mod access;
 mod arg_names;
 pub mod caller;
 pub(crate) mod cancel;
@@ -21,7 +23,6 @@ pub mod serve;
 pub mod server;
 pub mod sse;
 mod tasks;
-pub mod token;
 pub(crate) mod tools;
 pub mod toolset;
 pub mod ui;

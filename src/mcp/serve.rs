@@ -14,9 +14,12 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
-use super::http::{Guard, HttpAccess, guard};
+use super::http::{Fixups, fixups};
 use super::http_sessions::{HttpSessions, track};
 use super::{KernelMcp, Toolset};
+use crate::auth::stamp::stamped;
+use crate::auth::{HttpAccess, gate};
+use crate::principal::Authenticated;
 use crate::registry::Registry;
 
 /// Longest the server takes to exit once the client has gone or a signal arrived.
@@ -113,7 +116,10 @@ pub async fn serve_stdio(registry: Arc<Registry>, toolset: Toolset) -> Result<()
     let server = KernelMcp::with_toolset(registry.clone(), toolset);
     let outcome = tokio::select! {
         r = async {
-            match server.serve(rmcp::transport::stdio_pipes()).await {
+            match server
+                .serve(stamped(rmcp::transport::stdio_pipes(), Authenticated::owner()))
+                .await
+            {
                 Ok(service) => {
                     let reason = service.waiting().await?;
                     tracing::info!(?reason, "MCP connection ended");
@@ -227,13 +233,32 @@ pub async fn serve_http_on(
         sessions.clone(),
         config,
     );
+    let oauth = access.oauth().cloned();
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(lifetimes, track))
         .layer(axum::middleware::from_fn_with_state(
-            Guard { access, sessions },
-            guard,
+            Fixups { sessions },
+            fixups,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            super::http::gate(access),
+            gate,
         ));
+    if let Some(oauth) = oauth {
+        tracing::info!(
+            issuer = oauth.issuer(),
+            audience = oauth.audience(),
+            metadata = oauth.metadata_url(),
+            "MCP requires OAuth access tokens (or the static token)"
+        );
+        router = router.merge(crate::auth::oauth::router(oauth.clone()));
+        // Fetch the issuer's keys now, so the first token does not wait (and the log says
+        // at once whether they can be had); a failure is retried when a token arrives.
+        tokio::spawn(async move {
+            let _ = oauth.probe().await;
+        });
+    }
     if let Some(other) = beside {
         router = router.merge(other);
     }
@@ -271,14 +296,17 @@ pub async fn serve_sse(
     toolset: Toolset,
 ) -> Result<(), ServeError> {
     in_order_runtime()?;
-    let guard_state = Guard {
-        access: access.clone(),
+    let fixes = Fixups {
         sessions: Arc::new(
             rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default(),
         ),
     };
-    let router = super::sse::router(registry.clone(), toolset, access)
-        .layer(axum::middleware::from_fn_with_state(guard_state, guard));
+    let router = super::sse::router(registry.clone(), toolset, access.clone())
+        .layer(axum::middleware::from_fn_with_state(fixes, fixups))
+        .layer(axum::middleware::from_fn_with_state(
+            super::http::gate(access),
+            gate,
+        ));
     let outcome = match bind(addr).await {
         Ok(listener) => {
             let bound = local_addr(&listener);

@@ -25,8 +25,8 @@ use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use tokio::sync::mpsc;
 
-use super::http::HttpAccess;
 use super::{KernelMcp, Toolset};
+use crate::auth::HttpAccess;
 use crate::registry::Registry;
 
 /// Messages buffered per direction and connection.

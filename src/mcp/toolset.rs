@@ -21,65 +21,7 @@ use std::fmt;
 use super::tools::TOOLS;
 use super::tools::table::{Home, Pick, count, names, row};
 
-/// A set of tools that can be added to a base (`--tools default,NAME`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NamedSet {
-    /// Registered Python environments: the five `*_environment(s)` tools and
-    /// `create_session(environment=…)`.
-    Environments,
-    /// `checkpoint_session` and `restore_session`.
-    Checkpoints,
-    /// The shared service's session housekeeping: `renew_session`, `clear_queue`.
-    Service,
-    /// Fresh runs: `execute_file(mode="fresh")`.
-    Fresh,
-    /// Editor help from the kernel: `complete`, `is_complete`, `inspect`.
-    Completion,
-    /// Editing history: `delete_history`, `rerun_history` (`get_history` and `export_history`
-    /// are in `default`).
-    History,
-    /// Live notebooks: `mirror_notebook` (`create_session(notebook=…)` is in `default`).
-    Notebook,
-}
-
-impl NamedSet {
-    /// Every named set, in the order docs/tools.md lists them.
-    pub const ALL: [NamedSet; 7] = [
-        NamedSet::Environments,
-        NamedSet::Checkpoints,
-        NamedSet::Service,
-        NamedSet::Fresh,
-        NamedSet::Completion,
-        NamedSet::History,
-        NamedSet::Notebook,
-    ];
-
-    /// The name `--tools` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            NamedSet::Environments => "environments",
-            NamedSet::Checkpoints => "checkpoints",
-            NamedSet::Service => "service",
-            NamedSet::Fresh => "fresh",
-            NamedSet::Completion => "completion",
-            NamedSet::History => "history",
-            NamedSet::Notebook => "notebook",
-        }
-    }
-
-    /// The tools this set adds, in table order (see `tools/mod.rs`).
-    pub fn tools(self) -> Vec<&'static str> {
-        TOOLS
-            .iter()
-            .filter(|r| r.home == Home::Set(self))
-            .map(|r| r.name)
-            .collect()
-    }
-
-    fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-}
+pub use super::tools::table::NamedSet;
 
 /// The everyday tools: sessions (forks included), runs, reading and exporting history,
 /// packages (the rows of `default` in the table of `tools/mod.rs`).

@@ -1,5 +1,6 @@
 //! The service's HTTP face (`kernel-mcp service --http ADDR:PORT`): streamable HTTP at `/mcp`
-//! on the service's sessions, always behind a token (DESIGN §12).
+//! on the service's sessions, always behind a token (DESIGN §12), and OAuth access tokens
+//! beside it when configured (DESIGN §19).
 //!
 //! The token is, in this order: the file of `--token-file`; `KERNEL_MCP_TOKEN` (or `--token`,
 //! which other local users can read in the process list, so it warns); else one the service
@@ -16,7 +17,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::paths::ServicePaths;
-use crate::mcp::token::{Token, TokenError};
+use crate::auth::oauth::OAuth;
+use crate::auth::{Token, TokenError};
 
 /// Where the face's token comes from, as the command line and environment gave it.
 #[derive(Debug, Clone)]
@@ -35,6 +37,8 @@ pub struct HttpOptions {
     /// Where to listen (port 0: one the OS picks; the record says which).
     pub addr: SocketAddr,
     pub token: TokenChoice,
+    /// OAuth access tokens accepted beside the token, when configured.
+    pub oauth: Option<std::sync::Arc<OAuth>>,
 }
 
 /// What `<socket>.http` holds while the face is up.
@@ -49,6 +53,12 @@ pub struct HttpRecord {
     pub token_file: Option<PathBuf>,
     /// `generated`, `file`, `environment` or `command line`.
     pub token_source: String,
+    /// The OAuth issuer whose access tokens the face accepts, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth_issuer: Option<String>,
+    /// The audience (this resource's URL) those tokens must name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth_audience: Option<String>,
 }
 
 /// The face's token and where it came from, per `choice`.
@@ -180,6 +190,8 @@ mod tests {
             pid: std::process::id(),
             token_file: None,
             token_source: "environment".into(),
+            oauth_issuer: None,
+            oauth_audience: None,
         };
         write_record(&paths, &record).unwrap();
         assert_eq!(read_record(&paths), None, "no alive lock names us");

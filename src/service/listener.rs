@@ -1,11 +1,12 @@
 //! The service's listener: it proves it is the only service on its socket (an exclusive
 //! flock held for its whole life), replaces a stale socket file, binds 0600, and serves each
 //! connection from a peer with our uid as one MCP session over the same handler as stdio
-//! (newline-delimited JSON-RPC; rmcp serves any `AsyncRead + AsyncWrite`). A peer with
-//! another uid is told why in one JSON-RPC error line and disconnected.
+//! (newline-delimited JSON-RPC; rmcp serves any `AsyncRead + AsyncWrite`), each message
+//! stamped with the peer's identity ([`crate::auth::peer`], [`crate::auth::stamp`]). A peer
+//! with another uid is told why in one JSON-RPC error line and disconnected.
 //!
-//! With `--http` it also serves streamable HTTP on the same sessions, behind a token
-//! ([`super::http`]).
+//! With `--http` it also serves streamable HTTP on the same sessions, behind a token and,
+//! when configured, OAuth ([`super::http`], [`crate::auth`]).
 //!
 //! It ends on SIGTERM/SIGINT/SIGHUP, after `idle_exit` with no session and no connection, or
 //! once its socket file is removed or replaced and no connection is left (nobody can reach it);
@@ -27,12 +28,13 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::http::{self, HttpOptions, HttpRecord};
 use super::paths::{DirError, ServicePaths};
+use crate::auth::peer::authenticate_peer;
+use crate::auth::stamp::stamped;
+use crate::auth::{AccessError, HttpAccess, TokenError};
 use crate::mcp::KernelMcp;
-use crate::mcp::http::{AccessError, HttpAccess};
 use crate::mcp::serve::{
     SHUTDOWN_DEADLINE, ServeError, bind, in_order_runtime, serve_http_on, termination,
 };
-use crate::mcp::token::TokenError;
 use crate::registry::Registry;
 
 /// Most connections served at once; one more is refused with a JSON-RPC error line.
@@ -251,7 +253,7 @@ async fn start_http(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<tokio::task::JoinHandle<Result<(), ServeError>>, ServiceError> {
     let (token, token_file, token_source) = http::resolve_token(paths, &face.token)?;
-    let access = HttpAccess::new(face.addr, Some(token), &[])?;
+    let access = HttpAccess::new(face.addr, Some(token), face.oauth.clone(), &[])?;
     let listener = bind(face.addr).await?;
     let bound = listener.local_addr().unwrap_or(face.addr);
     let record = HttpRecord {
@@ -259,6 +261,8 @@ async fn start_http(
         pid: std::process::id(),
         token_file,
         token_source: token_source.into(),
+        oauth_issuer: face.oauth.as_ref().map(|o| o.issuer().to_string()),
+        oauth_audience: face.oauth.as_ref().map(|o| o.audience().to_string()),
     };
     http::write_record(paths, &record).map_err(file_error("write", &paths.http_record))?;
     tracing::info!(
@@ -284,44 +288,31 @@ async fn start_http(
 
 /// Serve `stream` if its peer is us and there is room, else tell it why and hang up.
 async fn admit(
-    mut stream: UnixStream,
+    stream: UnixStream,
     ours: u32,
     registry: &Arc<Registry>,
     connections: &Arc<AtomicUsize>,
 ) {
-    let refusal = match stream.peer_cred() {
-        Ok(cred) if cred.uid() == ours => None,
-        Ok(cred) => Some(format!(
-            "refused: this kernel-mcp service belongs to uid {ours}, and the peer runs as uid {}",
-            cred.uid()
+    let full = connections.load(Ordering::SeqCst) >= MAX_CONNECTIONS;
+    let who = match authenticate_peer(stream.peer_cred(), ours) {
+        Ok(_) if full => Err(format!(
+            "refused: the service already serves {MAX_CONNECTIONS} connections"
         )),
-        Err(e) => Some(format!("refused: the peer's credentials are unknown ({e})")),
+        Ok(who) => Ok(who),
+        Err(e) => Err(e.to_string()),
     };
-    let refusal = refusal.or_else(|| {
-        (connections.load(Ordering::SeqCst) >= MAX_CONNECTIONS)
-            .then(|| format!("refused: the service already serves {MAX_CONNECTIONS} connections"))
-    });
-    if let Some(why) = refusal {
-        tracing::warn!("{why}");
-        let line = serde_json::json!({
-            "jsonrpc": "2.0", "id": null,
-            "error": {"code": -32001, "message": format!("kernel-mcp service: {why}")},
-        });
-        // In a task of its own: a peer that does not read must not hold up the accept loop.
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                let _ = stream.write_all(format!("{line}\n").as_bytes()).await;
-                let _ = stream.shutdown().await;
-            })
-            .await;
-        });
-        return;
-    }
+    let who = match who {
+        Ok(who) => who,
+        Err(why) => {
+            refuse(stream, why);
+            return;
+        }
+    };
     let counted = Counted::new(connections);
     let server = KernelMcp::for_connection(registry.clone(), Default::default());
     tokio::spawn(async move {
         let (read, write) = stream.into_split();
-        match server.clone().serve((read, write)).await {
+        match server.clone().serve(stamped((read, write), who)).await {
             Ok(service) => {
                 let reason = service.waiting().await;
                 tracing::info!(?reason, "client disconnected");
@@ -330,6 +321,23 @@ async fn admit(
         }
         server.close().await;
         drop(counted);
+    });
+}
+
+/// Tell the peer of `stream` `why` it is refused, in one JSON-RPC error line, and hang up.
+fn refuse(mut stream: UnixStream, why: String) {
+    tracing::warn!("{why}");
+    let line = serde_json::json!({
+        "jsonrpc": "2.0", "id": null,
+        "error": {"code": -32001, "message": format!("kernel-mcp service: {why}")},
+    });
+    // In a task of its own: a peer that does not read must not hold up the accept loop.
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            let _ = stream.write_all(format!("{line}\n").as_bytes()).await;
+            let _ = stream.shutdown().await;
+        })
+        .await;
     });
 }
 

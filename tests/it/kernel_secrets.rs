@@ -1,5 +1,6 @@
 //! Tokens and secrets never reach a kernel (DESIGN §12), through the real binary: the server
-//! gets `KERNEL_MCP_TOKEN`, `KERNEL_MCP_GATEWAY_TOKEN` and `KERNEL_MCP_TOKEN_FILE`, and none
+//! gets `KERNEL_MCP_TOKEN`, `KERNEL_MCP_GATEWAY_TOKEN`, `KERNEL_MCP_TOKEN_FILE` and the OAuth
+//! settings (`KERNEL_MCP_OAUTH_ISSUER`, `KERNEL_MCP_OAUTH_AUDIENCE`), and none
 //! of them is in the environment of a python3 kernel (cold and pooled), a bash kernel, a
 //! fresh-run helper kernel or an `install_packages` installer. A kernelspec's `${VAR}` cannot
 //! name one either, while variables the caller sets on purpose stay.
@@ -20,6 +21,14 @@ fn secret_env() -> Vec<(&'static str, &'static OsStr)> {
         ("KERNEL_MCP_TOKEN", OsStr::new(TOKEN)),
         ("KERNEL_MCP_GATEWAY_TOKEN", OsStr::new(GATEWAY_TOKEN)),
         ("KERNEL_MCP_TOKEN_FILE", OsStr::new(TOKEN_FILE)),
+        (
+            "KERNEL_MCP_OAUTH_ISSUER",
+            OsStr::new("https://s3cret-issuer.example"),
+        ),
+        (
+            "KERNEL_MCP_OAUTH_AUDIENCE",
+            OsStr::new("https://s3cret-audience.example/mcp"),
+        ),
     ]
 }
 

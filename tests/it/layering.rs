@@ -13,13 +13,21 @@ use std::path::{Path, PathBuf};
 /// The layers, lowest first; a module may name modules of its own layer or below.
 const LAYERS: [&[&str]; 10] = [
     &["wire"],
-    &["config", "instance", "memory", "secrets", "tls", "trust"],
+    &[
+        "config",
+        "instance",
+        "memory",
+        "principal",
+        "secrets",
+        "tls",
+        "trust",
+    ],
     &["kernel"],
     &["session"],
     &["broker", "registry"],
     &["ops"],
-    &["mcp"],
-    &["jupyter"],
+    &["auth"],
+    &["jupyter", "mcp"],
     &["service"],
     &["cli", ""],
 ];

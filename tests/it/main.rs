@@ -49,6 +49,8 @@ mod lifetimes;
 mod limits;
 mod mcp_inprocess;
 mod mcp_surface;
+mod oauth;
+mod oauth_faces;
 mod ordering;
 mod output_fidelity;
 mod packaging;

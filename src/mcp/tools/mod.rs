@@ -17,9 +17,7 @@
 use rmcp::handler::server::tool::ToolRouter;
 
 use crate::mcp::KernelMcp;
-use crate::mcp::toolset::NamedSet::{
-    Checkpoints, Completion, Environments, History, Notebook, Service,
-};
+use table::NamedSet::{Checkpoints, Completion, Environments, History, Notebook, Service};
 use table::{Effect::*, Row, World::*};
 
 pub(crate) mod args;

@@ -559,6 +559,7 @@ pub mod history;
 pub mod http;
 pub mod jupyter;
 pub mod kernels;
+pub mod oauth;
 pub mod person;
 pub mod raw;
 pub mod schemas;

@@ -1,10 +1,10 @@
-//! The secret of an HTTP face, and the ways a request may present it.
+//! The static secret of an HTTP face, and the ways a request may present a token.
 //!
 //! A [`Token`] never prints (`Debug` is redacted, there is no `Display`) and is compared in
-//! constant time. [`presented`] is the one place that reads a token out of a request, for the
-//! [`Presentation`]s a face accepts: MCP at `/mcp` takes `Authorization: Bearer …`; Jupyter's
-//! clients also send `Authorization: token …` and `?token=…`, which a Jupyter face will
-//! accept by listing them.
+//! constant time. [`presented`] is the one place that reads a token out of a request (the
+//! static token or an OAuth access token alike), for the [`Presentation`]s a face accepts:
+//! MCP at `/mcp` takes `Authorization: Bearer …`; Jupyter's clients also send
+//! `Authorization: token …` and `?token=…`, which the Jupyter face accepts by listing them.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
