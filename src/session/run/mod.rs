@@ -54,6 +54,10 @@ pub struct Run {
     pub queued_at: Instant,
     pub started_at: Option<Instant>,
     pub finished_at: Option<Instant>,
+    /// Wall-clock dates of `queued_at` and `finished_at` (what a task reports; see
+    /// `mcp/tasks.rs`).
+    pub queued_date: chrono::DateTime<chrono::Utc>,
+    pub finished_date: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Run {
@@ -86,6 +90,8 @@ impl Run {
             queued_at: Instant::now(),
             started_at: None,
             finished_at: None,
+            queued_date: chrono::Utc::now(),
+            finished_date: None,
         }
     }
 
@@ -100,6 +106,7 @@ impl Run {
             self.phase = Phase::Done;
             self.input = None;
             self.finished_at.get_or_insert_with(Instant::now);
+            self.finished_date.get_or_insert_with(chrono::Utc::now);
             self.output.seal();
         }
         self.status_tx.send_replace(status);
