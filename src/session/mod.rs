@@ -5,8 +5,8 @@
 //!
 //! Layout: `actor/` (the loop and its handlers), `run/` (one run: phase, collected output,
 //! bounded response), `runs.rs` (a session's runs), `ids.rs`, `history/` (history and its
-//! journal), `display.rs` and `output.rs` (what the agent sees of outputs), `quirks.rs` and
-//! `language.rs` (per-kernel and per-language behaviour), `error.rs`, `types.rs`.
+//! journal), `display.rs` and `output.rs` (what the agent sees of outputs), `quirks.rs`,
+//! `language.rs` and `octave.rs` (per-kernel and per-language behaviour), `error.rs`, `types.rs`.
 
 pub(crate) mod actor;
 pub(crate) mod display;
@@ -15,6 +15,7 @@ pub mod history;
 pub(crate) mod ids;
 pub(crate) mod language;
 pub mod observer;
+pub(crate) mod octave;
 pub(crate) mod output;
 pub(crate) mod quirks;
 pub(crate) mod run;

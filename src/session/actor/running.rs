@@ -95,7 +95,10 @@ impl Actor {
             self.finish_current();
             return;
         }
-        if let Some(r) = reply.filter(|r| r["status"] == "incomplete") {
+        // The kernel's verdict stands only if a block is really left open (see
+        // `Quirks::check_complete`); Octave itself reports other incomplete input.
+        let open = crate::session::octave::open_block(&run.code);
+        if let Some(r) = reply.filter(|r| r["status"] == "incomplete" && open) {
             let indent = r["indent"].as_str().unwrap_or_default();
             let hint = if indent.is_empty() {
                 String::new()
