@@ -249,7 +249,7 @@ pub async fn interrupt(State(face): State<Arc<Face>>, Path(id): Path<String>) ->
     let Some(found) = face.sessions.by_kernel(&id).await else {
         return no_kernel(&id);
     };
-    match found.handle.interrupt_kernel().await {
+    match found.handle.interrupt_kernel(super::PERSON).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => models::session_error(&e),
     }

@@ -259,6 +259,9 @@ pub struct ExecuteParams {
     /// Run-time limit, s (interrupt, then restart). 0: none.
     #[serde(default)]
     pub timeout_s: Option<f64>,
+    /// Longest wait before the code starts, s; then "cancelled". 0: none.
+    #[serde(default)]
+    pub queue_timeout_s: Option<f64>,
     /// Seconds to wait (default 50), then "running".
     #[serde(default)]
     pub wait_s: Option<f64>,

@@ -49,6 +49,7 @@ mod limits;
 mod mcp_inprocess;
 mod mcp_surface;
 mod ordering;
+mod other_cells_actor;
 mod output_fidelity;
 mod packaging;
 mod pool;

@@ -56,6 +56,7 @@ impl KernelMcp {
         let req = ExecuteRequest {
             store_history: p.store_history.unwrap_or(true),
             timeout: seconds(p.timeout_s, "timeout_s")?.filter(|d| !d.is_zero()),
+            queue_timeout: seconds(p.queue_timeout_s, "queue_timeout_s")?.filter(|d| !d.is_zero()),
             stdin: p.stdin.unwrap_or_default(),
             expected_generation: p.expected_generation,
             subshell: p.subshell.unwrap_or(false),

@@ -165,7 +165,7 @@ impl KernelMcp {
     )]
     async fn interrupt_session(&self, Parameters(p): Parameters<SessionIdParams>) -> ToolResult {
         let handle = self.session(&p.session_id)?;
-        let (_, run) = handle.interrupt().await?;
+        let (_, run, other_cell) = handle.interrupt_explained().await?;
         let grace = self.limits().interrupt_grace();
         let outcome = match &run {
             Some(r) => Some(stop_outcome(&handle, r, grace).await),
@@ -193,7 +193,7 @@ impl KernelMcp {
                 };
                 (Some(status), Some(stopped), Some(notice))
             }
-            _ => (None, None, None),
+            _ => (None, None, other_cell),
         };
         let text = match &notice {
             Some(n) => format!("{n}\n{}", render::session_text(&info)),

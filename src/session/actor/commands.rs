@@ -74,20 +74,32 @@ impl Actor {
             }
             Command::Interrupt(reply) => {
                 let current = self.runs.current_id().cloned();
-                if current.is_some() {
-                    self.interrupt_current().await;
-                }
-                let _ = reply.send((self.info(), current));
+                let notice = match current {
+                    Some(_) => self.interrupt_current().await,
+                    None => self.other_cell_notice(),
+                };
+                let _ = reply.send((self.info(), current, notice));
             }
-            Command::InterruptKernel(reply) => {
+            Command::InterruptKernel(by, reply) => {
                 let current = self.runs.current_id().cloned();
-                if current.is_some() {
+                let behind = self
+                    .runs
+                    .current()
+                    .and_then(|r| r.phase.executing())
+                    .is_some_and(|e| e.behind.is_some() && !e.began);
+                if current.is_some() && !behind {
+                    if let Some(run) = self.runs.current_mut() {
+                        run.notices
+                            .push(format!("Interrupted by {by}, not by this session."));
+                    }
                     self.interrupt_current().await;
                 } else {
+                    // Whatever the kernel runs (another client's cell): the caller's to stop.
                     self.interrupt_kernel().await;
                 }
                 let _ = reply.send((self.info(), current));
             }
+            Command::NoteClient { session, who } => self.note_client(session, who),
             Command::Restart {
                 clear_history,
                 reply,
@@ -163,6 +175,7 @@ impl Actor {
             req.stdin,
         );
         run.notices.extend(req.notices);
+        run.queue_timeout = req.queue_timeout;
         // The kernel it is expected to run in; set again when it starts.
         run.generation = self.generation.max(1);
         let rx = run.watch();
@@ -206,12 +219,15 @@ impl Actor {
     }
 
     /// Interrupt the current run: an interrupt that is already under way and has not given
-    /// up goes on; one that gave up starts over (its grace counts again).
-    pub(super) async fn interrupt_current(&mut self) {
+    /// up goes on; one that gave up starts over (its grace counts again). A run that waits
+    /// in the kernel behind another client's cell is stopped when it starts instead (that
+    /// cell is never interrupted for it): the notice saying so is returned.
+    pub(super) async fn interrupt_current(&mut self) -> Option<String> {
         let now = Instant::now();
-        let Some(run) = self.runs.current_mut() else {
-            return;
-        };
+        if let Some(notice) = self.defer_interrupt() {
+            return Some(notice);
+        }
+        let run = self.runs.current_mut()?;
         if run.status() == RunStatus::AwaitingInput {
             run.set_status(RunStatus::Running);
         }
@@ -220,15 +236,16 @@ impl Actor {
             Phase::CheckingComplete { interrupted, .. } => {
                 // The code was not sent: it never runs. Nothing to signal.
                 *interrupted = true;
-                return;
+                return None;
             }
             Phase::Executing(e) => match &mut e.interrupt {
                 Some(i) if !i.gave_up => i.last_sent = now,
                 slot => *slot = Some(Interrupting::new(now)),
             },
-            Phase::Queued | Phase::Done => return,
+            Phase::Queued | Phase::Done => return None,
         }
         self.interrupt_kernel().await;
+        None
     }
 
     async fn cancel(&mut self, id: &RunId) -> Result<(), SessionError> {
@@ -248,7 +265,7 @@ impl Actor {
                 self.runs.finished(id.clone());
             }
             RunStatus::Running | RunStatus::AwaitingInput if self.runs.current_id() == Some(id) => {
-                self.interrupt_current().await
+                self.interrupt_current().await;
             }
             _ => {}
         }

@@ -92,6 +92,11 @@ impl Actor {
                 if let Some(o) = &self.desc.observer {
                     o.kernel_ready(kernel.connection_file());
                 }
+                let own = kernel
+                    .request("kernel_info_request", json!({}))
+                    .header
+                    .session;
+                self.other_requests.reset(own);
                 self.kernel = Some(kernel);
                 self.start_failure = None;
                 self.others.clear();
@@ -146,6 +151,7 @@ impl Actor {
         }
         let tail = kernel.output_tail();
         self.others.clear();
+        self.other_requests.reset(String::new());
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
         let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {

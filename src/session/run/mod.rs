@@ -36,6 +36,11 @@ pub struct Run {
     pub store_history: bool,
     /// Run-time limit; `None` = none.
     pub timeout: Option<Duration>,
+    /// Longest wait before the code starts (`queue_timeout_s`); `None` = none.
+    pub queue_timeout: Option<Duration>,
+    /// Since when, and behind whose cell, it has waited for another client of the kernel
+    /// (see `actor/foreign.rs`).
+    pub held: Option<(Instant, String)>,
     /// Answers for `input()` given with the call, used in order.
     pub stdin_answers: VecDeque<String>,
     /// Generation of the kernel it ran in (or will run in).
@@ -77,6 +82,8 @@ impl Run {
             code,
             store_history,
             timeout,
+            queue_timeout: None,
+            held: None,
             stdin_answers: stdin_answers.into(),
             generation: 0,
             state_reset: false,
@@ -163,6 +170,9 @@ impl Run {
             return RunStatus::Ok;
         };
         let status = e.reply_status().unwrap_or("ok").to_string();
+        if e.cancel_on_start {
+            return RunStatus::Cancelled;
+        }
         if e.stdin_refused {
             return RunStatus::Error;
         }
