@@ -52,6 +52,7 @@ mod ordering;
 mod other_cells_actor;
 mod output_fidelity;
 mod packaging;
+mod person_and_agent;
 mod pool;
 mod regression;
 mod resources;

@@ -127,7 +127,10 @@ async fn queue_timeout_cancels_a_run_held_behind_another_clients_cell_without_to
         notices.contains("queue_timeout_s") && notices.contains("never ran"),
         "{notices}"
     );
-    assert!(notices.contains("client session console-"), "names the client: {notices}");
+    assert!(
+        notices.contains("client session console-"),
+        "names the client: {notices}"
+    );
     assert!(nothing_sent(&mut k1));
     assert_eq!(k1.interrupted(), 0);
     // The next run goes once the cell ends.

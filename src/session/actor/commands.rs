@@ -88,9 +88,11 @@ impl Actor {
                     .and_then(|r| r.phase.executing())
                     .is_some_and(|e| e.behind.is_some() && !e.began);
                 if current.is_some() && !behind {
-                    if let Some(run) = self.runs.current_mut() {
-                        run.notices
-                            .push(format!("Interrupted by {by}, not by this session."));
+                    let notice = format!("Interrupted by {by}, not by this session.");
+                    if let Some(run) = self.runs.current_mut()
+                        && !run.notices.contains(&notice)
+                    {
+                        run.notices.push(notice);
                     }
                     self.interrupt_current().await;
                 } else {
