@@ -238,7 +238,7 @@ async fn refuse_delete(face: &Face, found: &Found) -> Option<String> {
     }
     if face.sessions.used_by_agents(found).await {
         return Some(format!(
-            "Session '{name}' is in use by another client (an agent has run code in it); it keeps running. End it with destroy_session, or `kernel-mcp session destroy -s {name}`."
+            "Session '{name}' is in use by another client (an agent has worked in it: run code, restored a checkpoint, or has work queued); it keeps running. End it with destroy_session, or `kernel-mcp session destroy -s {name}`."
         ));
     }
     None

@@ -205,6 +205,14 @@ impl SessionHandle {
         self.call(|tx| Command::InterruptKernel(by, tx)).await
     }
 
+    /// True when an MCP client has worked in the session: a run (with or without a history
+    /// entry), a request to the kernel (a checkpoint restored, a completion…), input
+    /// answered, or work queued or running now. Reads and the Jupyter face's own calls do
+    /// not count.
+    pub async fn used_by_agents(&self) -> Result<bool, SessionError> {
+        self.call(Command::UsedByAgents).await
+    }
+
     /// Tell the session who the kernel client with Jupyter session id `session` is (what its
     /// notices call it). Best effort: dropped when the actor is busy.
     pub fn note_client(&self, session: &str, who: &str) {

@@ -111,3 +111,56 @@ async fn the_agents_timeout_never_stops_a_persons_cell_and_its_result_says_why_i
     );
     face.stop().await;
 }
+
+#[tokio::test]
+async fn closing_a_notebook_never_deletes_a_session_an_agent_worked_in_without_history() {
+    let face = FaceService::start(&[], &[]).await;
+    let agent = face.agent().await;
+    // Two kernels started through the Jupyter API (as JupyterLab starts a notebook's).
+    let start = || async {
+        let (status, k) = rest(
+            "POST",
+            &face.url("/api/kernels"),
+            Some(&face.token),
+            Some(json!({"name": "python3"})),
+        )
+        .await;
+        assert_eq!(status, 201, "{k}");
+        k["id"].as_str().expect("a kernel id").to_string()
+    };
+    let used = start().await;
+    let untouched = start().await;
+    // The agent works in one, leaving no history entry.
+    let r = agent
+        .call(
+            "execute",
+            json!({"session_id": used, "code": "work = 1", "store_history": false}),
+        )
+        .await;
+    assert_eq!(r["status"], "ok", "{r}");
+    let h = agent.call("get_history", json!({"session_id": used})).await;
+    assert_eq!(h["entries"], json!([]), "{h}");
+
+    let delete = |id: String| {
+        let url = face.url(&format!("/api/kernels/{id}"));
+        let token = face.token.clone();
+        async move { rest("DELETE", &url, Some(&token), None).await }
+    };
+    let (status, body) = delete(used.clone()).await;
+    assert_eq!(status, 409, "the agent's work was deleted: {body}");
+    assert!(
+        body["message"].as_str().unwrap_or("").contains("agent"),
+        "{body}"
+    );
+    let r = agent
+        .call(
+            "execute",
+            json!({"session_id": used, "code": "print(work)"}),
+        )
+        .await;
+    assert_eq!(r["stdout"], "1\n", "{r}");
+    // The one only the person used is deleted.
+    let (status, body) = delete(untouched).await;
+    assert_eq!(status, 204, "{body}");
+    face.stop().await;
+}

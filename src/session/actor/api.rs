@@ -132,6 +132,9 @@ pub enum Command {
     /// the Jupyter API"): the current run as [`Command::Interrupt`] does, its notices naming
     /// who, else the kernel itself (another client's cell, e.g. a person's in Jupyter).
     InterruptKernel(String, Reply<(SessionInfo, Option<RunId>)>),
+    /// True when an MCP client has worked in the session (runs, requests, queued or running
+    /// work), whether or not it left history.
+    UsedByAgents(Reply<bool>),
     /// A face names the client with this Jupyter session id (see `foreign.rs`).
     NoteClient {
         session: String,

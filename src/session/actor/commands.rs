@@ -17,6 +17,17 @@ impl Actor {
         if !matches!(cmd, Command::CheckExpired(_) | Command::Info(_)) {
             self.idle_since = now;
         }
+        self.agent_used |= matches!(
+            cmd,
+            Command::Submit(..)
+                | Command::Request { .. }
+                | Command::SendInput(..)
+                | Command::Cancel(..)
+                | Command::Interrupt(_)
+                | Command::Fork { .. }
+                | Command::ClearQueue(_)
+                | Command::DeleteHistory { .. }
+        );
         match cmd {
             Command::Renew(after, reply) => {
                 if let Some(after) = after {
@@ -102,6 +113,12 @@ impl Actor {
                 let _ = reply.send((self.info(), current));
             }
             Command::NoteClient { session, who } => self.note_client(session, who),
+            Command::UsedByAgents(reply) => {
+                let used = self.agent_used
+                    || self.runs.current_id().is_some()
+                    || self.runs.queue_len() > 0;
+                let _ = reply.send(used);
+            }
             Command::Restart {
                 clear_history,
                 reply,

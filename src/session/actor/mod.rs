@@ -191,6 +191,10 @@ pub struct Actor {
     others: others::OtherCells,
     /// Other clients' requests the kernel is handling (see `foreign.rs`).
     other_requests: foreign::OtherRequests,
+    /// An MCP client has worked in the session: run code, sent a request (a checkpoint's
+    /// restore, completion…), answered input, cancelled, interrupted. Whether or not any of it
+    /// left a history entry (what the Jupyter face's DELETE asks).
+    agent_used: bool,
     /// Bumped whenever the history changes (an entry added, a display updated, entries
     /// deleted or cleared): what a live notebook mirror waits on.
     history_version: watch::Sender<u64>,
@@ -240,6 +244,7 @@ impl Actor {
             fork_hold: None,
             others: Default::default(),
             other_requests: Default::default(),
+            agent_used: false,
             history_version,
         };
         let span = actor.desc.span.clone();
