@@ -222,3 +222,23 @@ async fn a_run_the_kernel_queued_behind_another_clients_cell_is_stopped_only_onc
     );
     handle.destroy().await.expect("destroyed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_is_the_one_way_to_stop_another_clients_cell_and_the_next_run_says_so() {
+    let (handle, mut kernels, k1) = session(false).await;
+    let _cell = person_cell(&k1, "console-5");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    handle.restart(false).await.expect("restarted");
+    let mut k2 = kernels.recv().await.expect("a new kernel");
+    let (run, mut rx) = submit(&handle, ExecuteRequest::new("1")).await;
+    let sent = k2.next_execute().await;
+    k2.reply(&sent, "ok");
+    k2.idle(&sent);
+    assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
+    let notices = handle.get_run(&run).await.expect("run").notices.join(" ");
+    assert!(
+        notices.contains("also stopped another client's cell") && notices.contains("console-"),
+        "{notices}"
+    );
+    handle.destroy().await.expect("destroyed");
+}

@@ -268,6 +268,14 @@ impl Actor {
             self.finish_current();
         }
         self.cancel_queued("Cancelled: the session was restarted before this run started.");
+        if let Some(cell) = self.other_requests.cell() {
+            // The one way an agent stops another client's cell, and it says so.
+            self.pending_notices.push(format!(
+                "The restart before this run also stopped another client's cell ({}), which had run for {:.0} s; its state is gone too.",
+                cell.who,
+                cell.since.elapsed().as_secs_f64()
+            ));
+        }
         self.observe_cancel();
         let old = self.kernel.take();
         self.start_kernel(StartReason::Restart, old);
