@@ -5,8 +5,12 @@
 //! (`cancel_execution`: a queued run never starts, a running one is interrupted), waits
 //! briefly for it to stop, and exits 3.
 //!
+//! When the code calls `input()`, the answer is a line of stdin; when stdin held the code or
+//! is at its end, the run is cancelled instead, said on stderr (exit 3).
+//!
 //! Exit status: 0 `ok`; 1 `error` (or the service could not be reached); 3 `timeout`,
-//! `interrupted`, `cancelled`, `kernel_died`; 4 a tool error (unknown session without
+//! `interrupted`, `cancelled`, `kernel_died`, and a run cancelled because nobody could answer
+//! its `input()`; 4 a tool error (unknown session without
 //! `--create`, kernel not found…); 2 a usage error: clap's own, or code that cannot be read
 //! (`-f` of a missing or unreadable file, stdin that is not UTF-8), said with the path and
 //! the reason before any service is reached, so a script can tell a typo in a path from a
@@ -135,6 +139,8 @@ async fn exec_on(client: &Client, args: &ExecArgs, code: String) -> Result<ExitC
     let mut poll = follower.take(client, first).await?;
     let wait = if streaming { STREAM_POLL } else { QUIET_POLL };
     let mut interrupted = false;
+    // The run was cancelled because nobody can answer its `input()`.
+    let mut no_more_input = false;
     loop {
         if streaming {
             show(&poll.stdout, &poll.stderr);
@@ -143,7 +149,30 @@ async fn exec_on(client: &Client, args: &ExecArgs, code: String) -> Result<ExitC
             break;
         }
         if poll.status() == "awaiting_input" {
-            poll = answer_prompt(client, &mut follower, &poll.result, args.stdin).await?;
+            if no_more_input {
+                // It asks again after it was cancelled: nobody can answer, so do not wait.
+                eprintln!(
+                    "kernel-mcp: {run_id} still waits for input after it was cancelled; `kernel-mcp session restart -s {}` stops it (state is lost)",
+                    args.session
+                );
+                return Ok(ExitCode::from(3));
+            }
+            match answer_prompt(client, &mut follower, &poll.result, args.stdin).await? {
+                Answer::Sent(next) => poll = next,
+                Answer::Nobody(why) => {
+                    no_more_input = true;
+                    interrupted = true;
+                    eprintln!("kernel-mcp: {why}; cancelling {run_id}");
+                    client
+                        .call(
+                            "cancel_execution",
+                            json!({"run_id": run_id}),
+                            Duration::ZERO,
+                        )
+                        .await?;
+                    poll = follower.poll(client, Duration::from_secs(2)).await?;
+                }
+            }
             continue;
         }
         tokio::select! {
@@ -206,45 +235,53 @@ async fn create(client: &Client, args: &ExecArgs) -> Result<(), CliError> {
     }
 }
 
+/// What became of a prompt.
+enum Answer {
+    /// A line from our stdin went to the run; its state after.
+    Sent(super::follow::Poll),
+    /// Nobody can answer (why, in a few words): the caller cancels the run.
+    Nobody(&'static str),
+}
+
 /// The run asks for input: read a line from our stdin (when the code did not come from it)
-/// and send it; otherwise cancel the run, since nobody can answer.
+/// and send it. When stdin held the code, or is at its end, nobody can answer: an empty
+/// answer at EOF would make code that asks again until it gets one loop forever.
 async fn answer_prompt(
     client: &Client,
     follower: &mut Follower,
     result: &Value,
     code_from_stdin: bool,
-) -> Result<super::follow::Poll, CliError> {
-    let run_id = follower.run_id.clone();
+) -> Result<Answer, CliError> {
     if code_from_stdin {
-        eprintln!("kernel-mcp: the code asks for input, but stdin held the code; cancelling");
-        client
-            .call(
-                "cancel_execution",
-                json!({"run_id": run_id}),
-                Duration::ZERO,
-            )
-            .await?;
-        return follower.poll(client, Duration::from_secs(2)).await;
+        return Ok(Answer::Nobody(
+            "the code asks for input, but stdin held the code",
+        ));
     }
     let prompt = result["prompt"]["text"].as_str().unwrap_or("").to_string();
     eprint!("{prompt}");
     let _ = std::io::stderr().flush();
-    let line = tokio::task::spawn_blocking(|| {
+    let (read, line) = tokio::task::spawn_blocking(|| {
         let mut l = String::new();
-        std::io::stdin().read_line(&mut l).map(|_| l)
+        std::io::stdin().read_line(&mut l).map(|n| (n, l))
     })
     .await
     .map_err(|e| CliError::Local(e.to_string()))?
     .map_err(|e| CliError::Local(format!("cannot read the answer from stdin: {e}")))?;
+    if read == 0 {
+        eprintln!();
+        return Ok(Answer::Nobody(
+            "the code asks for input, but stdin is at its end",
+        ));
+    };
     let value = line.trim_end_matches(['\n', '\r']).to_string();
     let a = client
         .call(
             "send_input",
-            json!({"run_id": run_id, "value": value}),
+            json!({"run_id": follower.run_id, "value": value}),
             Duration::from_secs(60),
         )
         .await?;
-    follower.take(client, a).await
+    Ok(Answer::Sent(follower.take(client, a).await?))
 }
 
 /// Write text to stdout and stderr, flushed.

@@ -18,8 +18,8 @@
 //! - `sources().gateways` — the gateway a remote session's kernel lives on, for the relay's
 //!   own websocket to it.
 //!
-//! On a handle: `info()`, `history(None, None)` (is an agent's run in it?),
-//! `interrupt_kernel()`, `restart(false)`.
+//! On a handle: `info()`, `used_by_agents()` (has an agent worked in it?),
+//! `interrupt_kernel()`, `restart(false)`, `note_client()`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -129,16 +129,15 @@ impl Sessions {
             .map(|_| ())
     }
 
-    /// True when a run of an MCP client is queued, running or in the session's history
-    /// (as opposed to only other clients' cells).
+    /// True when an MCP client has worked in the session — run code (whether or not it left
+    /// history: `store_history=false`), sent the kernel a request (`restore_session`,
+    /// completion…), or has work queued or running — as opposed to only other clients'
+    /// cells. Decided by the session's activity, not its history.
     pub async fn used_by_agents(&self, found: &Found) -> bool {
         if found.info.current_run_id.is_some() || found.info.queue_length > 0 {
             return true;
         }
-        match found.handle.history(None, None).await {
-            Ok((entries, _)) => entries.iter().any(|(_, e)| !e.other_client),
-            Err(_) => true,
-        }
+        found.handle.used_by_agents().await.unwrap_or(true)
     }
 
     /// The local kernelspecs, and the default one's name.

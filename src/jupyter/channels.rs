@@ -108,6 +108,7 @@ pub async fn upgrade(
                     handle: found.handle,
                     framing,
                     dropped: 0,
+                    noted: None,
                 }
                 .run(socket)
                 .await;
@@ -184,6 +185,9 @@ struct Relay {
     framing: Framing,
     /// iopub messages dropped for a slow client.
     dropped: u64,
+    /// The client's Jupyter session id the session was last told about (its notices name
+    /// this client "a person through the Jupyter API").
+    noted: Option<String>,
 }
 
 type Socket = WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
@@ -332,6 +336,10 @@ impl Relay {
                 return;
             }
         };
+        if self.noted.as_deref() != Some(msg.header.session.as_str()) {
+            self.handle.note_client(&msg.header.session, super::PERSON);
+            self.noted = Some(msg.header.session.clone());
+        }
         if let Err(e) = link.send(channel, &msg).await {
             tracing::debug!(kernel_id = %self.kernel_id, "a client message did not reach the kernel: {e}");
         }

@@ -51,6 +51,10 @@ pub const JUPYTER_PRESENTATIONS: &[Presentation] = &[
     Presentation::Query,
 ];
 
+/// Who a client of the face is, in a session's notices (an interrupt, a cell the agent's run
+/// waited for).
+pub const PERSON: &str = "a person through the Jupyter API";
+
 /// Websockets open on the face at once; one more is answered 503.
 pub const MAX_CONNECTIONS: usize = 64;
 

@@ -238,7 +238,7 @@ async fn refuse_delete(face: &Face, found: &Found) -> Option<String> {
     }
     if face.sessions.used_by_agents(found).await {
         return Some(format!(
-            "Session '{name}' is in use by another client (an agent has run code in it); it keeps running. End it with destroy_session, or `kernel-mcp session destroy -s {name}`."
+            "Session '{name}' is in use by another client (an agent has worked in it: run code, restored a checkpoint, or has work queued); it keeps running. End it with destroy_session, or `kernel-mcp session destroy -s {name}`."
         ));
     }
     None
@@ -249,7 +249,7 @@ pub async fn interrupt(State(face): State<Arc<Face>>, Path(id): Path<String>) ->
     let Some(found) = face.sessions.by_kernel(&id).await else {
         return no_kernel(&id);
     };
-    match found.handle.interrupt_kernel().await {
+    match found.handle.interrupt_kernel(super::PERSON).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => models::session_error(&e),
     }

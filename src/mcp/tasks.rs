@@ -10,7 +10,9 @@
 //! says what it waits for; answering `input()` stays with `send_input`), a `cancelled` run is
 //! `cancelled`, and every other final status is `completed` with the run's `CallToolResult`
 //! (whose `status` says `ok`, `error`, `timeout`, `interrupted` or `kernel_died`). A task
-//! lives as long as its run is kept (`ttlMs: null`). Spec:
+//! lives as long as its run is kept (`ttlMs: null`); its `createdAt` is when the run was
+//! queued and, once it finished, `lastUpdatedAt` is when it did: neither moves between two
+//! `tasks/get`. Spec:
 //! <https://modelcontextprotocol.io/extensions/tasks/overview>.
 
 use chrono::{Duration as ChronoDuration, Utc};
@@ -61,6 +63,9 @@ struct RunState {
     status: RunStatus,
     /// Time since the run was queued (ms).
     age_ms: u64,
+    /// When it was queued and finished, where known: a task's dates never move once set.
+    queued: Option<chrono::DateTime<Utc>>,
+    finished: Option<chrono::DateTime<Utc>>,
 }
 
 impl RunState {
@@ -70,6 +75,8 @@ impl RunState {
             session_id: r.session_id.clone(),
             status: r.status,
             age_ms: r.queued_ms + r.elapsed_ms,
+            queued: r.queued_date,
+            finished: r.finished_date,
         }
     }
 
@@ -82,6 +89,8 @@ impl RunState {
             session_id: text("session_id")?,
             status: serde_json::from_value(v.get("status")?.clone()).ok()?,
             age_ms: ms("queued_ms") + ms("elapsed_ms"),
+            queued: None,
+            finished: None,
         })
     }
 }
@@ -90,12 +99,14 @@ impl RunState {
 /// `result` is filled in by the caller, which has the run's record).
 fn describe(run: &RunState) -> (Task, TaskPayload) {
     let now = Utc::now();
-    let age = ChronoDuration::milliseconds(run.age_ms as i64);
+    let created = run
+        .queued
+        .unwrap_or_else(|| now - ChronoDuration::milliseconds(run.age_ms as i64));
     let mut task = Task::new(
         run.run_id.clone(),
         TaskStatus::Working,
-        (now - age).to_rfc3339(),
-        now.to_rfc3339(),
+        created.to_rfc3339(),
+        run.finished.unwrap_or(now).to_rfc3339(),
     )
     .with_poll_interval_ms(POLL_INTERVAL_MS);
     let payload = match run.status {
@@ -199,6 +210,8 @@ mod tests {
             session_id: "s".into(),
             status,
             age_ms: 1005,
+            queued: None,
+            finished: None,
         }
     }
 

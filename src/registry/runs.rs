@@ -175,6 +175,8 @@ mod tests {
             queued_ms: 0,
             elapsed_ms: 0,
             notices: vec![],
+            queued_date: None,
+            finished_date: None,
         }
     }
 

@@ -5,8 +5,8 @@
 //!
 //! Layout: `actor/` (the loop and its handlers), `run/` (one run: phase, collected output,
 //! bounded response), `runs.rs` (a session's runs), `ids.rs`, `history/` (history and its
-//! journal), `display.rs` and `output.rs` (what the agent sees of outputs), `quirks.rs` and
-//! `language.rs` (per-kernel and per-language behaviour), `error.rs`, `types.rs`.
+//! journal), `display.rs` and `output.rs` (what the agent sees of outputs), `quirks.rs`,
+//! `language.rs` and `octave.rs` (per-kernel and per-language behaviour), `error.rs`, `types.rs`.
 
 pub(crate) mod actor;
 pub(crate) mod display;
@@ -15,6 +15,7 @@ pub mod history;
 pub(crate) mod ids;
 pub(crate) mod language;
 pub mod observer;
+pub(crate) mod octave;
 pub(crate) mod output;
 pub(crate) mod quirks;
 pub(crate) mod run;
@@ -177,16 +178,48 @@ impl SessionHandle {
         Ok(language::Language::from_name(&self.info().await?.language))
     }
 
-    /// Interrupt the running run, if any; returns its id. Never restarts the kernel.
+    /// Interrupt the running run, if any; returns its id. Never restarts the kernel, and
+    /// never interrupts another client's cell.
     pub async fn interrupt(&self) -> Result<(SessionInfo, Option<RunId>), SessionError> {
+        let (info, run, _) = self.interrupt_explained().await?;
+        Ok((info, run))
+    }
+
+    /// [`Self::interrupt`], plus a sentence when the kernel is in another client's cell,
+    /// which is not interrupted: whose it is and what the caller can do.
+    pub async fn interrupt_explained(
+        &self,
+    ) -> Result<(SessionInfo, Option<RunId>, Option<String>), SessionError> {
         self.call(Command::Interrupt).await
     }
 
-    /// Interrupt whatever the kernel is running: the session's current run (as
-    /// [`Self::interrupt`]), or else the kernel itself, for a cell another client of the
-    /// kernel runs (a person's, through the Jupyter face). Never restarts the kernel.
-    pub async fn interrupt_kernel(&self) -> Result<(SessionInfo, Option<RunId>), SessionError> {
-        self.call(Command::InterruptKernel).await
+    /// Interrupt whatever the kernel is running, for `by` (e.g. "a person through the Jupyter
+    /// API"): the session's current run (as [`Self::interrupt`], its notices naming `by`), or
+    /// else the kernel itself, for a cell another client of the kernel runs (a person's,
+    /// through the Jupyter face). Never restarts the kernel.
+    pub async fn interrupt_kernel(
+        &self,
+        by: &str,
+    ) -> Result<(SessionInfo, Option<RunId>), SessionError> {
+        let by = by.to_string();
+        self.call(|tx| Command::InterruptKernel(by, tx)).await
+    }
+
+    /// True when an MCP client has worked in the session: a run (with or without a history
+    /// entry), a request to the kernel (a checkpoint restored, a completion…), input
+    /// answered, or work queued or running now. Reads and the Jupyter face's own calls do
+    /// not count.
+    pub async fn used_by_agents(&self) -> Result<bool, SessionError> {
+        self.call(Command::UsedByAgents).await
+    }
+
+    /// Tell the session who the kernel client with Jupyter session id `session` is (what its
+    /// notices call it). Best effort: dropped when the actor is busy.
+    pub fn note_client(&self, session: &str, who: &str) {
+        let _ = self.tx.try_send(Command::NoteClient {
+            session: session.to_string(),
+            who: who.to_string(),
+        });
     }
 
     /// A receiver that changes whenever the history does (an entry added, a display updated,

@@ -16,7 +16,10 @@ pub struct Quirks {
     /// cannot tell a cut-short run from a finished one.
     pub interrupt_replies_ok: bool,
     /// Code is read from a terminal by a REPL that waits for more lines when code is
-    /// incomplete (metakernel/pexpect kernels): ask `is_complete_request` first.
+    /// incomplete (metakernel/pexpect kernels): ask `is_complete_request` first. An
+    /// `incomplete` answer stands only when kernel-mcp's own reading of the code finds a block
+    /// left open ([`crate::session::octave::open_block`]): octave_kernel calls every one-line
+    /// block (`for i=1:3 disp(i); end`) incomplete.
     pub check_complete: bool,
     /// The kernel never sends `input_request`: code that reads stdin blocks on the kernel's
     /// terminal (bash_kernel), so the session watches for that and interrupts.

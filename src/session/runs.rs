@@ -130,6 +130,21 @@ impl RunTable {
         self.get_mut(id.as_str())
     }
 
+    /// The run that starts next, if any is queued.
+    pub fn next_queued(&self) -> Option<&Run> {
+        self.get(self.queue.front()?.as_str())
+    }
+
+    pub fn next_queued_mut(&mut self) -> Option<&mut Run> {
+        let id = self.queue.front()?.clone();
+        self.get_mut(id.as_str())
+    }
+
+    /// The queued runs, in order.
+    pub fn queued(&self) -> impl Iterator<Item = &Run> {
+        self.queue.iter().filter_map(|id| self.get(id.as_str()))
+    }
+
     /// Hold `run`, which executes beside the queue (on a subshell), until it is finished.
     pub fn start_side(&mut self, run: Run) {
         self.side.push(run.id.clone());

@@ -216,4 +216,10 @@ pub struct ExecutionResult {
     pub elapsed_ms: u64,
     /// Plain sentences: state lost, kernel restarted, interrupt escalated…
     pub notices: Vec<String>,
+    /// When the run was queued and when it finished (wall clock; not in the JSON): the dates
+    /// of its MCP task, fixed once known.
+    #[serde(skip)]
+    pub queued_date: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(skip)]
+    pub finished_date: Option<chrono::DateTime<chrono::Utc>>,
 }

@@ -301,3 +301,29 @@ async fn history_prints_the_cells_and_exports_a_notebook_nbformat_accepts() {
     );
     assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "3");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_stops_answering_input_at_the_end_of_its_stdin_and_exits_3() {
+    let svc = TestService::new();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Asks until it gets a non-empty answer: answering "" at EOF would loop forever.
+    let code = "print('got', input('first? '))\nx = ''\nwhile not x:\n    x = input('again? ')";
+    let o = run_with(
+        &svc,
+        d,
+        &["exec", "-s", "eof", "--create", "-c", code],
+        Some("one\n"),
+        Duration::from_secs(90),
+    )
+    .await;
+    assert_eq!(o.code, Some(3), "{o:?}");
+    assert!(o.stdout.contains("got one"), "{o:?}");
+    assert!(
+        o.stderr.contains("stdin") && o.stderr.contains("end"),
+        "says why it stopped: {o:?}"
+    );
+    let after = run(&svc, d, &["exec", "-s", "eof", "-c", "print('still here')"]).await;
+    assert_eq!(after.code, Some(0), "{after:?}");
+    assert_eq!(after.stdout, "still here\n");
+}

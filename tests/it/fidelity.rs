@@ -515,8 +515,9 @@ async fn real_notebooks_run_through_kernel_mcp_as_nbclient_ran_them() {
 
 /// Cells of a session whose export is re-executed by nbclient: streams in order, a figure
 /// between prints and Out[], a display updated from a later cell, HTML, `\r` progress, an
-/// error.
-const SESSION_CELLS: [&str; 7] = [
+/// error; and the cases of issue 44: a shell command's tabs (`time`'s `real\t0m…` lines),
+/// an Out[] with text/html beside text/plain, stderr flushed before stdout.
+const SESSION_CELLS: [&str; 10] = [
     "import sys\nprint('a', file=sys.stderr, flush=True); print('b', flush=True); print('c', file=sys.stderr, flush=True)",
     "%matplotlib inline\nimport matplotlib.pyplot as plt\nprint('before')\nplt.plot([1, 2]); plt.show()\nprint('after')\n6 * 7",
     "from IPython.display import display, Markdown, HTML\nh = display(Markdown('v1'), display_id=True)",
@@ -524,6 +525,9 @@ const SESSION_CELLS: [&str; 7] = [
     "HTML('<b>bold</b>')",
     "for i in range(3):\n    print(f'\\r{i}', end='', flush=True)\nprint()",
     "1 / 0",
+    "!printf 'real\\t0m0.003s\\nuser\\t0m0.001s\\n'",
+    "class Table:\n    def _repr_html_(self):\n        return '<table><tr><td>1</td></tr></table>'\n    def __repr__(self):\n        return 'Table()'\nTable()",
+    "import sys\nsys.stderr.write('first\\n'); sys.stderr.flush()\nprint('second', flush=True)",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -584,4 +588,17 @@ async fn an_exported_notebook_re_executes_with_nbclient_to_the_same_outputs() {
     for kind in ["stream", "display_data", "execute_result", "error"] {
         assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
     }
+    // Issue 44's cases, on the export itself (before any normalisation).
+    let text = |o: &Value| joined(&o["text"], &mut Applied::default());
+    let tabs = &ours[7].1;
+    assert!(text(&tabs[0]).contains("real\t0m0.003s"), "{tabs:?}");
+    let rich = &ours[8].1;
+    assert!(rich[0]["data"]["text/html"].is_string(), "{rich:?}");
+    assert_eq!(rich[0]["data"]["text/plain"], "Table()", "{rich:?}");
+    let streams: Vec<&str> = ours[9]
+        .1
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    assert_eq!(streams, ["stderr", "stdout"], "{:?}", ours[9].1);
 }

@@ -233,3 +233,36 @@ async fn a_client_without_the_extension_keeps_the_running_result() {
     assert_eq!(structured(&done)["status"], "ok");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_tasks_dates_stay_put_between_two_tasks_get_calls() {
+    let (client, server) = task_client().await;
+    let r = call(
+        &client,
+        "execute",
+        json!({"code": "import time\ntime.sleep(2)", "wait_s": 0.2}),
+    )
+    .await
+    .unwrap();
+    let id = task_id_of(&r);
+    let first = until_terminal(&client, &id).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let second = get_task(&client, &id).await;
+    for k in ["createdAt", "lastUpdatedAt"] {
+        assert_eq!(
+            field(&first, k),
+            field(&second, k),
+            "{k}: {first}\n{second}"
+        );
+    }
+    let date = |k: &str| {
+        chrono::DateTime::parse_from_rfc3339(field(&second, k).as_str().unwrap()).unwrap()
+    };
+    let ran = date("lastUpdatedAt") - date("createdAt");
+    assert!(
+        ran >= chrono::Duration::milliseconds(1900) && ran < chrono::Duration::seconds(30),
+        "created to finished is the run's time: {ran}"
+    );
+    client.cancel().await.ok();
+    terminate(server.pid, Duration::from_secs(10));
+}

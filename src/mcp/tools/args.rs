@@ -34,6 +34,8 @@ macro_rules! named {
 named! {
     /// `timeout_s`: a run-time limit (0: none).
     TimeoutS = "timeout_s";
+    /// `queue_timeout_s`: how long a run may wait for another client's cell (0: none).
+    QueueTimeoutS = "queue_timeout_s";
     /// `wait_s`: how long a call waits for a run.
     WaitS = "wait_s";
     /// `startup_timeout_s`: how long a kernel may take to become ready.

@@ -12,7 +12,7 @@ use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::args::{Seconds, TimeoutS, WaitS};
+use super::args::{QueueTimeoutS, Seconds, TimeoutS, WaitS};
 use super::out::{Json, Run};
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
@@ -29,6 +29,9 @@ pub struct ExecuteParams {
     /// Run-time limit, s (interrupt, then restart). 0: none.
     #[serde(default)]
     pub timeout_s: Option<Seconds<TimeoutS>>,
+    /// Longest wait before the code starts, s; then "cancelled". 0: none.
+    #[serde(default)]
+    pub queue_timeout_s: Option<Seconds<QueueTimeoutS>>,
     /// Seconds to wait (default 50), then "running".
     #[serde(default)]
     pub wait_s: Option<Seconds<WaitS>>,
@@ -107,6 +110,7 @@ impl KernelMcp {
         let req = ExecuteRequest {
             store_history: p.store_history.unwrap_or(true),
             timeout: p.timeout_s.and_then(|t| t.limit()),
+            queue_timeout: p.queue_timeout_s.and_then(|t| t.limit()),
             stdin: p.stdin.unwrap_or_default(),
             expected_generation: p.expected_generation,
             subshell: p.subshell.unwrap_or(false),

@@ -53,7 +53,7 @@ impl KernelMcp {
         Parameters(p): Parameters<SessionIdParams>,
     ) -> Result<Json<Interrupted>, ToolError> {
         let handle = caller.session(&p.session_id)?;
-        let (_, run) = handle.interrupt().await?;
+        let (_, run, other_cell) = handle.interrupt_explained().await?;
         let grace = caller.limits().interrupt_grace();
         let outcome = match &run {
             Some(r) => Some(stop_outcome(&handle, r, grace).await),
@@ -66,7 +66,7 @@ impl KernelMcp {
                 let notice = stop_notice(r, status, waited, &info.session_id);
                 (Some(status), Some(stopped), Some(notice))
             }
-            _ => (None, None, None),
+            _ => (None, None, other_cell),
         };
         Ok(Json(Interrupted {
             info,

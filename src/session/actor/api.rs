@@ -21,6 +21,9 @@ pub struct ExecuteRequest {
     pub code: String,
     pub store_history: bool,
     pub timeout: Option<Duration>,
+    /// Longest wait before the code starts executing (behind the session's queue or another
+    /// client's cell); past it the run ends `cancelled`. `None`: no limit.
+    pub queue_timeout: Option<Duration>,
     pub stdin: Vec<String>,
     pub expected_generation: Option<u64>,
     /// Sentences the run's result carries from the start (e.g. how a file reached a remote
@@ -39,6 +42,7 @@ impl ExecuteRequest {
             code: code.into(),
             store_history: true,
             timeout: None,
+            queue_timeout: None,
             stdin: Vec::new(),
             expected_generation: None,
             notices: Vec::new(),
@@ -87,8 +91,9 @@ pub enum Command {
     },
     RunTail(RunId, Reply<Option<String>>),
     Info(Reply<SessionInfo>),
-    /// Interrupt the current run; replies with the session and that run's id.
-    Interrupt(Reply<(SessionInfo, Option<RunId>)>),
+    /// Interrupt the current run; replies with the session, that run's id, and a notice when
+    /// the kernel is in another client's cell, which is not interrupted (see `foreign.rs`).
+    Interrupt(Reply<(SessionInfo, Option<RunId>, Option<String>)>),
     Restart {
         clear_history: bool,
         reply: Reply<Result<SessionInfo, SessionError>>,
@@ -123,9 +128,18 @@ pub enum Command {
     EndFork(Reply<()>),
     /// Append entries to the history (a fork's copy of its source's), journalled.
     SeedHistory(Vec<HistoryEntry>, Reply<()>),
-    /// Interrupt whatever the kernel runs: the current run as [`Command::Interrupt`] does,
-    /// else the kernel itself (another client's cell, e.g. a person's in Jupyter).
-    InterruptKernel(Reply<(SessionInfo, Option<RunId>)>),
+    /// Interrupt whatever the kernel runs, for the client named first (e.g. "a person through
+    /// the Jupyter API"): the current run as [`Command::Interrupt`] does, its notices naming
+    /// who, else the kernel itself (another client's cell, e.g. a person's in Jupyter).
+    InterruptKernel(String, Reply<(SessionInfo, Option<RunId>)>),
+    /// True when an MCP client has worked in the session (runs, requests, queued or running
+    /// work), whether or not it left history.
+    UsedByAgents(Reply<bool>),
+    /// A face names the client with this Jupyter session id (see `foreign.rs`).
+    NoteClient {
+        session: String,
+        who: String,
+    },
     /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the
     /// count, or `INVALID_ARGUMENT` for indices that name no entry (nothing deleted).
     DeleteHistory {

@@ -17,6 +17,17 @@ impl Actor {
         if !matches!(cmd, Command::CheckExpired(_) | Command::Info(_)) {
             self.idle_since = now;
         }
+        self.agent_used |= matches!(
+            cmd,
+            Command::Submit(..)
+                | Command::Request { .. }
+                | Command::SendInput(..)
+                | Command::Cancel(..)
+                | Command::Interrupt(_)
+                | Command::Fork { .. }
+                | Command::ClearQueue(_)
+                | Command::DeleteHistory { .. }
+        );
         match cmd {
             Command::Renew(after, reply) => {
                 if let Some(after) = after {
@@ -74,19 +85,39 @@ impl Actor {
             }
             Command::Interrupt(reply) => {
                 let current = self.runs.current_id().cloned();
-                if current.is_some() {
-                    self.interrupt_current().await;
-                }
-                let _ = reply.send((self.info(), current));
+                let notice = match current {
+                    Some(_) => self.interrupt_current().await,
+                    None => self.other_cell_notice(),
+                };
+                let _ = reply.send((self.info(), current, notice));
             }
-            Command::InterruptKernel(reply) => {
+            Command::InterruptKernel(by, reply) => {
                 let current = self.runs.current_id().cloned();
-                if current.is_some() {
+                let behind = self
+                    .runs
+                    .current()
+                    .and_then(|r| r.phase.executing())
+                    .is_some_and(|e| e.behind.is_some() && !e.began);
+                if current.is_some() && !behind {
+                    let notice = format!("Interrupted by {by}, not by this session.");
+                    if let Some(run) = self.runs.current_mut()
+                        && !run.notices.contains(&notice)
+                    {
+                        run.notices.push(notice);
+                    }
                     self.interrupt_current().await;
                 } else {
+                    // Whatever the kernel runs (another client's cell): the caller's to stop.
                     self.interrupt_kernel().await;
                 }
                 let _ = reply.send((self.info(), current));
+            }
+            Command::NoteClient { session, who } => self.note_client(session, who),
+            Command::UsedByAgents(reply) => {
+                let used = self.agent_used
+                    || self.runs.current_id().is_some()
+                    || self.runs.queue_len() > 0;
+                let _ = reply.send(used);
             }
             Command::Restart {
                 clear_history,
@@ -163,6 +194,7 @@ impl Actor {
             req.stdin,
         );
         run.notices.extend(req.notices);
+        run.queue_timeout = req.queue_timeout;
         // The kernel it is expected to run in; set again when it starts.
         run.generation = self.generation.max(1);
         let rx = run.watch();
@@ -206,12 +238,15 @@ impl Actor {
     }
 
     /// Interrupt the current run: an interrupt that is already under way and has not given
-    /// up goes on; one that gave up starts over (its grace counts again).
-    pub(super) async fn interrupt_current(&mut self) {
+    /// up goes on; one that gave up starts over (its grace counts again). A run that waits
+    /// in the kernel behind another client's cell is stopped when it starts instead (that
+    /// cell is never interrupted for it): the notice saying so is returned.
+    pub(super) async fn interrupt_current(&mut self) -> Option<String> {
         let now = Instant::now();
-        let Some(run) = self.runs.current_mut() else {
-            return;
-        };
+        if let Some(notice) = self.defer_interrupt() {
+            return Some(notice);
+        }
+        let run = self.runs.current_mut()?;
         if run.status() == RunStatus::AwaitingInput {
             run.set_status(RunStatus::Running);
         }
@@ -220,15 +255,16 @@ impl Actor {
             Phase::CheckingComplete { interrupted, .. } => {
                 // The code was not sent: it never runs. Nothing to signal.
                 *interrupted = true;
-                return;
+                return None;
             }
             Phase::Executing(e) => match &mut e.interrupt {
                 Some(i) if !i.gave_up => i.last_sent = now,
                 slot => *slot = Some(Interrupting::new(now)),
             },
-            Phase::Queued | Phase::Done => return,
+            Phase::Queued | Phase::Done => return None,
         }
         self.interrupt_kernel().await;
+        None
     }
 
     async fn cancel(&mut self, id: &RunId) -> Result<(), SessionError> {
@@ -248,7 +284,7 @@ impl Actor {
                 self.runs.finished(id.clone());
             }
             RunStatus::Running | RunStatus::AwaitingInput if self.runs.current_id() == Some(id) => {
-                self.interrupt_current().await
+                self.interrupt_current().await;
             }
             _ => {}
         }

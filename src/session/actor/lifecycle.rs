@@ -92,6 +92,11 @@ impl Actor {
                 if let Some(o) = &self.desc.observer {
                     o.kernel_ready(kernel.connection_file());
                 }
+                let own = kernel
+                    .request("kernel_info_request", json!({}))
+                    .header
+                    .session;
+                self.other_requests.reset(own);
                 self.kernel = Some(kernel);
                 self.start_failure = None;
                 self.others.clear();
@@ -146,6 +151,7 @@ impl Actor {
         }
         let tail = kernel.output_tail();
         self.others.clear();
+        self.other_requests.reset(String::new());
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
         let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {
@@ -262,6 +268,14 @@ impl Actor {
             self.finish_current();
         }
         self.cancel_queued("Cancelled: the session was restarted before this run started.");
+        if let Some(cell) = self.other_requests.cell() {
+            // The one way an agent stops another client's cell, and it says so.
+            self.pending_notices.push(format!(
+                "The restart before this run also stopped another client's cell ({}), which had run for {:.0} s; its state is gone too.",
+                cell.who,
+                cell.since.elapsed().as_secs_f64()
+            ));
+        }
         self.observe_cancel();
         let old = self.kernel.take();
         self.start_kernel(StartReason::Restart, old);

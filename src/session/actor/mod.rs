@@ -19,7 +19,8 @@
 //! This file holds the state, the loop and the records it hands out; `api.rs` the requests
 //! and commands callers send it; `commands.rs` answers commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code;
 //! `subshell.rs` answers requests and runs side runs on a kernel subshell while a run
-//! executes.
+//! executes; `others.rs` records other clients' cells in history and `foreign.rs` keeps the
+//! session's runs from waiting on, timing or stopping them.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -48,6 +49,7 @@ use crate::wire::Message;
 mod api;
 mod commands;
 mod expiry;
+mod foreign;
 mod fork;
 mod lifecycle;
 mod others;
@@ -134,6 +136,8 @@ enum Due {
     Subshell,
     /// A fork held the runs for too long.
     ForkHold,
+    /// A run's `queue_timeout_s` passed before its code started (see `foreign.rs`).
+    Queue(RunId),
 }
 
 type Starting = (
@@ -185,6 +189,12 @@ pub struct Actor {
     fork_hold: Option<Instant>,
     /// Other clients' cells in progress (see `others.rs`).
     others: others::OtherCells,
+    /// Other clients' requests the kernel is handling (see `foreign.rs`).
+    other_requests: foreign::OtherRequests,
+    /// An MCP client has worked in the session: run code, sent a request (a checkpoint's
+    /// restore, completion…), answered input, cancelled, interrupted. Whether or not any of it
+    /// left a history entry (what the Jupyter face's DELETE asks).
+    agent_used: bool,
     /// Bumped whenever the history changes (an entry added, a display updated, entries
     /// deleted or cleared): what a live notebook mirror waits on.
     history_version: watch::Sender<u64>,
@@ -233,6 +243,8 @@ impl Actor {
             subshells: Default::default(),
             fork_hold: None,
             others: Default::default(),
+            other_requests: Default::default(),
+            agent_used: false,
             history_version,
         };
         let span = actor.desc.span.clone();
@@ -272,6 +284,7 @@ impl Actor {
                 Event::Due(Due::Side(id, d)) => self.side_run_deadline(id, d),
                 Event::Due(Due::Subshell) => self.subshell_timed_out().await,
                 Event::Due(Due::ForkHold) => self.fork_hold_expired(),
+                Event::Due(Due::Queue(id)) => self.queue_deadline(id),
             }
             self.advance().await;
             self.deliver_settled();
@@ -325,7 +338,8 @@ impl Actor {
             .map(|at| (at, Due::Request));
         let subshell = self.subshells.deadline().map(|at| (at, Due::Subshell));
         let fork = self.fork_hold.map(|at| (at, Due::ForkHold));
-        [run, request, self.side_deadline(), subshell, fork]
+        let queue = self.queue_deadline_due();
+        [run, request, self.side_deadline(), subshell, fork, queue]
             .into_iter()
             .flatten()
             .min_by_key(|(at, _)| *at)

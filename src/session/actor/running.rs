@@ -29,6 +29,9 @@ impl Actor {
             if self.runs.current().is_some() || self.kernel.is_none() || self.fork_hold.is_some() {
                 return;
             }
+            if self.hold_for_other_cell() {
+                return;
+            }
             let generation = self.generation;
             let state_reset = self.last_run_generation.is_some_and(|g| g != generation);
             let notices = std::mem::take(&mut self.pending_notices);
@@ -50,6 +53,7 @@ impl Actor {
             if let Some(o) = &self.desc.observer {
                 run.notices.extend(o.run_notices(&run.code));
             }
+            Self::note_wait(run);
             run.started_at = Some(Instant::now());
             run.set_status(RunStatus::Running);
             let code = run.code.clone();
@@ -95,7 +99,10 @@ impl Actor {
             self.finish_current();
             return;
         }
-        if let Some(r) = reply.filter(|r| r["status"] == "incomplete") {
+        // The kernel's verdict stands only if a block is really left open (see
+        // `Quirks::check_complete`); Octave itself reports other incomplete input.
+        let open = crate::session::octave::open_block(&run.code);
+        if let Some(r) = reply.filter(|r| r["status"] == "incomplete" && open) {
             let indent = r["indent"].as_str().unwrap_or_default();
             let hint = if indent.is_empty() {
                 String::new()
@@ -158,7 +165,9 @@ impl Actor {
                 self.subshell_reply(&msg).await;
             }
             KernelEvent::Message(channel, msg) => {
-                self.apply_message(channel, msg);
+                if self.apply_message(channel, msg) {
+                    self.current_began().await;
+                }
                 self.answer_from_stdin_list().await;
             }
         }
@@ -172,13 +181,13 @@ impl Actor {
     }
 
     /// Route one kernel message to its run or waiting request (no awaits: usable while
-    /// draining a dead kernel).
-    pub(super) fn apply_message(&mut self, channel: Channel, msg: Message) {
+    /// draining a dead kernel). True when it was an iopub message of the current run.
+    pub(super) fn apply_message(&mut self, channel: Channel, msg: Message) -> bool {
         if channel == Channel::Shell
             && let Some(p) = msg.parent_msg_id().and_then(|p| self.pending.remove(p))
         {
             let _ = p.reply.send(Ok(msg.content));
-            return;
+            return false;
         }
         if channel == Channel::Iopub
             && matches!(
@@ -191,7 +200,7 @@ impl Actor {
             // JupyterLab do, and their history entries; a display is then shown as well.
             self.update_displays(&msg.content);
             if msg.msg_type() == "update_display_data" {
-                return;
+                return false;
             }
         }
         if channel == Channel::Shell
@@ -205,20 +214,26 @@ impl Actor {
         {
             // The kernel answered a later shell request: it is done with the execute request.
             e.reply_dropped = e.reply.is_none();
-            return;
+            return false;
         }
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
-            if channel == Channel::Iopub {
+            if channel == Channel::Iopub && msg.parent_msg_id().is_some() {
                 // Another client's request (a person's cell): never part of a run of ours.
+                if msg.msg_type() == "status" {
+                    self.other_status(&msg);
+                }
                 self.other_client_iopub(&msg);
             }
-            return;
+            return false;
         };
         match channel {
-            Channel::Iopub => run.apply_iopub(&msg),
+            Channel::Iopub => {
+                run.apply_iopub(&msg);
+                return is_current;
+            }
             Channel::Shell if msg.msg_type() == "execute_reply" && is_current => {
-                run.apply_reply(msg.content)
+                run.apply_reply(msg.content);
             }
             Channel::Stdin if msg.msg_type() == "input_request" && is_current => {
                 let prompt = crate::session::types::Prompt {
@@ -235,6 +250,7 @@ impl Actor {
             }
             _ => {}
         }
+        false
     }
 
     /// Apply a display update (by `display_id`) to every run still held and to history.

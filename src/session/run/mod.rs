@@ -36,6 +36,11 @@ pub struct Run {
     pub store_history: bool,
     /// Run-time limit; `None` = none.
     pub timeout: Option<Duration>,
+    /// Longest wait before the code starts (`queue_timeout_s`); `None` = none.
+    pub queue_timeout: Option<Duration>,
+    /// Since when, and behind whose cell, it has waited for another client of the kernel
+    /// (see `actor/foreign.rs`).
+    pub held: Option<(Instant, String)>,
     /// Answers for `input()` given with the call, used in order.
     pub stdin_answers: VecDeque<String>,
     /// Generation of the kernel it ran in (or will run in).
@@ -54,6 +59,10 @@ pub struct Run {
     pub queued_at: Instant,
     pub started_at: Option<Instant>,
     pub finished_at: Option<Instant>,
+    /// Wall-clock dates of `queued_at` and `finished_at` (what a task reports; see
+    /// `mcp/tasks.rs`).
+    pub queued_date: chrono::DateTime<chrono::Utc>,
+    pub finished_date: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Run {
@@ -73,6 +82,8 @@ impl Run {
             code,
             store_history,
             timeout,
+            queue_timeout: None,
+            held: None,
             stdin_answers: stdin_answers.into(),
             generation: 0,
             state_reset: false,
@@ -86,6 +97,8 @@ impl Run {
             queued_at: Instant::now(),
             started_at: None,
             finished_at: None,
+            queued_date: chrono::Utc::now(),
+            finished_date: None,
         }
     }
 
@@ -100,6 +113,7 @@ impl Run {
             self.phase = Phase::Done;
             self.input = None;
             self.finished_at.get_or_insert_with(Instant::now);
+            self.finished_date.get_or_insert_with(chrono::Utc::now);
             self.output.seal();
         }
         self.status_tx.send_replace(status);
@@ -156,6 +170,9 @@ impl Run {
             return RunStatus::Ok;
         };
         let status = e.reply_status().unwrap_or("ok").to_string();
+        if e.cancel_on_start {
+            return RunStatus::Cancelled;
+        }
         if e.stdin_refused {
             return RunStatus::Error;
         }

@@ -77,6 +77,14 @@ pub struct Executing {
     pub interrupt: Option<Interrupting>,
     /// The terminal probe (kernels that read stdin from a terminal): last probe, hits in a row.
     pub probe: (Instant, u8),
+    /// The kernel has shown it runs this request (a message parented to it came).
+    pub began: bool,
+    /// The kernel ran another client's cell (named here) ahead of this request after it was
+    /// sent: the run's clock is stopped until [`Self::began`] (see `actor/foreign.rs`).
+    pub behind: Option<String>,
+    /// Stop it as soon as it begins: it was cancelled (or its `queue_timeout_s` passed) while
+    /// it waited behind another client's cell, which is never interrupted for it.
+    pub cancel_on_start: bool,
 }
 
 /// An interrupt under way.
@@ -146,7 +154,8 @@ impl Phase {
                     let from = e.last_output.map_or(*at, |o| o.max(*at));
                     candidates[0] = Some((from + t.iopub_grace, Deadline::IdleMissing));
                 }
-                if let (Some(limit), false) = (t.timeout, e.timed_out) {
+                // The clock runs only while the kernel runs this request, not another client's.
+                if let (Some(limit), false, None) = (t.timeout, e.timed_out, &e.behind) {
                     candidates[1] = Some((e.started_at + limit, Deadline::RunTimeout));
                 }
                 // After `idle` the code is over whatever came of the reply: nothing to stop
@@ -214,6 +223,9 @@ impl Executing {
             stdin_refused: false,
             interrupt: None,
             probe: (now, 0),
+            began: false,
+            behind: None,
+            cancel_on_start: false,
         }
     }
 
@@ -232,6 +244,9 @@ impl Executing {
             stdin_refused: self.stdin_refused,
             interrupt: self.interrupt,
             probe: self.probe,
+            began: self.began,
+            behind: self.behind.clone(),
+            cancel_on_start: self.cancel_on_start,
         }
     }
 

@@ -150,6 +150,8 @@ impl Run {
             queued_ms,
             elapsed_ms,
             notices,
+            queued_date: Some(self.queued_date),
+            finished_date: self.finished_date,
         }
     }
 
