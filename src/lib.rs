@@ -29,6 +29,7 @@ pub mod jupyter;
 pub mod kernel;
 pub mod mcp;
 pub mod memory;
+pub mod notebook;
 pub mod ops;
 pub mod registry;
 pub mod secrets;

@@ -11,13 +11,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first; a module may name modules of its own layer or below.
-const LAYERS: [&[&str]; 10] = [
+const LAYERS: [&[&str]; 11] = [
     &["wire"],
     &["config", "instance", "memory", "secrets", "tls", "trust"],
     &["kernel"],
     &["session"],
     &["broker", "registry"],
     &["ops"],
+    &["notebook"],
     &["mcp"],
     &["jupyter"],
     &["service"],
