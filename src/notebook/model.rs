@@ -208,6 +208,14 @@ impl Notebook {
     pub fn parse(bytes: &[u8]) -> Result<Notebook, ModelError> {
         let value: Value =
             serde_json::from_slice(bytes).map_err(|e| ModelError::NotJson(e.to_string()))?;
+        Notebook::from_value(value)
+    }
+
+    /// A notebook from its JSON already parsed (a collaboration room's document read as
+    /// JSON), checked and given cell ids as [`Notebook::parse`] does.
+    ///
+    /// Errors: as [`Notebook::parse`], but for invalid JSON.
+    pub fn from_value(value: Value) -> Result<Notebook, ModelError> {
         let Value::Object(mut top) = value else {
             return Err(ModelError::NotNotebook(
                 "the top level is not an object".into(),
