@@ -276,3 +276,17 @@ fn bytes_the_library_cannot_take_are_an_error_not_a_panic() {
     }
     let _ = TextPrelim::new("");
 }
+
+#[test]
+fn a_change_that_would_pass_the_document_bound_is_refused_before_anything_changes() {
+    let server = server_doc();
+    let mut r = synced(&server);
+    let big = replica::MAX_DOC_BYTES;
+    let e = r
+        .change(big, |t, roots| {
+            ops::set_outputs(t, roots, "a", &[], Some(1))
+        })
+        .unwrap_err();
+    assert!(matches!(e, CollabError::TooLarge { limit_mib: 100 }), "{e}");
+    assert!(matches!(r.take_outgoing(), replica::Outgoing::Nothing));
+}
