@@ -311,12 +311,13 @@ async fn a_dropped_websocket_reconnects_and_changes_made_meanwhile_arrive_both_w
     let room = Room::join(&server.gateway_via(proxy.port), NB, &agent())
         .await
         .unwrap();
-    assert!(proxy.cut() > 0, "the proxy carried the room's websockets");
+    // The room's websockets are cut and the server stays out of reach (every new request
+    // answered 503) until both sides have changed the notebook.
+    proxy.answer_with(Some(503));
     until("the agent notices the drop", || {
-        (room.state() != LinkState::Connected).then_some(())
+        (room.state() == LinkState::Reconnecting).then_some(())
     })
     .await;
-    // Made while disconnected, on both sides.
     room.apply(&ops(
         json!([{"op": "replace", "id": "a", "source": "x = 5\n"}]),
     ))
@@ -324,6 +325,15 @@ async fn a_dropped_websocket_reconnects_and_changes_made_meanwhile_arrive_both_w
     person
         .ask(json!({"cmd": "type", "id": "b", "index": 0, "text": "# mine\n"}))
         .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(room.state(), LinkState::Reconnecting, "still out of reach");
+    let cells = person.cells().await;
+    assert_eq!(
+        cell(&cells, "a").unwrap()["source"],
+        "x = 1\n",
+        "nothing got through"
+    );
+    proxy.answer_with(None);
     person
         .wait_cells("the agent's edit after the reconnect", |c| {
             cell(c, "a").is_some_and(|x| x["source"] == "x = 5\n")
