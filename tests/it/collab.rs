@@ -122,9 +122,20 @@ async fn the_persons_edit_reaches_the_agents_next_snapshot() {
         .ask(json!({"cmd": "type", "id": "b", "index": -1, "text": "z = y * 3\n"}))
         .await;
     assert_eq!(r["ok"], true, "{r}");
-    room.changed(seen).await.unwrap();
-    room.sync(Duration::from_secs(30)).await.unwrap();
-    let nb = room.snapshot().await.unwrap();
+    // Each change the room brings bumps the version; the snapshot after the one that
+    // carried the edit has it.
+    let t0 = Instant::now();
+    let mut seen = seen;
+    let nb = loop {
+        seen = tokio::time::timeout(Duration::from_secs(30), room.changed(seen))
+            .await
+            .expect("a change within 30 s")
+            .unwrap();
+        let nb = room.snapshot().await.unwrap();
+        if nb.cells()[1].source() != "y = 2\n" || t0.elapsed() > Duration::from_secs(30) {
+            break nb;
+        }
+    };
     assert_eq!(nb.cells()[1].id(), "b");
     assert_eq!(nb.cells()[1].source(), "y = 2\nz = y * 3\n");
     person.quit().await;

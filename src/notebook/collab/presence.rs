@@ -143,14 +143,18 @@ pub struct Peers {
 
 impl Peers {
     /// Apply an awareness update from the room. Returns true when someone declared us gone
-    /// (or claimed our client id with a newer clock): we must announce ourselves again.
+    /// (or claimed our client id with a newer clock): we must announce ourselves again. Our
+    /// own state echoed back (the server sends each message to its sender too) is not that.
     pub fn apply(&mut self, update: &AwarenessUpdate, me: &mut Local) -> bool {
         let mut reannounce = false;
         let now = Instant::now();
         for (client, entry) in &update.clients {
             let id = client.get();
             if id == me.client {
-                if entry.clock >= me.clock {
+                // The server echoes our own messages back: only a removal of us, or a newer
+                // clock than ours (another client with our id), calls for an answer.
+                let removal = &*entry.json == "null";
+                if entry.clock > me.clock || (removal && entry.clock == me.clock) {
                     me.clock = entry.clock;
                     me.bump();
                     reannounce = true;

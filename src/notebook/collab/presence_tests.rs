@@ -53,6 +53,16 @@ fn someone_declaring_us_gone_makes_us_announce_again_with_a_newer_clock() {
 }
 
 #[test]
+fn our_own_state_echoed_back_by_the_server_is_not_answered() {
+    let mut me = Local::new(1, json!({"user": {"name": "agent"}}));
+    let mut peers = Peers::default();
+    let echo = me.update();
+    assert!(!peers.apply(&echo, &mut me));
+    assert_eq!(peers.present().count(), 0, "we are not our own peer");
+    assert_eq!(me.update(), echo, "no new clock");
+}
+
+#[test]
 fn the_user_jupyterlab_reads_has_initials_name_and_color() {
     let who = Collaborator {
         name: "Claude (kernel-mcp)".into(),
