@@ -51,7 +51,8 @@ pub struct Inner {
 pub struct Shared {
     inner: Mutex<Inner>,
     wake: Notify,
-    /// Bumped on every change of the document or the awareness table.
+    /// Bumped on every change of the document (ours, and every update from the room: the
+    /// server sends ours back too, so one of ours may count twice).
     pub version: watch::Sender<u64>,
     /// How many sync step 2 answers arrived (a sync round trip waits for the next).
     pub synced: watch::Sender<u64>,
@@ -438,7 +439,6 @@ fn handle(shared: &Arc<Shared>, frame: &[u8]) -> Result<(), Stop> {
             if again {
                 shared.kick();
             }
-            shared.bump();
         }
         Incoming::AwarenessQuery => {
             g.awareness_due = true;

@@ -116,7 +116,8 @@ impl Room {
         self.doc.state.borrow().clone()
     }
 
-    /// Counts changes of the document and of who is there (ours and others').
+    /// Counts changes of the document, ours and others' (one of ours may count twice: the
+    /// server sends it back).
     pub fn version(&self) -> u64 {
         *self.doc.version.borrow()
     }
