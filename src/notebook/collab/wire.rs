@@ -68,6 +68,13 @@ fn err(e: impl std::fmt::Display) -> WireError {
 /// Errors: [`WireError`] naming what was wrong (truncated, an unknown sync step, a state
 /// vector or awareness update that does not decode, a JSON message that is not JSON).
 pub fn decode(frame: &[u8]) -> Result<Incoming, WireError> {
+    // The CRDT library asserts (in debug builds) that client ids fit 53 bits; a peer's bytes
+    // must not be able to trip that.
+    std::panic::catch_unwind(|| decode_unguarded(frame))
+        .unwrap_or_else(|_| Err(WireError("a value out of range".into())))
+}
+
+fn decode_unguarded(frame: &[u8]) -> Result<Incoming, WireError> {
     let mut cur = Cursor::new(frame);
     let kind: u8 = cur.read_var().map_err(err)?;
     match kind {
@@ -222,5 +229,15 @@ mod tests {
             assert!(decode(frame).is_err(), "{frame:?}");
         }
         assert!(matches!(decode(&[125, 0]).unwrap(), Incoming::Other(125)));
+        // A client id past 53 bits, in an awareness update and in a state vector: no panic
+        // (an error in debug builds, where the library asserts; read masked in release).
+        let mut big = vec![1, 12, 1];
+        big.extend([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10]);
+        big.extend([1, 0]);
+        let _ = decode(&big);
+        let mut sv = vec![0, 0, 12, 1];
+        sv.extend([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10]);
+        sv.push(1);
+        let _ = decode(&sv);
     }
 }
