@@ -14,9 +14,11 @@
 #                   from PyPI into tests/oauth/.venv (idempotent); part of `make test`
 #   make conformance  the official MCP conformance suite (from npm, with Node 22) against the HTTP
 #                   transport; part of `make test`
-#   make gateways   install Jupyter Kernel Gateway + Jupyter Server + JupyterLab into ./.venv-gw
-#                   and Jupyter Enterprise Gateway into ./.venv-eg (PyPI; idempotent) for
-#                   tests/it/gateways.rs and the Jupyter face's tests
+#   make gateways   install Jupyter Kernel Gateway + Jupyter Server + JupyterLab into ./.venv-gw,
+#                   Jupyter Enterprise Gateway into ./.venv-eg and Jupyter Server with
+#                   jupyter-collaboration (and pycrdt, nbformat) into ./.venv-collab (PyPI;
+#                   idempotent) for tests/it/gateways.rs, the Jupyter face's tests and
+#                   tests/it/collab.rs
 #   make browser    playwright-core (npm, no browser download) into tests/jupyterlab/node_modules,
 #                   to drive Debian's chromium in tests/it/jupyterlab_browser.rs; part of `make test`
 #   make jupyterlab-shot  JupyterLab in headless Chromium on an agent's session: runs that test and
@@ -52,8 +54,9 @@
 #   PyPI  ./.venv: requirements-dev.txt (ipykernel, jupyter_client, nbformat, matplotlib…;
 #         its ipykernel provides the python3 kernelspec that kernel-mcp finds via $VIRTUAL_ENV)
 #         and requirements-kernels.txt (bash_kernel, octave_kernel, xeus-python); maturin for
-#         `make wheel`; ./.venv-gw and ./.venv-eg for `make gateways` (Kernel Gateway +
-#         Jupyter Server, Enterprise Gateway); a throwaway venv for `make wheel-test`
+#         `make wheel`; ./.venv-gw, ./.venv-eg and ./.venv-collab for `make gateways` (Kernel
+#         Gateway + Jupyter Server, Enterprise Gateway, Jupyter Server with real-time
+#         collaboration); a throwaway venv for `make wheel-test`
 #   npm   `make oauth-deps`: oidc-provider, jose and Node 22 into tests/oauth/node_modules
 #         (pinned by its package-lock.json), with the MCP Python SDK (PyPI) in tests/oauth/.venv;
 #         `make conformance`: the MCP conformance suite and Node 22 into
@@ -146,13 +149,17 @@ $(KSTAMP): $(KREQS) $(STAMP)
 	@echo "kernels ready: $$(ls $(VENV)/share/jupyter/kernels /usr/share/jupyter/kernels | grep -v : | tr '\n' ' ')"
 
 # Remote-kernel test servers (tests/it/gateways.rs), each venv re-made only when its
-# requirements change. Enterprise Gateway pins jupyter_server<2, so it gets a venv of its own.
+# requirements change. Enterprise Gateway pins jupyter_server<2, so it gets a venv of its own;
+# so does jupyter-collaboration (tests/it/collab.rs): in .venv-gw it would make the JupyterLab
+# tests' server collaborative.
 GW_VENV  := $(CURDIR)/.venv-gw
 EG_VENV  := $(CURDIR)/.venv-eg
+COLLAB_VENV  := $(CURDIR)/.venv-collab
 GW_STAMP := $(GW_VENV)/.requirements.stamp
 EG_STAMP := $(EG_VENV)/.requirements.stamp
+COLLAB_STAMP := $(COLLAB_VENV)/.requirements.stamp
 
-gateways: $(GW_STAMP) $(EG_STAMP)
+gateways: $(GW_STAMP) $(EG_STAMP) $(COLLAB_STAMP)
 
 $(GW_STAMP): requirements-gateways.txt
 	@test -x "$(GW_VENV)/bin/python" || $(PYTHON) -m venv "$(GW_VENV)"
@@ -164,6 +171,12 @@ $(EG_STAMP): requirements-eg.txt
 	@test -x "$(EG_VENV)/bin/python" || $(PYTHON) -m venv "$(EG_VENV)"
 	"$(EG_VENV)/bin/python" -m pip install --disable-pip-version-check --no-input -q -r requirements-eg.txt
 	"$(EG_VENV)/bin/python" -c 'import enterprise_gateway, ipykernel, matplotlib'
+	@touch $@
+
+$(COLLAB_STAMP): requirements-collab.txt
+	@test -x "$(COLLAB_VENV)/bin/python" || $(PYTHON) -m venv "$(COLLAB_VENV)"
+	"$(COLLAB_VENV)/bin/python" -m pip install --disable-pip-version-check --no-input -q -r requirements-collab.txt
+	"$(COLLAB_VENV)/bin/python" -c 'import jupyter_collaboration, jupyter_server_ydoc, pycrdt, nbformat, ipykernel'
 	@touch $@
 
 # playwright-core for the JupyterLab browser test, re-installed only when its lock changes.

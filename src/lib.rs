@@ -33,6 +33,7 @@ pub mod jupyter;
 pub mod kernel;
 pub mod mcp;
 pub mod memory;
+pub mod notebook;
 pub mod ops;
 pub mod principal;
 pub mod registry;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first; a module may name modules of its own layer or below.
-const LAYERS: [&[&str]; 10] = [
+const LAYERS: [&[&str]; 11] = [
     &["wire"],
     &[
         "config",
@@ -26,6 +26,7 @@ const LAYERS: [&[&str]; 10] = [
     &["session"],
     &["broker", "registry"],
     &["ops"],
+    &["notebook"],
     &["auth"],
     &["jupyter", "mcp"],
     &["service"],

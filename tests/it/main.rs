@@ -9,6 +9,7 @@ mod broker_helper;
 mod broker_lifecycle;
 mod checkpoints;
 mod cli;
+mod collab;
 mod common;
 mod console;
 mod containment;

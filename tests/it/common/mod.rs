@@ -553,6 +553,7 @@ pub fn status(result: &Value) -> &str {
 
 pub mod broker;
 pub mod cli;
+pub mod collab;
 pub mod fake;
 pub mod gateways;
 pub mod history;
