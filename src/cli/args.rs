@@ -224,6 +224,9 @@ pub struct SuperviseArgs {
     /// Watch this server process instead of the parent.
     #[arg(long)]
     pub server_pid: Option<i32>,
+    /// What no sandbox grant may reach (JSON, from the server).
+    #[arg(long)]
+    pub protected: Option<String>,
     /// The kernel's argv.
     #[arg(last = true, required_unless_present = "adopt_child")]
     pub argv: Vec<String>,

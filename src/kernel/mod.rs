@@ -78,6 +78,8 @@ pub struct LaunchOptions {
     pub sandbox: Sandbox,
     /// Adds to the environment of each kernel launched (the broker's, see `crate::broker`).
     pub env_hook: Option<KernelEnvHook>,
+    /// What no sandbox grant may reach (handed to the supervisor of a sandboxed kernel).
+    pub protected: std::sync::Arc<sandbox::rules::Protected>,
 }
 
 /// A function that adds variables to one kernel's environment, given its kernelspec and its
@@ -318,6 +320,10 @@ impl Kernel {
             }
             if opts.sandbox.network {
                 wrapped.push("--sandbox-network".into());
+            }
+            if sandboxed && let Ok(json) = serde_json::to_string(&*opts.protected) {
+                wrapped.push("--protected".into());
+                wrapped.push(json);
             }
             wrapped.push("--".into());
             wrapped.append(&mut argv);

@@ -26,6 +26,7 @@
 pub mod apply;
 pub mod host;
 pub mod paths;
+pub mod rules;
 pub mod seccomp;
 
 use std::fmt;

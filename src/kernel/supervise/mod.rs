@@ -52,6 +52,7 @@ use super::cgroup::Cgroup;
 use super::process::descendants;
 use super::sandbox::apply::Prepared;
 use super::sandbox::paths::{Plan, PlanInput};
+use super::sandbox::rules::Protected;
 use super::sandbox::{HostSupport, Policy, Sandbox};
 use adopt::{RELEASE_SIGNAL, Released, ServerWatch, wait_signal_info};
 use report::{Report, Reporter};
@@ -102,6 +103,9 @@ pub struct SuperviseArgs {
     pub adopt_child: Option<i32>,
     /// Watch this server instead of the parent (no parent-death signal).
     pub server_pid: Option<i32>,
+    /// What no grant may reach ([`Protected`] as JSON, from the server); `None`: this
+    /// process's user's (see [`Protected::for_user`]).
+    pub protected: Option<String>,
 }
 
 /// Run the supervisor to the kernel's end; the exit mirrors the kernel's.
@@ -362,6 +366,11 @@ fn prepare(
     seed_matplotlib_cache(&tmp.join("matplotlib"));
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     let lookup = |k: &str| std::env::var(k).ok();
+    let protected = match &args.protected {
+        Some(json) => serde_json::from_str(json)
+            .map_err(|e| format!("the server's --protected is not valid: {e}"))?,
+        None => Protected::for_user(),
+    };
     let plan = Plan::build(&PlanInput {
         policy: args.sandbox.policy,
         cwd: &cwd,
@@ -369,7 +378,12 @@ fn prepare(
         env: &lookup,
         connection_dir,
         private_tmp: &tmp,
-    });
+        protected: &protected,
+    })
+    .map_err(|r| format!("no sandbox grants {r}"))?;
+    for r in &plan.dropped {
+        eprintln!("kernel-mcp supervise: not granted to the sandboxed kernel: {r}");
+    }
     let ports = [
         info.shell_port,
         info.iopub_port,

@@ -248,6 +248,7 @@ mod tests {
             startup_timeout: Duration::from_secs(60),
             supervisor: Some("/bin/kernel-mcp".into()),
             max_memory_mib: 4096,
+            protected: Default::default(),
             sandbox: Default::default(),
             env_hook: None,
         }

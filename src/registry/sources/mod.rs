@@ -14,6 +14,8 @@ use std::time::Duration;
 use crate::config::Limits;
 use crate::kernel::discovery::KernelSearch;
 use crate::kernel::remote::{Gateways, Rest};
+use crate::kernel::sandbox::paths::PATH_VARS;
+use crate::kernel::sandbox::rules::{Protected, Use};
 use crate::kernel::{
     KernelEnvHook, KernelLauncher, KernelSpec, LaunchOptions, LocalLauncher, Sandbox,
     SandboxPolicy, SandboxUnavailable,
@@ -126,6 +128,8 @@ pub struct Sources {
     pub sandbox: Sandbox,
     /// Adds the broker's variables to each local kernel's environment (`crate::broker`).
     pub env_hook: Option<KernelEnvHook>,
+    /// What no sandboxed kernel may be granted (`kernel::sandbox::rules`).
+    pub protected: Arc<Protected>,
     ipykernel: specs::IpykernelCache,
 }
 
@@ -140,6 +144,7 @@ impl Sources {
             supervisor: None,
             sandbox: Sandbox::NONE,
             env_hook: None,
+            protected: Arc::new(Protected::for_user()),
             ipykernel: Default::default(),
         }
     }
@@ -221,6 +226,7 @@ impl Sources {
                 max_memory_mib,
                 sandbox,
                 env_hook: self.env_hook.clone(),
+                protected: self.protected.clone(),
             },
         };
         Ok(Launch {
@@ -230,8 +236,9 @@ impl Sources {
     }
 
     /// The sandbox of a new session of `source` with `opts` in `cwd`: what it asks for, at
-    /// least the server's. Errors: `INVALID_ARGUMENT` (weaker than the server's, or a
-    /// sandboxed cwd of `/`), `SANDBOX_UNAVAILABLE` (a kernel kernel-mcp does not start).
+    /// least the server's. Errors: `INVALID_ARGUMENT` (weaker than the server's, or a grant
+    /// the sandbox's rules refuse: see [`Self::check_grants`]), `SANDBOX_UNAVAILABLE` (a
+    /// kernel kernel-mcp does not start).
     fn sandbox_for(
         &self,
         source: &KernelSource,
@@ -273,12 +280,38 @@ impl Sources {
                 )],
             }));
         }
-        if cwd == Path::new("/") {
-            return Err(SessionError::InvalidArgument(
-                "A sandboxed session cannot have / as its cwd (the sandbox would be the whole filesystem): give a project directory as cwd.".into(),
-            ));
-        }
+        self.check_grants(opts, cwd)?;
         Ok(sandbox)
+    }
+
+    /// The grants a sandboxed session asks for go through the sandbox's rules
+    /// (`kernel::sandbox::rules`): its cwd (given, or the server's when it gives none) and
+    /// the path entries of its `env` (`PYTHONPATH`, `R_LIBS`…). Errors: `INVALID_ARGUMENT`
+    /// naming the path, the rule and the fix.
+    fn check_grants(&self, opts: &SessionOptions, cwd: &Path) -> Result<(), SessionError> {
+        if let Err(r) = self.protected.check(cwd, Use::Cwd) {
+            let whose = match opts.cwd {
+                Some(_) => "its cwd".to_string(),
+                None => "its cwd (none was given, so the server's working directory)".to_string(),
+            };
+            return Err(SessionError::InvalidArgument(format!(
+                "A sandboxed session cannot have {} as {whose}: {r}. Give a project directory as cwd (create_session(cwd=\"/path/to/project\")), or start kernel-mcp from one.",
+                r.path.display()
+            )));
+        }
+        for var in PATH_VARS {
+            let Some(value) = opts.env.get(*var) else {
+                continue;
+            };
+            for entry in value.split(':').filter(|e| e.starts_with('/')) {
+                if let Err(r) = self.protected.check(Path::new(entry), Use::Read) {
+                    return Err(SessionError::InvalidArgument(format!(
+                        "env {var} names {entry}, which a sandboxed kernel may not read: {r}. Leave it out of env, or point {var} at a directory inside the project."
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Keep `wanted` started kernels for each (kernelspec name, N) in `pool`, launched as a
@@ -300,6 +333,7 @@ impl Sources {
                 max_memory_mib: limits.max_memory_mib,
                 sandbox: self.sandbox,
                 env_hook: self.env_hook.clone(),
+                protected: self.protected.clone(),
             };
             self.pool.add(LocalLauncher { spec, opts }, *wanted);
         }

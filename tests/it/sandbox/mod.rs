@@ -5,6 +5,8 @@
 //! without Landlock refuses with `SANDBOX_UNAVAILABLE`; `install_packages` says it cannot
 //! write the environment.
 
+mod grants;
+
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -59,7 +61,7 @@ async fn run_ok(server: &Server, session: &str, code: &str) -> String {
 }
 
 /// Python that prints `denied` when `expr` raises PermissionError, else what happened.
-fn denied(expr: &str) -> String {
+pub(super) fn denied(expr: &str) -> String {
     format!(
         "try:\n    {expr}\n    print('allowed')\nexcept PermissionError:\n    print('denied')\nexcept OSError as e:\n    print('oserror', e)\n"
     )
