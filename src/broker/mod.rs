@@ -182,10 +182,19 @@ impl Broker {
     pub fn env_hook(&self) -> Option<KernelEnvHook> {
         let helper = self.helper_dir.clone()?;
         let off = self.settings.off.clone();
-        Some(KernelEnvHook::new(move |spec, connection_file, env| {
-            if !is_python(spec) {
+        Some(KernelEnvHook::new(move |launch, env| {
+            if !is_python(launch.spec) {
                 return;
             }
+            // A sandboxed kernel imports a copy of its own, which it cannot write either.
+            let helper = match launch.private_dir.map(helper::install_private) {
+                None => helper.clone(),
+                Some(Ok(dir)) => dir,
+                Some(Err(e)) => {
+                    tracing::warn!("the sandboxed kernel gets no kernel_mcp helper: {e}");
+                    return;
+                }
+            };
             let existing = env
                 .get("PYTHONPATH")
                 .cloned()
@@ -203,7 +212,7 @@ impl Broker {
                 None => {
                     env.insert(
                         ENDPOINT_ENV.into(),
-                        endpoint_file(connection_file).display().to_string(),
+                        endpoint_file(launch.connection_file).display().to_string(),
                     );
                 }
             }

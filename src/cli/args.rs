@@ -208,7 +208,7 @@ pub struct SuperviseArgs {
     /// Let the sandboxed kernel open outbound connections.
     #[arg(long)]
     pub sandbox_network: bool,
-    /// The kernel's connection file (its directory is writable in a sandbox; removed with its
+    /// The kernel's connection file (its directory is readable in a sandbox; removed with its
     /// siblings if the server dies first).
     #[arg(long)]
     pub connection_file: Option<PathBuf>,

@@ -82,33 +82,36 @@ pub struct LaunchOptions {
     pub protected: std::sync::Arc<sandbox::rules::Protected>,
 }
 
-/// A function that adds variables to one kernel's environment, given its kernelspec and its
-/// connection file (the broker puts its helper on `PYTHONPATH` and names the kernel's
-/// endpoint file). Called once per launch, before the kernel is spawned.
+/// A function that adds variables to one kernel's environment, given its launch (the broker
+/// puts its helper on `PYTHONPATH` and names the kernel's endpoint file). Called once per
+/// launch, before the kernel is spawned.
 #[derive(Clone)]
 pub struct KernelEnvHook(std::sync::Arc<EnvHookFn>);
 
+/// One kernel launch, as a [`KernelEnvHook`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct HookLaunch<'a> {
+    pub spec: &'a KernelSpec,
+    /// The kernel's connection file.
+    pub connection_file: &'a std::path::Path,
+    /// A sandboxed kernel's private directory (its connection file's, which it may read but
+    /// not write); `None` for a kernel without a sandbox.
+    pub private_dir: Option<&'a std::path::Path>,
+}
+
 /// See [`KernelEnvHook`].
-type EnvHookFn = dyn Fn(&KernelSpec, &std::path::Path, &mut BTreeMap<String, String>) + Send + Sync;
+type EnvHookFn = dyn Fn(&HookLaunch<'_>, &mut BTreeMap<String, String>) + Send + Sync;
 
 impl KernelEnvHook {
     pub fn new(
-        f: impl Fn(&KernelSpec, &std::path::Path, &mut BTreeMap<String, String>) + Send + Sync + 'static,
+        f: impl Fn(&HookLaunch<'_>, &mut BTreeMap<String, String>) + Send + Sync + 'static,
     ) -> KernelEnvHook {
         KernelEnvHook(std::sync::Arc::new(f))
     }
-}
 
-impl KernelEnvHook {
-    /// Add this hook's variables to `env`, for a kernel of `spec` whose connection file is
-    /// `connection_file` (what a launch does).
-    pub fn apply(
-        &self,
-        spec: &KernelSpec,
-        connection_file: &std::path::Path,
-        env: &mut BTreeMap<String, String>,
-    ) {
-        (self.0)(spec, connection_file, env)
+    /// Add this hook's variables to `env` for `launch`.
+    pub fn apply(&self, launch: &HookLaunch<'_>, env: &mut BTreeMap<String, String>) {
+        (self.0)(launch, env)
     }
 }
 
@@ -266,8 +269,9 @@ impl Kernel {
         let mut dir = connection::runtime_dir().map_err(|e| launch_err(e.to_string()))?;
         let uuid = uuid::Uuid::new_v4();
         if sandboxed {
-            // A directory of its own: the kernel may write there (ipykernel rewrites its
-            // file), and must not see the other kernels' keys next to it.
+            // A directory of its own, which the kernel reads but cannot write (its key, its
+            // broker endpoint, its copy of the helper): the other kernels' keys are not next
+            // to it.
             dir = dir.join(format!("{}{uuid}", connection::SANDBOX_DIR_PREFIX));
             connection::private_dir(&dir)
                 .map_err(|e| launch_err(format!("creating {}: {e}", dir.display())))?;
@@ -335,7 +339,12 @@ impl Kernel {
             argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());
         if let Some(hook) = &opts.env_hook {
-            (hook.0)(spec, &connection_file, &mut env);
+            let launch = HookLaunch {
+                spec,
+                connection_file: &connection_file,
+                private_dir: sandboxed.then_some(dir.as_path()),
+            };
+            hook.apply(&launch, &mut env);
         }
         // Written last, right before the spawn: a server killed in between leaves the file
         // behind (the supervisor removes it once it runs), so the window is kept short.

@@ -156,7 +156,12 @@ impl ForkPlan {
         };
         let mut env = std::collections::BTreeMap::new();
         if let Some(hook) = env_hook {
-            (hook.0)(spec, self.connection_file.path(), &mut env);
+            let launch = super::HookLaunch {
+                spec,
+                connection_file: self.connection_file.path(),
+                private_dir: None,
+            };
+            hook.apply(&launch, &mut env);
         }
         env.remove("PYTHONPATH");
         // A JSON object of strings is also a Python dict literal.
@@ -523,7 +528,8 @@ mod tests {
             env: Default::default(),
             metadata: Value::Null,
         };
-        let hook = KernelEnvHook::new(|_, cf, env| {
+        let hook = KernelEnvHook::new(|launch, env| {
+            let cf = launch.connection_file;
             env.insert("PYTHONPATH".into(), "/helper".into());
             env.insert(
                 "KERNEL_MCP_ENDPOINT".into(),

@@ -11,9 +11,11 @@
 //!   entries of the kernel's `PATH`, `PYTHONPATH`, `R_LIBS*`, `LD_LIBRARY_PATH`; the
 //!   kernelspec's resource directory.
 //! - **Write**: the session's cwd (not under `read-only`), the kernel's private tmp (also its
-//!   `IPYTHONDIR`, `MPLCONFIGDIR` and `XDG_CACHE_HOME`), the directory of its connection file
-//!   (ipykernel rewrites the file), `/dev/shm` (POSIX semaphores: `multiprocessing` needs
-//!   them) and the terminal and null devices.
+//!   `IPYTHONDIR`, `MPLCONFIGDIR` and `XDG_CACHE_HOME`), `/dev/shm` (POSIX semaphores:
+//!   `multiprocessing` needs them) and the terminal and null devices.
+//! - **Read only**: the directory of its connection file (its own key, its broker endpoint
+//!   file, its copy of the `kernel_mcp` helper). ipykernel rewrites an existing connection
+//!   file only when it differs from what it bound, which it never does here.
 //!
 //! Every path the argv or the environment names goes through [`rules`](super::rules) first (never `/`, the
 //! home or above it, `/tmp`, kernel-mcp's directories, credential stores…): a refused one is
@@ -183,11 +185,12 @@ impl Plan {
             }
         });
         // The supervisor's own grants, which the rules would refuse (they sit in
-        // kernel-mcp's directories): the kernel's private tmp, its connection file's
-        // directory and `/dev/shm`.
+        // kernel-mcp's directories): the kernel's private tmp and `/dev/shm` to write, its
+        // connection file's directory (its key, its broker endpoint, its copy of the helper
+        // module) to read.
+        read.insert(input.connection_dir.to_path_buf());
         let mut write = BTreeSet::new();
         write.insert(input.private_tmp.to_path_buf());
-        write.insert(input.connection_dir.to_path_buf());
         if Path::new("/dev/shm").is_dir() {
             write.insert(PathBuf::from("/dev/shm"));
         }
@@ -352,7 +355,11 @@ mod tests {
         let ws = Plan::build(&input(Policy::Workspace)).unwrap();
         assert!(ws.write.contains(&real), "{ws:?}");
         assert!(ws.write.contains(&tmp.path().to_path_buf()), "{ws:?}");
-        assert!(ws.write.contains(&conn.path().to_path_buf()), "{ws:?}");
+        assert!(
+            ws.read.contains(&conn.path().to_path_buf())
+                && !ws.write.contains(&conn.path().to_path_buf()),
+            "its connection file's directory is read-only: {ws:?}"
+        );
         assert!(!ws.read.iter().any(|p| p == Path::new("/etc/shadow")));
         let ro = Plan::build(&input(Policy::ReadOnly)).unwrap();
         assert!(

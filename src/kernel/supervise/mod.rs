@@ -88,7 +88,7 @@ pub struct SuperviseArgs {
     pub max_memory_mib: u64,
     /// The sandbox policy and network.
     pub sandbox: Sandbox,
-    /// The kernel's connection file (its directory becomes writable under a sandbox, its
+    /// The kernel's connection file (its directory becomes readable under a sandbox, its
     /// ports bindable); removed with its siblings should the server die first.
     pub connection_file: Option<PathBuf>,
     /// Where to write the [`report`].

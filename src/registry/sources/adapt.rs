@@ -110,7 +110,12 @@ pub fn with_launch_hook(
         return;
     }
     let mut env = a.env.clone();
-    hook.apply(spec, connection_file, &mut env);
+    let launch = crate::kernel::HookLaunch {
+        spec,
+        connection_file,
+        private_dir: None,
+    };
+    hook.apply(&launch, &mut env);
     if let Some(p) = env.remove("PYTHONPATH") {
         a.env.insert("PYTHONPATH".into(), p);
     }

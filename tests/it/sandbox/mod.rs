@@ -6,6 +6,7 @@
 //! write the environment.
 
 mod grants;
+mod shared_files;
 
 use std::io::ErrorKind;
 use std::net::TcpListener;
