@@ -28,6 +28,7 @@ fn main() -> ExitCode {
             adopt_child: args.adopt_child,
             server_pid: args.server_pid,
             protected: args.protected,
+            inherit_fd: args.inherit_fd,
         });
     }
     cli::dispatch::run(global, command)

@@ -227,6 +227,9 @@ pub struct SuperviseArgs {
     /// What no sandbox grant may reach (JSON, from the server).
     #[arg(long)]
     pub protected: Option<String>,
+    /// A descriptor the kernel inherits at the same number.
+    #[arg(long)]
+    pub inherit_fd: Option<i32>,
     /// The kernel's argv.
     #[arg(last = true, required_unless_present = "adopt_child")]
     pub argv: Vec<String>,

@@ -83,8 +83,9 @@ pub struct LaunchOptions {
 }
 
 /// A function that adds variables to one kernel's environment, given its launch (the broker
-/// puts its helper on `PYTHONPATH` and names the kernel's endpoint file). Called once per
-/// launch, before the kernel is spawned.
+/// puts its helper on `PYTHONPATH` and names the kernel's endpoint file), and may give the
+/// kernel a descriptor to inherit as [`process::INHERITED_FD`] (only a supervised kernel
+/// gets it). Called once per launch, before the kernel is spawned.
 #[derive(Clone)]
 pub struct KernelEnvHook(std::sync::Arc<EnvHookFn>);
 
@@ -100,17 +101,27 @@ pub struct HookLaunch<'a> {
 }
 
 /// See [`KernelEnvHook`].
-type EnvHookFn = dyn Fn(&HookLaunch<'_>, &mut BTreeMap<String, String>) + Send + Sync;
+type EnvHookFn = dyn Fn(&HookLaunch<'_>, &mut BTreeMap<String, String>) -> Option<std::os::fd::OwnedFd>
+    + Send
+    + Sync;
 
 impl KernelEnvHook {
     pub fn new(
-        f: impl Fn(&HookLaunch<'_>, &mut BTreeMap<String, String>) + Send + Sync + 'static,
+        f: impl Fn(&HookLaunch<'_>, &mut BTreeMap<String, String>) -> Option<std::os::fd::OwnedFd>
+        + Send
+        + Sync
+        + 'static,
     ) -> KernelEnvHook {
         KernelEnvHook(std::sync::Arc::new(f))
     }
 
-    /// Add this hook's variables to `env` for `launch`.
-    pub fn apply(&self, launch: &HookLaunch<'_>, env: &mut BTreeMap<String, String>) {
+    /// Add this hook's variables to `env` for `launch`; the descriptor the kernel is to
+    /// inherit, if any.
+    pub fn apply(
+        &self,
+        launch: &HookLaunch<'_>,
+        env: &mut BTreeMap<String, String>,
+    ) -> Option<std::os::fd::OwnedFd> {
         (self.0)(launch, env)
     }
 }
@@ -338,27 +349,38 @@ impl Kernel {
         let mut env: BTreeMap<String, String> =
             argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());
-        if let Some(hook) = &opts.env_hook {
+        let inherit = opts.env_hook.as_ref().and_then(|hook| {
             let launch = HookLaunch {
                 spec,
                 connection_file: &connection_file,
                 private_dir: sandboxed.then_some(dir.as_path()),
             };
-            hook.apply(&launch, &mut env);
+            hook.apply(&launch, &mut env)
+        });
+        // Only a supervisor hands a descriptor on to its kernel.
+        let inherit = inherit.filter(|_| opts.supervisor.is_some());
+        if inherit.is_some()
+            && let Some(at) = argv.iter().position(|a| a == "--")
+        {
+            argv.splice(
+                at..at,
+                ["--inherit-fd".into(), process::INHERITED_FD.to_string()],
+            );
         }
         // Written last, right before the spawn: a server killed in between leaves the file
         // behind (the supervisor removes it once it runs), so the window is kept short.
         info.write(&connection_file)
             .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
-        let process = KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some())
-            .map_err(|e| {
-                let detail = format!("{}: {e}", argv.join(" "));
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    program_missing(detail)
-                } else {
-                    launch_err(detail)
-                }
-            })?;
+        let process =
+            KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some(), inherit)
+                .map_err(|e| {
+                    let detail = format!("{}: {e}", argv.join(" "));
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        program_missing(detail)
+                    } else {
+                        launch_err(detail)
+                    }
+                })?;
         tracing::info!(kernel = %spec.name, pid = process.pid(), "kernel process started");
 
         let deadline = Instant::now() + opts.startup_timeout;

@@ -515,10 +515,11 @@ fn session_cwd(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
 }
 
 /// Variables kernel-mcp sets in the kernels it starts: a caller's value would be replaced.
-const SET_BY_KERNEL_MCP: [&str; 3] = [
+const SET_BY_KERNEL_MCP: [&str; 4] = [
     crate::kernel::PARENT_PID_ENV,
     crate::broker::ENDPOINT_ENV,
     crate::broker::OFF_ENV,
+    crate::broker::dialer::DIALER_ENV,
 ];
 
 /// Errors: `INVALID_ARGUMENT` when `env` names a variable kernel-mcp sets itself.

@@ -161,7 +161,8 @@ impl ForkPlan {
                 connection_file: self.connection_file.path(),
                 private_dir: None,
             };
-            hook.apply(&launch, &mut env);
+            // A fork keeps its source's descriptors; it takes none from a launch.
+            drop(hook.apply(&launch, &mut env));
         }
         env.remove("PYTHONPATH");
         // A JSON object of strings is also a Python dict literal.
@@ -535,6 +536,7 @@ mod tests {
                 "KERNEL_MCP_ENDPOINT".into(),
                 cf.with_extension("mcp").display().to_string(),
             );
+            None
         });
         let content =
             plan.request_content(Some((Path::new("/bin/kernel-mcp"), 64)), &spec, Some(&hook));

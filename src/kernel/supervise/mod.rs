@@ -106,6 +106,9 @@ pub struct SuperviseArgs {
     /// What no grant may reach ([`Protected`] as JSON, from the server); `None`: this
     /// process's user's (see [`Protected::for_user`]).
     pub protected: Option<String>,
+    /// A descriptor the kernel inherits at the same number (a sandboxed kernel's broker
+    /// dialer); the supervisor closes its own copy once the kernel runs.
+    pub inherit_fd: Option<i32>,
 }
 
 /// Run the supervisor to the kernel's end; the exit mirrors the kernel's.
@@ -310,7 +313,7 @@ fn start(
         }
     };
     let signal_scoped = prepared.signal_scoped;
-    match spawn::kernel(&args.argv, &env, cgroup, prepared) {
+    match spawn::kernel(&args.argv, &env, cgroup, prepared, args.inherit_fd) {
         Ok(pid) => Ok((pid, signal_scoped)),
         Err(e) => {
             let error = format!("cannot start {}: {e}", args.argv.join(" "));

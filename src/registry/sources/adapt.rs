@@ -115,7 +115,7 @@ pub fn with_launch_hook(
         connection_file,
         private_dir: None,
     };
-    hook.apply(&launch, &mut env);
+    drop(hook.apply(&launch, &mut env));
     if let Some(p) = env.remove("PYTHONPATH") {
         a.env.insert("PYTHONPATH".into(), p);
     }

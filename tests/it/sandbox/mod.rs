@@ -5,6 +5,7 @@
 //! without Landlock refuses with `SANDBOX_UNAVAILABLE`; `install_packages` says it cannot
 //! write the environment.
 
+mod broker;
 mod grants;
 mod shared_files;
 
@@ -36,11 +37,28 @@ impl Drop for Planted {
     }
 }
 
-/// A project directory with a data file, outside `$HOME`.
+/// A project directory with a data file and a broker registry (the reference MCP server),
+/// outside `$HOME`.
 fn project() -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("project dir");
     std::fs::write(d.path().join("data.csv"), "x,y\n1,2\n3,4\n").unwrap();
+    crate::common::broker::write_registry(
+        d.path(),
+        json!({"everything": crate::common::broker::everything_entry(json!({}))}),
+    );
     d
+}
+
+/// The session's kernel calls the reference MCP server through the broker (door 5 of the
+/// attacker's checklist: the broker works inside the sandbox it ships with).
+async fn broker_works(server: &Server, session: &str) {
+    let out = crate::common::broker::stdout_of(
+        server,
+        session,
+        "from kernel_mcp import mcp\nprint(mcp.text(mcp.call('everything', 'echo', message='in the box')))",
+    )
+    .await;
+    assert_eq!(out.trim(), "Echo: in the box", "{session}");
 }
 
 async fn create(server: &Server, args: Value) -> Value {
@@ -160,6 +178,7 @@ async fn a_workspace_session_works_in_its_cwd_and_reaches_nothing_else() {
     )
     .await;
     assert_eq!(out.trim(), "denied", "a unix socket");
+    broker_works(&server, "ws").await;
 
     let r = server
         .call(
@@ -200,6 +219,7 @@ async fn sandbox_network_lets_a_workspace_session_connect() {
     let secret = planted.0.display().to_string();
     let out = run_ok(&server, "net", &denied(&format!("open({secret:?}).read()"))).await;
     assert_eq!(out.trim(), "denied");
+    broker_works(&server, "net").await;
     server.destroy("net").await;
     server.shutdown().await;
 }
@@ -231,6 +251,7 @@ async fn a_read_only_session_reads_its_cwd_but_cannot_write_it() {
     )
     .await;
     assert_eq!(out.trim(), "tmp ok", "its private tmp stays writable");
+    broker_works(&server, "ro").await;
     server.destroy("ro").await;
     server.shutdown().await;
 }
@@ -304,6 +325,7 @@ async fn serve_sandbox_is_every_sessions_floor_and_server_info_reports_the_host(
     assert_eq!(s["sandbox"]["policy"], "read-only");
     let out = run_ok(&server, "d", &denied("open('x.txt', 'w')")).await;
     assert_eq!(out.trim(), "denied");
+    broker_works(&server, "d").await;
     for weaker in [
         json!({"sandbox": "none"}),
         json!({"sandbox": "workspace"}),
