@@ -7,6 +7,7 @@
 
 mod broker;
 mod grants;
+mod server_writes;
 mod shared_files;
 
 use std::io::ErrorKind;
