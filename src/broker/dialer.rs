@@ -114,7 +114,7 @@ pub async fn serve(
             Ok(s) => s,
             Err(_) => continue,
         };
-        super::endpoint::accept(stream, &shared, &slots, &stop).await;
+        super::conn::accept(stream, &shared, &slots, &stop).await;
     }
 }
 

@@ -27,6 +27,7 @@
 
 pub mod bound;
 pub mod config;
+pub mod conn;
 pub mod dialer;
 pub mod downstream;
 pub mod endpoint;
