@@ -100,10 +100,15 @@ pub struct ServerInfo {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SandboxInfo {
     // The policy of a session that does not choose one, and the least any may ask for
-    // (`--sandbox`).
+    // (`--sandbox`, or stricter when this client asked for more).
     pub default_policy: crate::kernel::SandboxPolicy,
     // Whether sandboxed sessions may reach the network (`--sandbox-network`).
     pub network: bool,
+    // The floors in force for this client's sessions: the server's, made stricter by what
+    // the client asked for in its hello (a relay's --sandbox, --max-memory-mib).
+    pub floors: crate::registry::floors::Floors,
+    // The server's own floors.
+    pub server_floors: crate::registry::floors::Floors,
     // What this host's kernel offers.
     pub host: crate::kernel::sandbox::HostSupport,
 }

@@ -250,6 +250,7 @@ impl KernelMcp {
     async fn server_info(&self) -> ToolResult {
         let registry = self.registry();
         let sessions = registry.names(self.scope.viewer()).len();
+        let floors = registry.floors(self.scope.viewer());
         let v = ServerInfo {
             name: "kernel-mcp".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -266,8 +267,10 @@ impl KernelMcp {
             server_instance: crate::instance::current().id.clone(),
             started_at: crate::instance::current().started_at.clone(),
             sandbox: crate::mcp::results::SandboxInfo {
-                default_policy: registry.sources().sandbox.policy,
-                network: registry.sources().sandbox.network,
+                default_policy: floors.sandbox.policy,
+                network: floors.sandbox.network,
+                floors,
+                server_floors: registry.server_floors(),
                 host: crate::kernel::sandbox::HostSupport::current().clone(),
             },
         };

@@ -20,6 +20,7 @@ use crate::kernel::{
     KernelEnvHook, KernelLauncher, KernelSpec, LaunchOptions, LocalLauncher, Sandbox,
     SandboxPolicy, SandboxUnavailable,
 };
+use crate::registry::floors::Floors;
 use crate::session::SessionError;
 
 pub mod adapt;
@@ -159,8 +160,10 @@ impl Sources {
         remote::find(&self.gateways, name)
     }
 
-    /// The spec and launcher of a new session of `source` with `opts`, in `cwd` (resolved).
-    /// `live`: sessions running now (the pool gives a kernel up when a cold one needs room).
+    /// The spec and launcher of a new session of `source` with `opts`, in `cwd` (resolved),
+    /// confined at least as `floors` (the server's, with its client's: see
+    /// [`crate::registry::floors`]). `live`: sessions running now (the pool gives a kernel up
+    /// when a cold one needs room).
     /// Errors: `KERNEL_NOT_FOUND`, `KERNEL_START_FAILED` (an interpreter without ipykernel),
     /// `INVALID_ARGUMENT` (an unknown gateway), `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `IO_ERROR`.
     pub async fn launch(
@@ -170,12 +173,13 @@ impl Sources {
         cwd: &Path,
         limits: &Limits,
         live: usize,
+        floors: Floors,
     ) -> Result<Launch, SessionError> {
         let startup_timeout = opts
             .startup_timeout
             .unwrap_or(Duration::from_secs(limits.startup_timeout_s));
-        let sandbox = self.sandbox_for(source, opts, cwd)?;
-        let max_memory_mib = memory_limit(opts.max_memory_mib, limits.max_memory_mib)?;
+        let sandbox = self.sandbox_for(source, opts, cwd, floors.sandbox)?;
+        let max_memory_mib = memory_limit(opts.max_memory_mib, floors.max_memory_mib)?;
         let spec = match source {
             KernelSource::ConnectionFile(file) => {
                 let (spec, launcher) = specs::adopted(file, cwd, startup_timeout)?;
@@ -236,7 +240,7 @@ impl Sources {
     }
 
     /// The sandbox of a new session of `source` with `opts` in `cwd`: what it asks for, at
-    /// least the server's. Errors: `INVALID_ARGUMENT` (weaker than the server's, or a grant
+    /// least `floor`. Errors: `INVALID_ARGUMENT` (weaker than the server's, or a grant
     /// the sandbox's rules refuse: see [`Self::check_grants`]), `SANDBOX_UNAVAILABLE` (a
     /// kernel kernel-mcp does not start).
     fn sandbox_for(
@@ -244,15 +248,15 @@ impl Sources {
         source: &KernelSource,
         opts: &SessionOptions,
         cwd: &Path,
+        floor: Sandbox,
     ) -> Result<Sandbox, SessionError> {
-        let floor = self.sandbox;
         let sandbox = Sandbox {
             policy: opts.sandbox.unwrap_or(floor.policy),
             network: opts.sandbox_network.unwrap_or(floor.network),
         };
         if !sandbox.at_least(floor) {
             return Err(SessionError::InvalidArgument(format!(
-                "This server sandboxes every session at least as '{floor}' (--sandbox{}); a session may ask for a stricter sandbox, not for '{sandbox}'.",
+                "This server sandboxes every session at least as '{floor}' (--sandbox{}, the server's or its client's); a session may ask for a stricter sandbox, not for '{sandbox}'.",
                 if floor.network {
                     ", --sandbox-network"
                 } else {

@@ -6,6 +6,7 @@
 //! write the environment.
 
 mod broker;
+mod floors;
 mod grants;
 mod server_writes;
 mod shared_files;
