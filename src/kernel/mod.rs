@@ -82,6 +82,54 @@ pub struct LaunchOptions {
     pub protected: std::sync::Arc<sandbox::rules::Protected>,
 }
 
+/// How a kernel is started under `kernel-mcp supervise`.
+struct Supervised<'a> {
+    opts: &'a LaunchOptions,
+    connection_file: &'a std::path::Path,
+    limit_file: Option<&'a std::path::Path>,
+    /// It inherits a descriptor from the launch hook.
+    inherit: bool,
+}
+
+impl Supervised<'_> {
+    /// `argv` wrapped in the supervisor's command line (`sup supervise … -- argv`).
+    fn argv(&self, sup: &std::path::Path, mut argv: Vec<String>) -> Vec<String> {
+        let opts = self.opts;
+        let mut wrapped = vec![
+            sup.display().to_string(),
+            "supervise".into(),
+            "--max-memory-mib".into(),
+            opts.max_memory_mib.to_string(),
+            "--report-fd".into(),
+            process::REPORT_FD.to_string(),
+            "--sandbox".into(),
+            opts.sandbox.policy.as_str().into(),
+            "--connection-file".into(),
+            self.connection_file.display().to_string(),
+        ];
+        if let Some(f) = self.limit_file {
+            wrapped.push("--limit-file".into());
+            wrapped.push(f.display().to_string());
+        }
+        if opts.sandbox.network {
+            wrapped.push("--sandbox-network".into());
+        }
+        if opts.sandbox.restricts()
+            && let Ok(json) = serde_json::to_string(&*opts.protected)
+        {
+            wrapped.push("--protected".into());
+            wrapped.push(json);
+        }
+        if self.inherit {
+            wrapped.push("--inherit-fd".into());
+            wrapped.push(process::INHERITED_FD.to_string());
+        }
+        wrapped.push("--".into());
+        wrapped.append(&mut argv);
+        wrapped
+    }
+}
+
 /// A function that adds variables to one kernel's environment, given its launch (the broker
 /// puts its helper on `PYTHONPATH` and names the kernel's endpoint file), and may give the
 /// kernel a descriptor to inherit as [`process::INHERITED_FD`] (only a supervised kernel
@@ -316,34 +364,6 @@ impl Kernel {
         // never comes from the pool, the only reason to change a limit).
         let limit_file = (opts.supervisor.is_some() && !sandboxed)
             .then(|| connection_file.with_extension(connection::LIMIT_EXTENSION));
-        if let Some(sup) = &opts.supervisor {
-            let mut wrapped = vec![
-                sup.display().to_string(),
-                "supervise".into(),
-                "--max-memory-mib".into(),
-                opts.max_memory_mib.to_string(),
-                "--report-fd".into(),
-                process::REPORT_FD.to_string(),
-                "--sandbox".into(),
-                opts.sandbox.policy.as_str().into(),
-                "--connection-file".into(),
-                connection_file.display().to_string(),
-            ];
-            if let Some(f) = &limit_file {
-                wrapped.push("--limit-file".into());
-                wrapped.push(f.display().to_string());
-            }
-            if opts.sandbox.network {
-                wrapped.push("--sandbox-network".into());
-            }
-            if sandboxed && let Ok(json) = serde_json::to_string(&*opts.protected) {
-                wrapped.push("--protected".into());
-                wrapped.push(json);
-            }
-            wrapped.push("--".into());
-            wrapped.append(&mut argv);
-            argv = wrapped;
-        }
         // `${KERNEL_MCP_TOKEN}` in a kernelspec's env expands to nothing (DESIGN §12).
         let lookup = crate::secrets::env_lookup;
         let mut env: BTreeMap<String, String> =
@@ -359,13 +379,14 @@ impl Kernel {
         });
         // Only a supervisor hands a descriptor on to its kernel.
         let inherit = inherit.filter(|_| opts.supervisor.is_some());
-        if inherit.is_some()
-            && let Some(at) = argv.iter().position(|a| a == "--")
-        {
-            argv.splice(
-                at..at,
-                ["--inherit-fd".into(), process::INHERITED_FD.to_string()],
-            );
+        if let Some(sup) = &opts.supervisor {
+            let how = Supervised {
+                opts,
+                connection_file: &connection_file,
+                limit_file: limit_file.as_deref(),
+                inherit: inherit.is_some(),
+            };
+            argv = how.argv(sup, argv);
         }
         // Written last, right before the spawn: a server killed in between leaves the file
         // behind (the supervisor removes it once it runs), so the window is kept short.

@@ -10,6 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Registry;
+use super::scope::key::{ConnectionId, Viewer};
 use crate::kernel::Sandbox;
 
 /// The least every session gets.
@@ -61,6 +63,39 @@ impl Floors {
             m => format!("memory ceiling {m} MiB"),
         };
         format!("sandbox {}, {memory}", self.sandbox)
+    }
+}
+
+impl Registry {
+    /// The server's own floors (`--sandbox`, `--sandbox-network`, `--max-memory-mib`).
+    pub fn server_floors(&self) -> Floors {
+        Floors {
+            sandbox: self.sources.sandbox,
+            max_memory_mib: self.limits.max_memory_mib,
+        }
+    }
+
+    /// The floors in force for `viewer`'s sessions: the server's, made stricter by what its
+    /// connection's client asked for.
+    pub fn floors(&self, viewer: Viewer) -> Floors {
+        let server = self.server_floors();
+        match viewer.connection().and_then(|c| self.client_floor(c)) {
+            Some(client) => server.stricter(client),
+            None => server,
+        }
+    }
+
+    /// What the client of connection `conn` asked for, if anything.
+    pub(super) fn client_floor(&self, conn: ConnectionId) -> Option<Floors> {
+        super::lock(&self.client_floors).get(&conn).copied()
+    }
+
+    /// Connection `conn`'s client asks for `asked` (its hello): every session the
+    /// connection creates gets at least that, and it may use no session sandboxed less.
+    /// Returns the floors now in force for it.
+    pub fn set_client_floors(&self, conn: ConnectionId, asked: Floors) -> Floors {
+        super::lock(&self.client_floors).insert(conn, asked);
+        self.server_floors().stricter(asked)
     }
 }
 
