@@ -3,7 +3,11 @@
 //! `$HOME`, write outside its cwd and tmp, or reach a listener on 127.0.0.1 (which sees no
 //! connection) unless `sandbox_network` allows it; `read-only` cannot write its cwd; a host
 //! without Landlock refuses with `SANDBOX_UNAVAILABLE`; `install_packages` says it cannot
-//! write the environment.
+//! write the environment; each calls the reference MCP server through the broker.
+//!
+//! The doors around the sandbox, tried as an attacker would (docs/sandbox.md, "Attacker's
+//! checklist"), are the submodules: `grants` (1), `shared_files` (2), `server_writes` (3),
+//! `floors` (4), `broker` (5).
 
 mod broker;
 mod floors;
