@@ -27,6 +27,8 @@ fn main() -> ExitCode {
             limit_file: args.limit_file,
             adopt_child: args.adopt_child,
             server_pid: args.server_pid,
+            protected: args.protected,
+            inherit_fd: args.inherit_fd,
         });
     }
     cli::dispatch::run(global, command)

@@ -7,6 +7,8 @@
 //! each way (see [`super::ops`] for the operations). The kernel learns the socket and key
 //! from its endpoint file, written 0600 when the kernel is ready ([`SessionObserver`]), so a
 //! pooled kernel that was started before the session gets them when the session takes it.
+//! A sandboxed kernel, which may not open a Unix socket, reaches the same connections
+//! through the dialer it inherited ([`super::dialer`]), taken when the kernel is ready.
 //!
 //! The endpoint is the session's observer; it ends when the session does (the actor and its
 //! handles drop it): the listener and open connections stop, the socket, its directory and
@@ -16,19 +18,17 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::conn::MAX_CONNECTIONS;
+use super::dialer::Dialers;
 use super::lock;
-use super::ops;
 use super::project::Project;
 use super::shared::Shared;
 use crate::kernel::connection::{BROKER_DIR_PREFIX, BROKER_SOCKET};
 use crate::session::observer::SessionObserver;
 
-/// Connections served at once per session (each is one call or query).
-pub const MAX_CONNECTIONS: usize = 32;
 /// Endpoint files remembered per session (one per kernel it had; older ones are removed).
 const MAX_BINDINGS: usize = 8;
 
@@ -37,6 +37,11 @@ pub struct Endpoint {
     shared: Arc<Shared>,
     stop: CancellationToken,
     dir: PathBuf,
+    /// Connections served at once, from the socket and the kernels' dialers together.
+    slots: Arc<Semaphore>,
+    /// Where the kernels' dialers wait ([`super::dialer`]), and the runtime serving them.
+    dialers: Arc<Dialers>,
+    runtime: tokio::runtime::Handle,
 }
 
 impl Endpoint {
@@ -46,6 +51,7 @@ impl Endpoint {
         session: &str,
         project: Arc<Project>,
         runtime: &tokio::runtime::Handle,
+        dialers: Arc<Dialers>,
     ) -> std::io::Result<Endpoint> {
         let base = crate::kernel::connection::runtime_dir()?;
         let id = uuid::Uuid::new_v4().simple().to_string();
@@ -76,9 +82,22 @@ impl Endpoint {
             bindings: Default::default(),
         });
         let stop = CancellationToken::new();
-        runtime.spawn(listen(listener, shared.clone(), stop.clone()));
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        runtime.spawn(listen(
+            listener,
+            shared.clone(),
+            slots.clone(),
+            stop.clone(),
+        ));
         tracing::debug!(session, socket = %shared.socket.display(), "broker endpoint");
-        Ok(Endpoint { shared, stop, dir })
+        Ok(Endpoint {
+            shared,
+            stop,
+            dir,
+            slots,
+            dialers,
+            runtime: runtime.clone(),
+        })
     }
 
     /// Write the endpoint file of the kernel with `connection_file` (0600, atomically).
@@ -113,6 +132,15 @@ impl SessionObserver for Endpoint {
         };
         if let Err(e) = self.bind_kernel(cf) {
             tracing::warn!(session = %self.shared.session, "kernel endpoint file not written: {e}");
+        }
+        // A sandboxed kernel calls through the dialer it inherited.
+        if let Some(dialer) = self.dialers.take(cf) {
+            self.runtime.spawn(super::dialer::serve(
+                dialer,
+                self.shared.clone(),
+                self.slots.clone(),
+                self.stop.clone(),
+            ));
         }
     }
 
@@ -160,6 +188,7 @@ pub fn remove_dead(runtime_dir: &Path) -> usize {
 async fn listen(
     listener: std::os::unix::net::UnixListener,
     shared: Arc<Shared>,
+    slots: Arc<Semaphore>,
     stop: CancellationToken,
 ) {
     let listener = match tokio::net::UnixListener::from_std(listener) {
@@ -169,14 +198,13 @@ async fn listen(
             return;
         }
     };
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let uid = nix::unistd::getuid().as_raw();
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => return,
             a = listener.accept() => a,
         };
-        let Ok((mut stream, _)) = accepted else {
+        let Ok((stream, _)) = accepted else {
             continue;
         };
         // The directory is 0700 and the socket 0600; the peer check is the last word.
@@ -184,68 +212,7 @@ async fn listen(
             tracing::warn!(session = %shared.session, "broker endpoint: refused a connection from another uid");
             continue;
         }
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            let reply = ops::failure(
-                "busy",
-                format!(
-                    "{MAX_CONNECTIONS} broker calls of this session are already in flight; wait for one to end"
-                ),
-            );
-            let _ = stream.write_all(format!("{reply}\n").as_bytes()).await;
-            continue;
-        };
-        let (shared, stop) = (shared.clone(), stop.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = serve(stream, &shared) => {}
-                _ = stop.cancelled() => {}
-            }
-            drop(permit);
-        });
-    }
-}
-
-/// Serve one connection: read the request line, answer it, close.
-async fn serve(stream: UnixStream, shared: &Shared) {
-    let (rd, mut wr) = stream.into_split();
-    let mut rd = BufReader::new(rd);
-    let mut line = Vec::new();
-    let limit = ops::MAX_REQUEST_BYTES as u64 + 1;
-    let read = (&mut rd).take(limit).read_until(b'\n', &mut line).await;
-    let reply = match read {
-        Ok(0) | Err(_) => return,
-        Ok(n) if n as u64 >= limit && !line.ends_with(b"\n") => ops::failure(
-            "limit",
-            format!(
-                "the request is larger than {} bytes: a call's arguments may be at most {} bytes of JSON",
-                ops::MAX_REQUEST_BYTES,
-                ops::MAX_ARGUMENT_BYTES
-            ),
-        ),
-        Ok(_) => {
-            // The peer closing its side (KeyboardInterrupt, the kernel gone) abandons the call.
-            let gone = Box::pin(peer_gone(rd));
-            match ops::handle(shared, &line, gone).await {
-                Some(reply) => reply,
-                None => return,
-            }
-        }
-    };
-    let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
-    bytes.push(b'\n');
-    let _ = wr.write_all(&bytes).await;
-    let _ = wr.shutdown().await;
-}
-
-/// Resolves when the peer closed its side of the connection (or wrote past its request).
-async fn peer_gone(mut rd: BufReader<tokio::net::unix::OwnedReadHalf>) {
-    let mut buf = [0u8; 256];
-    loop {
-        match rd.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            // Nothing is expected after the request; whatever comes is read and dropped.
-            Ok(_) => continue,
-        }
+        super::conn::accept(stream, &shared, &slots, &stop).await;
     }
 }
 

@@ -1,7 +1,11 @@
 //! The Python helper module `kernel_mcp` (`kernel_mcp.py` beside this file, built into the
 //! binary), written once per process into `<runtime dir>/python-<hash>/` (0700; the hash of
 //! the module's text, so servers of different versions never share one) and put on the
-//! `PYTHONPATH` of Python kernels by [`super::Broker::env_hook`].
+//! `PYTHONPATH` of Python kernels by [`super::Broker::env_hook`]. The runtime directory is
+//! outside every sandbox grant (`kernel::sandbox::rules`), so no sandboxed kernel can rewrite
+//! the copy unsandboxed kernels import; a sandboxed kernel imports a copy of its own,
+//! written into its private directory ([`install_private`]), which it may read but not
+//! write.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
@@ -26,5 +30,20 @@ pub fn install() -> std::io::Result<PathBuf> {
         std::io::Write::write_all(&mut tmp, SOURCE.as_bytes())?;
         tmp.persist(&file).map_err(|e| e.error)?;
     }
+    Ok(dir)
+}
+
+/// Write the module into `<private_dir>/python/` (0700, the file 0600) for one sandboxed
+/// kernel, and return that directory. Errors: it cannot be written.
+pub fn install_private(private_dir: &std::path::Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = private_dir.join("python");
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join("kernel_mcp.py"))?;
+    std::io::Write::write_all(&mut file, SOURCE.as_bytes())?;
     Ok(dir)
 }

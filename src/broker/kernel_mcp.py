@@ -19,18 +19,25 @@ mcp.BrokerError.
 kernel-mcp ships this module inside its binary and puts it on the PYTHONPATH of local
 Python kernels. The registry is the .mcp.json in the session's working directory (or the
 server's --mcp-config); the session's broker is reached over a Unix socket named in the file
-$KERNEL_MCP_ENDPOINT. Standard library only. See kernel-mcp's docs/broker.md.
+$KERNEL_MCP_ENDPOINT, or, in a sandboxed kernel (which may not open Unix sockets), through
+the descriptor $KERNEL_MCP_BROKER_FD: each byte written there is answered with a new
+connection to the broker (SCM_RIGHTS). Standard library only. See kernel-mcp's
+docs/broker.md.
 """
 
 import asyncio
 import json
 import os
 import socket
+import threading
 
 __all__ = ["mcp", "BrokerError", "ToolError"]
 
 ENDPOINT_ENV = "KERNEL_MCP_ENDPOINT"
 OFF_ENV = "KERNEL_MCP_BROKER_OFF"
+DIALER_ENV = "KERNEL_MCP_BROKER_FD"
+#: Seconds to wait for the broker to hand over a connection.
+DIAL_TIMEOUT = 30
 #: Largest serialized arguments of one call (bytes); the broker checks it too.
 MAX_ARGUMENT_BYTES = 256 * 1024
 #: Largest answer read from the broker (bytes).
@@ -138,6 +145,50 @@ def _answer(data):
     raise _KINDS.get(kind, BrokerError)(message, kind)
 
 
+_dialer = None
+_dial_lock = threading.Lock()
+
+
+def _reset_after_fork():
+    global _dial_lock
+    _dial_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _dial():
+    """A new connection to the broker through the inherited dialer (one byte out, one
+    connected socket back)."""
+    global _dialer
+    with _dial_lock:
+        if _dialer is None:
+            _dialer = socket.socket(fileno=int(os.environ[DIALER_ENV]))
+            _dialer.settimeout(DIAL_TIMEOUT)
+        _dialer.sendall(b"c")
+        _msg, fds, _flags, _addr = socket.recv_fds(_dialer, 1, 1)
+    if not fds:
+        raise OSError("the broker closed the dialer")
+    return socket.socket(fileno=fds[0])
+
+
+def _connect(endpoint):
+    """A socket connected to the session's broker: dialed where the kernel has a dialer,
+    else connected to the endpoint's socket."""
+    try:
+        if os.environ.get(DIALER_ENV):
+            return _dial()
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(endpoint["socket"])
+        except OSError:
+            s.close()
+            raise
+        return s
+    except (OSError, ValueError) as e:
+        raise _unreachable(endpoint, e) from None
+
+
 def _unreachable(endpoint, e):
     return BrokerError(
         "Cannot reach the session's broker at %s (%s): the session may have ended."
@@ -151,12 +202,8 @@ def _request(op, **params):
     interrupt closes the connection, which abandons the call)."""
     endpoint = _endpoint()
     line = _line(endpoint, op, params)
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s = _connect(endpoint)
     try:
-        try:
-            s.connect(endpoint["socket"])
-        except OSError as e:
-            raise _unreachable(endpoint, e) from None
         try:
             s.sendall(line)
         except OSError:
@@ -182,9 +229,11 @@ async def _arequest(op, **params):
     """_request on the running event loop; cancelling the task abandons the call."""
     endpoint = _endpoint()
     line = _line(endpoint, op, params)
+    s = _connect(endpoint)
     try:
-        reader, writer = await asyncio.open_unix_connection(endpoint["socket"], limit=MAX_REPLY_BYTES)
+        reader, writer = await asyncio.open_unix_connection(sock=s, limit=MAX_REPLY_BYTES)
     except OSError as e:
+        s.close()
         raise _unreachable(endpoint, e) from None
     try:
         writer.write(line)

@@ -27,6 +27,8 @@
 
 pub mod bound;
 pub mod config;
+pub mod conn;
+pub mod dialer;
 pub mod downstream;
 pub mod endpoint;
 pub mod expand;
@@ -143,6 +145,8 @@ pub struct Broker {
     helper_dir: Option<PathBuf>,
     /// Live projects by registry path and content.
     projects: Mutex<HashMap<String, Weak<project::Project>>>,
+    /// Sandboxed kernels' dialers waiting for their session ([`dialer`]).
+    dialers: Arc<dialer::Dialers>,
 }
 
 impl Broker {
@@ -169,6 +173,7 @@ impl Broker {
             runtime,
             helper_dir,
             projects: Mutex::new(HashMap::new()),
+            dialers: Default::default(),
         }
     }
 
@@ -182,10 +187,20 @@ impl Broker {
     pub fn env_hook(&self) -> Option<KernelEnvHook> {
         let helper = self.helper_dir.clone()?;
         let off = self.settings.off.clone();
-        Some(KernelEnvHook::new(move |spec, connection_file, env| {
-            if !is_python(spec) {
-                return;
+        let dialers = self.dialers.clone();
+        Some(KernelEnvHook::new(move |launch, env| {
+            if !is_python(launch.spec) {
+                return None;
             }
+            // A sandboxed kernel imports a copy of its own, which it cannot write either.
+            let helper = match launch.private_dir.map(helper::install_private) {
+                None => helper.clone(),
+                Some(Ok(dir)) => dir,
+                Some(Err(e)) => {
+                    tracing::warn!("the sandboxed kernel gets no kernel_mcp helper: {e}");
+                    return None;
+                }
+            };
             let existing = env
                 .get("PYTHONPATH")
                 .cloned()
@@ -196,15 +211,24 @@ impl Broker {
                 None => helper.display().to_string(),
             };
             env.insert("PYTHONPATH".into(), path);
-            match &off {
-                Some(reason) => {
-                    env.insert(OFF_ENV.into(), reason.clone());
+            if let Some(reason) = &off {
+                env.insert(OFF_ENV.into(), reason.clone());
+                return None;
+            }
+            env.insert(
+                ENDPOINT_ENV.into(),
+                endpoint_file(launch.connection_file).display().to_string(),
+            );
+            // A sandboxed kernel cannot open a Unix socket: it dials through a descriptor.
+            launch.private_dir?;
+            match dialers.make(launch.connection_file) {
+                Ok(fd) => {
+                    env.insert(dialer::DIALER_ENV.into(), dialer::DIALER_FD.to_string());
+                    Some(fd)
                 }
-                None => {
-                    env.insert(
-                        ENDPOINT_ENV.into(),
-                        endpoint_file(connection_file).display().to_string(),
-                    );
+                Err(e) => {
+                    tracing::warn!("the sandboxed kernel gets no broker dialer: {e}");
+                    None
                 }
             }
         }))
@@ -222,7 +246,7 @@ impl Broker {
             return None;
         }
         let project = self.project_for(cwd);
-        match endpoint::Endpoint::bind(session_id, project, &self.runtime) {
+        match endpoint::Endpoint::bind(session_id, project, &self.runtime, self.dialers.clone()) {
             Ok(e) => Some(Arc::new(e)),
             Err(e) => {
                 tracing::warn!(

@@ -169,6 +169,9 @@ pub struct SessionArgs {
     /// `--mcp-config`, `--mcp-scope`: the broker (kernel code calling MCP tools).
     #[command(flatten)]
     pub broker: kernel_mcp::broker::BrokerArgs,
+    /// Set by [`parse`]: `--max-memory-mib` (or its variable) was given, not defaulted.
+    #[arg(skip)]
+    pub max_memory_given: bool,
 }
 
 impl SessionArgs {
@@ -180,13 +183,30 @@ impl SessionArgs {
         }
     }
 
-    /// `--sandbox`, `--sandbox-network` and the broker's flags for a service this process
-    /// starts, so it sandboxes and brokers as asked here.
+    /// The floors a client of the service asks for (its hello, `service::hello`): the
+    /// sandbox when it restricts, the memory ceiling when given; `None` when neither.
+    pub fn asked_floors(&self) -> Option<kernel_mcp::registry::floors::Floors> {
+        let sandbox = self.sandbox();
+        let memory = self.max_memory_given.then_some(self.max_memory_mib);
+        (sandbox.restricts() || memory.is_some()).then(|| kernel_mcp::registry::floors::Floors {
+            sandbox,
+            max_memory_mib: memory.unwrap_or(0),
+        })
+    }
+
+    /// `--sandbox`, `--sandbox-network`, a given `--max-memory-mib` and the broker's flags
+    /// for a service this process starts, so it sandboxes and brokers as asked here.
     pub fn service_flags(&self) -> Vec<std::ffi::OsString> {
         let mut flags: Vec<std::ffi::OsString> =
             vec!["--sandbox".into(), self.sandbox.as_str().into()];
         if self.sandbox_network {
             flags.push("--sandbox-network".into());
+        }
+        if self.max_memory_given {
+            flags.extend([
+                "--max-memory-mib".into(),
+                self.max_memory_mib.to_string().into(),
+            ]);
         }
         if self.image_max_px != kernel_mcp::config::DEFAULT_IMAGE_MAX_PX {
             flags.extend([
@@ -237,7 +257,7 @@ pub struct SuperviseArgs {
     /// Let the sandboxed kernel open outbound connections.
     #[arg(long)]
     pub sandbox_network: bool,
-    /// The kernel's connection file (its directory is writable in a sandbox; removed with its
+    /// The kernel's connection file (its directory is readable in a sandbox; removed with its
     /// siblings if the server dies first).
     #[arg(long)]
     pub connection_file: Option<PathBuf>,
@@ -253,6 +273,12 @@ pub struct SuperviseArgs {
     /// Watch this server process instead of the parent.
     #[arg(long)]
     pub server_pid: Option<i32>,
+    /// What no sandbox grant may reach (JSON, from the server).
+    #[arg(long)]
+    pub protected: Option<String>,
+    /// A descriptor the kernel inherits at the same number.
+    #[arg(long)]
+    pub inherit_fd: Option<i32>,
     /// The kernel's argv.
     #[arg(last = true, required_unless_present = "adopt_child")]
     pub argv: Vec<String>,
@@ -343,12 +369,15 @@ pub fn parse_from(
         ));
     }
     cli.serve.token.token_on_command_line = on_command_line(&matches, "token");
+    cli.serve.sessions.max_memory_given = given(&matches, "max_memory_mib");
     match (&mut cli.command, matches.subcommand()) {
         (Some(Command::Serve(a)), Some((_, m))) => {
             a.token.token_on_command_line = on_command_line(m, "token");
+            a.sessions.max_memory_given = given(m, "max_memory_mib");
         }
         (Some(Command::Service(a)), Some((_, m))) => {
             a.token.token_on_command_line = on_command_line(m, "token");
+            a.sessions.max_memory_given = given(m, "max_memory_mib");
         }
         _ => {}
     }
@@ -365,6 +394,15 @@ fn serve_option_on_command_line(matches: &ArgMatches) -> Option<String> {
             Some(long) => format!("--{long}"),
             None => a.get_id().to_string(),
         })
+}
+
+/// Whether the argument `id` of `matches` was given (on the command line or by its
+/// variable), not left to its default.
+fn given(matches: &ArgMatches, id: &str) -> bool {
+    matches!(
+        matches.value_source(id),
+        Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+    )
 }
 
 /// Whether the argument `id` of `matches` was written on the command line.

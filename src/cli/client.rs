@@ -78,6 +78,43 @@ pub struct Answer {
     pub text: String,
 }
 
+/// The floors a person's environment asks for, as it would of `kernel-mcp serve`:
+/// `KERNEL_MCP_SANDBOX` (and `KERNEL_MCP_SANDBOX_NETWORK`), `KERNEL_MCP_MAX_MEMORY_MIB`. The
+/// sessions the command creates get at least these, or the command fails (`service::hello`).
+/// Errors: a value that does not parse (nothing is connected).
+fn floors_from_env() -> Result<Option<kernel_mcp::registry::floors::Floors>, CliError> {
+    use kernel_mcp::kernel::{Sandbox, SandboxPolicy};
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let bad = |k: &str, v: &str, why: String| CliError::Local(format!("{k}={v}: {why}"));
+    let policy = match var("KERNEL_MCP_SANDBOX") {
+        Some(v) => v
+            .parse::<SandboxPolicy>()
+            .map_err(|e| bad("KERNEL_MCP_SANDBOX", &v, e.to_string()))?,
+        None => SandboxPolicy::None,
+    };
+    let network = var("KERNEL_MCP_SANDBOX_NETWORK").is_some_and(|v| {
+        !matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "0" | "false" | "no" | "off"
+        )
+    });
+    let memory = match var("KERNEL_MCP_MAX_MEMORY_MIB") {
+        Some(v) => Some(
+            v.trim()
+                .parse::<u64>()
+                .map_err(|e| bad("KERNEL_MCP_MAX_MEMORY_MIB", &v, e.to_string()))?,
+        ),
+        None => None,
+    };
+    let sandbox = Sandbox { policy, network };
+    Ok(
+        (sandbox.restricts() || memory.is_some()).then(|| kernel_mcp::registry::floors::Floors {
+            sandbox,
+            max_memory_mib: memory.unwrap_or(0),
+        }),
+    )
+}
+
 /// One connection to the service.
 pub struct Client {
     service: RunningService<RoleClient, rmcp::model::ClientConfig>,
@@ -87,9 +124,15 @@ impl Client {
     /// Connect to the service of `target`, starting it when none runs.
     /// Errors: [`CliError::Service`] with the relay's reason (it names the service log).
     pub async fn connect(target: &Target) -> Result<Client, CliError> {
-        let stream = relay::connect_or_start(&target.paths, &target.service_args)
+        let asked = floors_from_env()?;
+        let mut stream = relay::connect_or_start(&target.paths, &target.service_args)
             .await
             .map_err(|e| CliError::Service(e.to_string()))?;
+        if let Some(asked) = asked {
+            kernel_mcp::service::hello::ask(&mut stream, &asked)
+                .await
+                .map_err(|e| CliError::Service(e.to_string()))?;
+        }
         let (read, write) = stream.into_split();
         // Every tool of the service (the console completes, `session renew` renews), whatever
         // toolset the service gives agents.

@@ -88,6 +88,9 @@ pub struct Service {
     pub http: Option<kernel_mcp::service::http::HttpRecord>,
     /// The token generated for the HTTP face (`kernel-mcp token` prints it), when there is one.
     pub token_file: Option<PathBuf>,
+    /// The running service's own floors (sandbox, memory ceiling); a client may ask for
+    /// stricter ones for its sessions (docs/sandbox.md, "Floors in shared mode").
+    pub floors: Option<kernel_mcp::registry::floors::Floors>,
 }
 
 /// What can be seen of the service on `socket` without sending it anything.
@@ -102,8 +105,13 @@ fn service_state(socket: Option<PathBuf>) -> Service {
     };
     let trusted = matches!(checked, Some(Ok(true)));
     let paths = paths.filter(|_| trusted);
+    let running = paths.as_ref().is_some_and(|p| p.running_pid().is_some());
     Service {
-        running: paths.as_ref().is_some_and(|p| p.running_pid().is_some()),
+        running,
+        floors: paths
+            .as_ref()
+            .filter(|_| running)
+            .and_then(kernel_mcp::service::hello::read_record),
         http: paths
             .as_ref()
             .and_then(kernel_mcp::service::http::read_record),
@@ -458,6 +466,13 @@ fn render(r: &Report) -> String {
             let _ = writeln!(o, "    {}  {state}", s.display());
             if let Some(p) = &r.service.problem {
                 let _ = writeln!(o, "       {p}");
+            }
+            if let Some(f) = &r.service.floors {
+                let _ = writeln!(
+                    o,
+                    "    floors in force: {} (a client may ask for stricter ones for its sessions)",
+                    f.describe()
+                );
             }
         }
         None => {

@@ -100,7 +100,13 @@ pub fn relay(
     let mut args = ctx.service_args(&paths);
     args.extend(sessions.service_flags());
     let outcome = rt.block_on(async {
-        let stream = relay::connect_or_start(&paths, &args).await?;
+        let mut stream = relay::connect_or_start(&paths, &args).await?;
+        // A service started by another client may confine less than asked here.
+        if let Some(asked) = sessions.asked_floors() {
+            kernel_mcp::service::hello::ask(&mut stream, &asked)
+                .await
+                .map_err(relay::RelayError::from)?;
+        }
         let ask_tools = (tools != kernel_mcp::mcp::Toolset::default()).then(|| tools.to_string());
         relay::relay(stream, &paths.socket, ask_tools).await
     });

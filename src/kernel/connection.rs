@@ -106,17 +106,22 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
-/// Directory for our connection files, created 0700: `$JUPYTER_RUNTIME_DIR`, else
-/// `$XDG_RUNTIME_DIR/kernel-mcp`, else `<tmp>/kernel-mcp-<uid>`. Errors: it cannot be created, or
-/// it is not ours alone (see [`crate::trust::check_dir`]).
-pub fn runtime_dir() -> std::io::Result<PathBuf> {
-    let dir = if let Some(d) = std::env::var_os("JUPYTER_RUNTIME_DIR") {
+/// Where [`runtime_dir`] is, without creating it.
+pub fn runtime_dir_path() -> PathBuf {
+    if let Some(d) = std::env::var_os("JUPYTER_RUNTIME_DIR") {
         PathBuf::from(d)
     } else if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
         PathBuf::from(d).join("kernel-mcp")
     } else {
         std::env::temp_dir().join(format!("kernel-mcp-{}", nix::unistd::getuid()))
-    };
+    }
+}
+
+/// Directory for our connection files, created 0700: `$JUPYTER_RUNTIME_DIR`, else
+/// `$XDG_RUNTIME_DIR/kernel-mcp`, else `<tmp>/kernel-mcp-<uid>`. Errors: it cannot be created, or
+/// it is not ours alone (see [`crate::trust::check_dir`]).
+pub fn runtime_dir() -> std::io::Result<PathBuf> {
+    let dir = runtime_dir_path();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -78,35 +78,99 @@ pub struct LaunchOptions {
     pub sandbox: Sandbox,
     /// Adds to the environment of each kernel launched (the broker's, see `crate::broker`).
     pub env_hook: Option<KernelEnvHook>,
+    /// What no sandbox grant may reach (handed to the supervisor of a sandboxed kernel).
+    pub protected: std::sync::Arc<sandbox::rules::Protected>,
 }
 
-/// A function that adds variables to one kernel's environment, given its kernelspec and its
-/// connection file (the broker puts its helper on `PYTHONPATH` and names the kernel's
-/// endpoint file). Called once per launch, before the kernel is spawned.
-#[derive(Clone)]
-pub struct KernelEnvHook(std::sync::Arc<EnvHookFn>);
+/// How a kernel is started under `kernel-mcp supervise`.
+struct Supervised<'a> {
+    opts: &'a LaunchOptions,
+    connection_file: &'a std::path::Path,
+    limit_file: Option<&'a std::path::Path>,
+    /// It inherits a descriptor from the launch hook.
+    inherit: bool,
+}
 
-/// See [`KernelEnvHook`].
-type EnvHookFn = dyn Fn(&KernelSpec, &std::path::Path, &mut BTreeMap<String, String>) + Send + Sync;
-
-impl KernelEnvHook {
-    pub fn new(
-        f: impl Fn(&KernelSpec, &std::path::Path, &mut BTreeMap<String, String>) + Send + Sync + 'static,
-    ) -> KernelEnvHook {
-        KernelEnvHook(std::sync::Arc::new(f))
+impl Supervised<'_> {
+    /// `argv` wrapped in the supervisor's command line (`sup supervise … -- argv`).
+    fn argv(&self, sup: &std::path::Path, mut argv: Vec<String>) -> Vec<String> {
+        let opts = self.opts;
+        let mut wrapped = vec![
+            sup.display().to_string(),
+            "supervise".into(),
+            "--max-memory-mib".into(),
+            opts.max_memory_mib.to_string(),
+            "--report-fd".into(),
+            process::REPORT_FD.to_string(),
+            "--sandbox".into(),
+            opts.sandbox.policy.as_str().into(),
+            "--connection-file".into(),
+            self.connection_file.display().to_string(),
+        ];
+        if let Some(f) = self.limit_file {
+            wrapped.push("--limit-file".into());
+            wrapped.push(f.display().to_string());
+        }
+        if opts.sandbox.network {
+            wrapped.push("--sandbox-network".into());
+        }
+        if opts.sandbox.restricts()
+            && let Ok(json) = serde_json::to_string(&*opts.protected)
+        {
+            wrapped.push("--protected".into());
+            wrapped.push(json);
+        }
+        if self.inherit {
+            wrapped.push("--inherit-fd".into());
+            wrapped.push(process::INHERITED_FD.to_string());
+        }
+        wrapped.push("--".into());
+        wrapped.append(&mut argv);
+        wrapped
     }
 }
 
+/// A function that adds variables to one kernel's environment, given its launch (the broker
+/// puts its helper on `PYTHONPATH` and names the kernel's endpoint file), and may give the
+/// kernel a descriptor to inherit as [`process::INHERITED_FD`] (only a supervised kernel
+/// gets it). Called once per launch, before the kernel is spawned.
+#[derive(Clone)]
+pub struct KernelEnvHook(std::sync::Arc<EnvHookFn>);
+
+/// One kernel launch, as a [`KernelEnvHook`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct HookLaunch<'a> {
+    pub spec: &'a KernelSpec,
+    /// The kernel's connection file.
+    pub connection_file: &'a std::path::Path,
+    /// A sandboxed kernel's private directory (its connection file's, which it may read but
+    /// not write); `None` for a kernel without a sandbox.
+    pub private_dir: Option<&'a std::path::Path>,
+}
+
+/// See [`KernelEnvHook`].
+type EnvHookFn = dyn Fn(&HookLaunch<'_>, &mut BTreeMap<String, String>) -> Option<std::os::fd::OwnedFd>
+    + Send
+    + Sync;
+
 impl KernelEnvHook {
-    /// Add this hook's variables to `env`, for a kernel of `spec` whose connection file is
-    /// `connection_file` (what a launch does).
+    pub fn new(
+        f: impl Fn(&HookLaunch<'_>, &mut BTreeMap<String, String>) -> Option<std::os::fd::OwnedFd>
+        + Send
+        + Sync
+        + 'static,
+    ) -> KernelEnvHook {
+        KernelEnvHook(std::sync::Arc::new(f))
+    }
+
+    /// Add this hook's variables to `env` for `launch`; the descriptor the kernel is to
+    /// inherit, if any.
     pub fn apply(
         &self,
-        spec: &KernelSpec,
-        connection_file: &std::path::Path,
+        launch: &HookLaunch<'_>,
         env: &mut BTreeMap<String, String>,
-    ) {
-        (self.0)(spec, connection_file, env)
+    ) -> Option<std::os::fd::OwnedFd> {
+        (self.0)(launch, env)
     }
 }
 
@@ -264,8 +328,9 @@ impl Kernel {
         let mut dir = connection::runtime_dir().map_err(|e| launch_err(e.to_string()))?;
         let uuid = uuid::Uuid::new_v4();
         if sandboxed {
-            // A directory of its own: the kernel may write there (ipykernel rewrites its
-            // file), and must not see the other kernels' keys next to it.
+            // A directory of its own, which the kernel reads but cannot write (its key, its
+            // broker endpoint, its copy of the helper): the other kernels' keys are not next
+            // to it.
             dir = dir.join(format!("{}{uuid}", connection::SANDBOX_DIR_PREFIX));
             connection::private_dir(&dir)
                 .map_err(|e| launch_err(format!("creating {}: {e}", dir.display())))?;
@@ -299,51 +364,44 @@ impl Kernel {
         // never comes from the pool, the only reason to change a limit).
         let limit_file = (opts.supervisor.is_some() && !sandboxed)
             .then(|| connection_file.with_extension(connection::LIMIT_EXTENSION));
-        if let Some(sup) = &opts.supervisor {
-            let mut wrapped = vec![
-                sup.display().to_string(),
-                "supervise".into(),
-                "--max-memory-mib".into(),
-                opts.max_memory_mib.to_string(),
-                "--report-fd".into(),
-                process::REPORT_FD.to_string(),
-                "--sandbox".into(),
-                opts.sandbox.policy.as_str().into(),
-                "--connection-file".into(),
-                connection_file.display().to_string(),
-            ];
-            if let Some(f) = &limit_file {
-                wrapped.push("--limit-file".into());
-                wrapped.push(f.display().to_string());
-            }
-            if opts.sandbox.network {
-                wrapped.push("--sandbox-network".into());
-            }
-            wrapped.push("--".into());
-            wrapped.append(&mut argv);
-            argv = wrapped;
-        }
         // `${KERNEL_MCP_TOKEN}` in a kernelspec's env expands to nothing (DESIGN §12).
         let lookup = crate::secrets::env_lookup;
         let mut env: BTreeMap<String, String> =
             argv::expand_env(spec, &lookup).into_iter().collect();
         env.extend(opts.env.clone());
-        if let Some(hook) = &opts.env_hook {
-            (hook.0)(spec, &connection_file, &mut env);
+        let inherit = opts.env_hook.as_ref().and_then(|hook| {
+            let launch = HookLaunch {
+                spec,
+                connection_file: &connection_file,
+                private_dir: sandboxed.then_some(dir.as_path()),
+            };
+            hook.apply(&launch, &mut env)
+        });
+        // Only a supervisor hands a descriptor on to its kernel.
+        let inherit = inherit.filter(|_| opts.supervisor.is_some());
+        if let Some(sup) = &opts.supervisor {
+            let how = Supervised {
+                opts,
+                connection_file: &connection_file,
+                limit_file: limit_file.as_deref(),
+                inherit: inherit.is_some(),
+            };
+            argv = how.argv(sup, argv);
         }
         // Written last, right before the spawn: a server killed in between leaves the file
         // behind (the supervisor removes it once it runs), so the window is kept short.
         info.write(&connection_file)
             .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
-        let process = KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some())
-            .map_err(|e| {
-                let detail = format!("{}: {e}", argv.join(" "));
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    program_missing(detail)
-                } else {
-                    launch_err(detail)
-                }
-            })?;
+        let process =
+            KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some(), inherit)
+                .map_err(|e| {
+                    let detail = format!("{}: {e}", argv.join(" "));
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        program_missing(detail)
+                    } else {
+                        launch_err(detail)
+                    }
+                })?;
         tracing::info!(kernel = %spec.name, pid = process.pid(), "kernel process started");
 
         let deadline = Instant::now() + opts.startup_timeout;

@@ -40,6 +40,20 @@ const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
 const PIPE_DRAIN_GRACE: Duration = Duration::from_millis(300);
 /// The descriptor a supervisor writes its report to (`supervise --report-fd 3`).
 pub const REPORT_FD: i32 = 3;
+/// The descriptor a kernel inherits from its launch hook, if any (`supervise --inherit-fd 4`:
+/// the broker's dialer of a sandboxed kernel).
+pub const INHERITED_FD: i32 = 4;
+
+/// `fd` moved to a descriptor number of at least 10 (close-on-exec), above [`REPORT_FD`] and
+/// [`INHERITED_FD`].
+fn above_fixed_fds(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() >= 10 {
+        return Ok(fd);
+    }
+    let moved = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))?;
+    // SAFETY: fcntl returned a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(moved) })
+}
 
 /// Why a kernel process ended, as far as kernel-mcp knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,13 +173,14 @@ pub struct KernelProcess {
 impl KernelProcess {
     /// Spawn `argv` with `env` added to our environment less its secrets
     /// ([`crate::secrets::scrub`]), in `cwd`, as the leader of a new session and process
-    /// group. A supervised `argv` gets the report pipe on [`REPORT_FD`].
-    /// Errors: the program cannot be executed.
+    /// group. A supervised `argv` gets the report pipe on [`REPORT_FD`], and `inherit` on
+    /// [`INHERITED_FD`]. Errors: the program cannot be executed.
     pub fn spawn(
         argv: &[String],
         env: &BTreeMap<String, String>,
         cwd: &Path,
         supervised: bool,
+        inherit: Option<OwnedFd>,
     ) -> std::io::Result<KernelProcess> {
         let (program, args) = argv
             .split_first()
@@ -182,24 +197,34 @@ impl KernelProcess {
             .stderr(Stdio::piped())
             .kill_on_drop(false);
         let pipe: Option<(OwnedFd, OwnedFd)> = if supervised {
-            Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+            Some((r, above_fixed_fds(w)?))
         } else {
             None
         };
+        // Above the fixed numbers, so that placing one never overwrites the other.
+        let inherit = match inherit.filter(|_| supervised) {
+            Some(fd) => Some(above_fixed_fds(fd)?),
+            None => None,
+        };
         let report_w = pipe.as_ref().map(|(_, w)| w.as_raw_fd());
+        let inherit_fd = inherit.as_ref().map(AsRawFd::as_raw_fd);
         let parent = nix::unistd::getpid();
         // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl, prctl, getppid, _exit)
         // run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
-                if let Some(w) = report_w {
-                    // dup2 clears close-on-exec on the copy; a copy onto itself keeps it.
-                    if w == REPORT_FD {
-                        nix::libc::fcntl(w, nix::libc::F_SETFD, 0);
-                    } else if nix::libc::dup2(w, REPORT_FD) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
+                // dup2 clears close-on-exec on the copy (the numbers differ: see above).
+                if let Some(w) = report_w
+                    && nix::libc::dup2(w, REPORT_FD) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = inherit_fd
+                    && nix::libc::dup2(fd, INHERITED_FD) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
                 }
                 #[cfg(target_os = "linux")]
                 {
@@ -214,6 +239,7 @@ impl KernelProcess {
             });
         }
         let mut child = cmd.spawn()?;
+        drop(inherit); // the supervisor holds it now
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         let output_tail = Arc::new(Mutex::new(VecDeque::new()));
         let report = Arc::new(Mutex::new(ReportState::default()));

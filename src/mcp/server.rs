@@ -79,6 +79,11 @@ impl KernelMcp {
         self
     }
 
+    /// The connection this handler serves (`None` for a standalone server's only client).
+    pub fn connection_id(&self) -> Option<crate::registry::scope::key::ConnectionId> {
+        self.connection.connection_id()
+    }
+
     /// The connection has ended: destroy its own `default` session (if it has one).
     pub async fn close(&self) {
         self.connection.close().await;

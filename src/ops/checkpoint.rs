@@ -221,6 +221,8 @@ pub async fn save(handle: &SessionHandle, path: &Path) -> Result<Checkpoint, Ses
     let info = handle.info().await?;
     require_python(&info.language, &info.session_id)?;
     let path = PathBuf::from(&info.cwd).join(path);
+    let reach = files::Reach::of_session(&info);
+    reach.check_write(&path)?;
     let expr = helper_expr(
         ENCODE_SRC,
         &format!("globals(), {MAX_CHECKPOINT_BYTES}, {MAX_NODES}, {MAX_DEPTH}"),
@@ -252,7 +254,7 @@ pub async fn save(handle: &SessionHandle, path: &Path) -> Result<Checkpoint, Ses
         .map_err(|e| SessionError::Internal(format!("checkpoint: {e}")))?;
     bytes.push(b'\n');
     let len = bytes.len();
-    files::write_file(&path, bytes, files::FileMode::Private).await?;
+    files::write_file_in(&reach, &path, bytes, files::FileMode::Private).await?;
     Ok(Checkpoint {
         path,
         saved,
@@ -269,7 +271,8 @@ pub async fn restore(handle: &SessionHandle, path: &Path) -> Result<Restored, Se
     let info = handle.info().await?;
     require_python(&info.language, &info.session_id)?;
     let path = PathBuf::from(&info.cwd).join(path);
-    let bytes = files::read_capped(&path, MAX_CHECKPOINT_BYTES + 64 * 1024).await?;
+    let reach = files::Reach::of_session(&info);
+    let bytes = files::read_capped_in(&reach, &path, MAX_CHECKPOINT_BYTES + 64 * 1024).await?;
     let variables = parse(&bytes).map_err(|why| {
         SessionError::InvalidArgument(format!(
             "{} is not a valid checkpoint: {why}. Nothing was loaded.",

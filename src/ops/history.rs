@@ -64,8 +64,11 @@ pub struct HistorySource {
     pub entries: Vec<(usize, HistoryEntry)>,
     pub total: usize,
     pub ctx: ExportContext,
-    /// The session's cwd (live sessions) for resolving relative export paths.
+    /// The session's cwd (live sessions, and sandboxed ones that ended) for resolving
+    /// relative export paths.
     pub cwd: Option<PathBuf>,
+    /// Where an export may write for the session (its sandbox's grants).
+    pub reach: files::Reach,
     /// Plain sentences about how the history was read (a journal's torn last line).
     pub notices: Vec<String>,
 }
@@ -112,6 +115,7 @@ pub async fn source(
             entries,
             total,
             ctx: ExportContext::from_info(&info),
+            reach: files::Reach::of_session(&info),
             cwd: Some(PathBuf::from(info.cwd)),
             notices: Vec::new(),
         });
@@ -140,6 +144,7 @@ pub async fn source(
         }
         Some(Ok(j)) => j,
     };
+    let reach = past_reach(registry, key.name(), &j.header);
     let range = history::slice_range(j.entries.len(), start, end);
     let entries = range.map(|i| (i, j.entries[i].clone())).collect();
     Ok(HistorySource {
@@ -156,13 +161,39 @@ pub async fn source(
             language_info: j.language_info,
             exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         },
-        cwd: None,
+        cwd: reach.cwd().map(Path::to_path_buf),
+        reach,
         notices: if j.torn_tail {
             vec!["The journal's last line was cut off (the server stopped while writing it) and was skipped; every earlier entry is here.".to_string()]
         } else {
             Vec::new()
         },
     })
+}
+
+/// Where an export of an ended session's journal may write: what the session could (its
+/// journal records its sandbox and cwd). A journal that records none, on a server that
+/// sandboxes every session, may be a sandboxed session's from an older server: nowhere.
+fn past_reach(registry: &Registry, name: &str, header: &history::JournalHeader) -> files::Reach {
+    if header.sandbox.restricts() {
+        return match &header.cwd {
+            Some(cwd) => files::Reach::of(name, header.sandbox, Path::new(cwd)),
+            None => files::Reach::Nowhere {
+                session: name.to_string(),
+                why: "its journal says it was sandboxed but not where it worked".into(),
+            },
+        };
+    }
+    let floor = registry.sources().sandbox;
+    if floor.restricts() {
+        return files::Reach::Nowhere {
+            session: name.to_string(),
+            why: format!(
+                "this server sandboxes every session ('{floor}'), and the journal of this ended session does not say what it was allowed to write; export a live session's history instead"
+            ),
+        };
+    }
+    files::Reach::Anywhere
 }
 
 /// The entries `select` chooses from `key`'s history (live, else journal).
@@ -282,7 +313,13 @@ pub async fn export(
     let entries: Vec<HistoryEntry> = src.entries.into_iter().map(|(_, e)| e).collect();
     let content = export::render(format, &src.ctx, &entries);
     let bytes = content.len();
-    files::write_file(&path, content.into_bytes(), files::FileMode::Private).await?;
+    files::write_file_in(
+        &src.reach,
+        &path,
+        content.into_bytes(),
+        files::FileMode::Private,
+    )
+    .await?;
     Ok(Exported {
         path,
         entries: entries.len(),

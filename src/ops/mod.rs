@@ -68,6 +68,7 @@ pub async fn file_code(
 ) -> Result<String, SessionError> {
     let info = handle.info().await?;
     let path = PathBuf::from(&info.cwd).join(path);
+    let reach = files::Reach::of_session(&info);
     let language = Language::from_name(&info.language);
     let actual = path
         .extension()
@@ -87,10 +88,10 @@ pub async fn file_code(
     }
     if language.is_python() && info.location == "local" {
         // The kernel reads the file itself: checked here, not read.
-        files::check_readable(&path, PYTHON_FILE_MAX_BYTES).await?;
+        files::check_readable_in(&reach, &path, PYTHON_FILE_MAX_BYTES).await?;
         return Ok(python::run_file_code(&path.display().to_string(), argv));
     }
-    let contents = files::read_capped(&path, max_bytes).await?;
+    let contents = files::read_capped_in(&reach, &path, max_bytes).await?;
     if language.is_python() {
         return Ok(python::run_source_code(
             &path.display().to_string(),

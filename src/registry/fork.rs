@@ -68,6 +68,13 @@ impl Registry {
         let max_memory_mib = opts
             .as_ref()
             .map_or(self.limits.max_memory_mib, |o| o.max_memory_mib);
+        // The fork is the new session of this caller: at most its memory ceiling.
+        let max_memory_mib = super::floors::Floors {
+            sandbox: info.sandbox,
+            max_memory_mib,
+        }
+        .stricter(self.floors(new.viewer()))
+        .max_memory_mib;
         let started = |e: crate::kernel::StartError| SessionError::KernelStartFailed {
             message: format!(
                 "The fork of session '{}' did not come up: {e}",
@@ -150,6 +157,7 @@ impl Registry {
             let live = Live {
                 handle: handle.clone(),
                 journal: None,
+                sandbox: info.sandbox,
             };
             table.insert(new.slot().clone(), live)?;
             (handle, created)

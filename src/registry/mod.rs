@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::config::Limits;
-use crate::kernel::ShutdownRung;
 use crate::kernel::discovery::KernelSearch;
 use crate::kernel::remote::Rest;
+use crate::kernel::{Sandbox, ShutdownRung};
 use crate::session::history::Journal;
 use crate::session::{
     Created, ExecuteRequest, ExecutionResult, SessionDesc, SessionError, SessionHandle,
@@ -26,6 +26,7 @@ use crate::session::{
 };
 
 pub mod expiry;
+pub mod floors;
 mod fork;
 pub mod fresh;
 pub mod runs;
@@ -33,6 +34,7 @@ pub mod scope;
 pub mod sources;
 pub mod table;
 
+use floors::Floors;
 use runs::{Holder, RunIndex};
 use scope::key::{ConnectionId, RunKey, SessionKey, Slot, Viewer};
 pub use sources::{KernelSource, SessionOptions, Sources};
@@ -76,6 +78,9 @@ pub struct Registry {
     counter: AtomicU64,
     /// Kernel code's access to MCP tools (`crate::broker`); `None`: none.
     broker: Option<Arc<crate::broker::Broker>>,
+    /// What each connection's client asked for beyond the server's floors (its hello, see
+    /// [`floors`]). A `std::sync::Mutex` held for map updates only.
+    client_floors: Mutex<std::collections::HashMap<ConnectionId, Floors>>,
 }
 
 impl Registry {
@@ -106,6 +111,7 @@ impl Registry {
             helpers: Default::default(),
             counter: AtomicU64::new(0),
             broker: None,
+            client_floors: Default::default(),
         }
     }
 
@@ -184,7 +190,25 @@ impl Registry {
     /// The session of `key`. Errors: `SESSION_EXPIRED`, `SESSION_NOT_FOUND` naming the
     /// sessions the caller sees.
     pub fn get(&self, key: &SessionKey) -> Result<SessionHandle, SessionError> {
-        lock(&self.table).get(key.slot(), key.viewer())
+        let table = &mut lock(&self.table);
+        let handle = table.get(key.slot(), key.viewer())?;
+        // A client that asked for a sandbox uses no session sandboxed less.
+        if let Some(floor) = key
+            .viewer()
+            .connection()
+            .and_then(|c| self.client_floor(c))
+            .map(|f| f.sandbox)
+            .filter(Sandbox::restricts)
+            && let Some(live) = table.live(key.slot())
+            && !live.sandbox.at_least(floor)
+        {
+            return Err(SessionError::InvalidArgument(format!(
+                "Session '{}' runs with sandbox '{}', and this client asked for every session to be sandboxed at least as '{floor}': it may not use that session. Create a session of its own.",
+                key.name(),
+                live.sandbox
+            )));
+        }
+        Ok(handle)
     }
 
     /// The session of `key`; a lazy key's session (`execute` without `session_id`) is
@@ -221,10 +245,12 @@ impl Registry {
         }
         let cwd = session_cwd(opts.cwd.as_deref())?;
         refuse_variables_we_set(&opts.env)?;
+        let floors = self.floors(key.viewer());
         let launch = self
             .sources
-            .launch(&source, &opts, &cwd, &self.limits, live)
+            .launch(&source, &opts, &cwd, &self.limits, live, floors)
             .await?;
+        let sandbox = launch.launcher.sandbox();
         // The broker's side of the session (see `crate::broker`): an endpoint for a local
         // Python kernel, a notice for a remote one, nothing for an adopted one.
         let observer = self
@@ -258,6 +284,7 @@ impl Registry {
             let live = Live {
                 handle: handle.clone(),
                 journal: None,
+                sandbox,
             };
             table.insert(key.slot().clone(), live)?;
             (handle, created)
@@ -451,6 +478,7 @@ impl Registry {
     /// Connection `owner` is gone: forget what only it could name.
     fn forget_connection(&self, owner: ConnectionId) {
         lock(&self.table).forget_connection(owner);
+        lock(&self.client_floors).remove(&owner);
     }
 
     /// Expire every session that is due: file it as expired, then shut its kernel down.
@@ -515,10 +543,11 @@ fn session_cwd(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
 }
 
 /// Variables kernel-mcp sets in the kernels it starts: a caller's value would be replaced.
-const SET_BY_KERNEL_MCP: [&str; 3] = [
+const SET_BY_KERNEL_MCP: [&str; 4] = [
     crate::kernel::PARENT_PID_ENV,
     crate::broker::ENDPOINT_ENV,
     crate::broker::OFF_ENV,
+    crate::broker::dialer::DIALER_ENV,
 ];
 
 /// Errors: `INVALID_ARGUMENT` when `env` names a variable kernel-mcp sets itself.

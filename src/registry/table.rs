@@ -11,11 +11,12 @@ use super::expiry::Tombstones;
 use super::scope::key::{ConnectionId, Slot, Viewer};
 use crate::session::{SessionError, SessionHandle};
 
-/// A live session: its handle and where it journals its history.
+/// A live session: its handle, where it journals its history, and its sandbox.
 #[derive(Clone)]
 pub struct Live {
     pub handle: SessionHandle,
     pub journal: Option<PathBuf>,
+    pub sandbox: crate::kernel::Sandbox,
 }
 
 /// See the module docs.

@@ -176,6 +176,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
         idle_exit_s = opts.idle_exit.map(|d| d.as_secs()),
         "kernel-mcp service listening"
     );
+    super::hello::write_record(paths, &registry.server_floors());
     let connections = Arc::new(AtomicUsize::new(0));
     let mut idle_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(IDLE_TICK);
@@ -230,6 +231,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
     tracing::info!("service stopping: {reason}");
     drop(listener);
     let _ = std::fs::remove_file(&paths.socket);
+    let _ = std::fs::remove_file(&paths.floors_record);
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_DEADLINE);
         tracing::error!(
@@ -310,8 +312,32 @@ async fn admit(
     };
     let counted = Counted::new(connections);
     let server = KernelMcp::for_connection(registry.clone(), Default::default());
+    let registry = registry.clone();
     tokio::spawn(async move {
-        let (read, write) = stream.into_split();
+        let (read, mut write) = stream.into_split();
+        let mut read = tokio::io::BufReader::new(read);
+        // A client's hello asks for its floors before any MCP (see `super::hello`).
+        let pending = match super::hello::first_line(&mut read).await {
+            Ok((Some(asked), _)) => {
+                let in_force = match server.connection_id() {
+                    Some(conn) => registry.set_client_floors(conn, asked),
+                    None => registry.server_floors(),
+                };
+                tracing::info!(floors = %in_force.describe(), "the client asked for floors");
+                if write
+                    .write_all(&super::hello::answer(&in_force))
+                    .await
+                    .is_err()
+                {
+                    server.close().await;
+                    return;
+                }
+                Vec::new()
+            }
+            Ok((None, first)) => first,
+            Err(_) => Vec::new(),
+        };
+        let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(pending), read);
         match server.clone().serve(stamped((read, write), who)).await {
             Ok(service) => {
                 let reason = service.waiting().await;

@@ -7,8 +7,11 @@
 //! byte relay to that socket, starting the service when none listens ([`relay`]); the relay
 //! and the commands for people trust the socket only after [`crate::trust`]'s checks. With
 //! `--http` the service also serves streamable HTTP, always behind a token ([`http`]). Where
-//! the socket, its locks, the token and the log live is [`paths`]; logging is [`log`].
+//! the socket, its locks, the token and the log live is [`paths`]; logging is [`log`]. A
+//! client that asks for stricter floors than the service's (a relay's `--sandbox`) says so
+//! in a [`hello`] before any MCP byte.
 
+pub mod hello;
 pub mod http;
 pub mod listener;
 pub mod log;

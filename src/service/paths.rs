@@ -59,11 +59,13 @@ pub struct ServicePaths {
     pub token_file: PathBuf,
     /// While the HTTP face is up: where it listens and where its token is (JSON, 0600).
     pub http_record: PathBuf,
+    /// The service's own floors (sandbox, memory ceiling), for `doctor` (JSON, 0600).
+    pub floors_record: PathBuf,
 }
 
 impl ServicePaths {
     /// The paths for `socket` (its other files sit beside it: `<socket>.lock`,
-    /// `<socket>.start`, `<socket>.token`, `<socket>.http`).
+    /// `<socket>.start`, `<socket>.token`, `<socket>.http`, `<socket>.floors`).
     pub fn new(socket: PathBuf) -> ServicePaths {
         let with = |suffix: &str| {
             let mut s = socket.clone().into_os_string();
@@ -75,6 +77,7 @@ impl ServicePaths {
             start_lock: with(".start"),
             token_file: with(".token"),
             http_record: with(".http"),
+            floors_record: with(".floors"),
             socket,
         }
     }

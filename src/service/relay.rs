@@ -50,6 +50,8 @@ pub enum RelayError {
         "the kernel-mcp service at {socket} closed the connection (it exited or was killed; see {log}); restart the MCP client to reconnect"
     )]
     ServiceGone { socket: String, log: String },
+    #[error("kernel-mcp --shared: {0}")]
+    Floors(#[from] super::hello::HelloError),
     #[error("relaying to the kernel-mcp service failed: {0}")]
     Io(#[from] std::io::Error),
 }

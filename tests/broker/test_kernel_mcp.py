@@ -176,6 +176,44 @@ class HelperTest(unittest.TestCase):
         self.assertIn("echo  Echoes", text)
         self.assertIn("Not granted (outside allowedTools): add", text)
 
+    def test_a_sandboxed_kernel_dials_through_its_inherited_descriptor(self):
+        b = self.broker(lambda r: {"ok": True, "result": {"content": [{"type": "text", "text": r["tool"]}]}})
+        # The server's side of the dialer: a byte in, a connection to the broker out.
+        ours, theirs = socket.socketpair()
+        self.addCleanup(ours.close)
+        self.addCleanup(theirs.close)
+
+        def serve():
+            while ours.recv(1):
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                conn.connect(b.path)
+                socket.send_fds(ours, [b"c"], [conn.fileno()])
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        os.environ["KERNEL_MCP_BROKER_FD"] = str(os.dup(theirs.fileno()))
+        # The endpoint names no socket it could reach: the dialer is the only way.
+        endpoint = os.path.join(b.dir, "sandboxed.mcp")
+        with open(endpoint, "w") as f:
+            json.dump({"socket": "/nonexistent/mcp.sock", "key": "k" * 64, "session": "s"}, f)
+        os.environ["KERNEL_MCP_ENDPOINT"] = endpoint
+        kernel_mcp._dialer = None
+
+        def restore():
+            os.environ.pop("KERNEL_MCP_BROKER_FD", None)
+            if kernel_mcp._dialer is not None:
+                kernel_mcp._dialer.close()
+            kernel_mcp._dialer = None
+
+        self.addCleanup(restore)
+        self.assertEqual(mcp.text(mcp.call("srv", "sync")), "sync")
+
+        async def main():
+            return await asyncio.gather(*(mcp.acall("srv", "t%d" % i) for i in range(3)))
+
+        self.assertEqual([mcp.text(r) for r in asyncio.run(main())], ["t0", "t1", "t2"])
+        self.assertEqual(len(b.requests), 4)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -252,10 +252,12 @@ async fn a_fork_restarts_into_a_fresh_kernel_and_a_busy_source_is_session_busy()
 async fn a_fork_of_a_sandboxed_session_is_unsupported_saying_why() {
     require_venv();
     let server = Server::start().await;
+    // A project of its own: the server's directory holds its state, which no sandbox grants.
+    let project = tempfile::tempdir().unwrap();
     let r = server
         .call(
             "create_session",
-            json!({"session_id": "boxed", "sandbox": "workspace"}),
+            json!({"session_id": "boxed", "sandbox": "workspace", "cwd": project.path()}),
         )
         .await;
     if is_error(&r) {

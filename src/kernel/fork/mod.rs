@@ -156,7 +156,13 @@ impl ForkPlan {
         };
         let mut env = std::collections::BTreeMap::new();
         if let Some(hook) = env_hook {
-            (hook.0)(spec, self.connection_file.path(), &mut env);
+            let launch = super::HookLaunch {
+                spec,
+                connection_file: self.connection_file.path(),
+                private_dir: None,
+            };
+            // A fork keeps its source's descriptors; it takes none from a launch.
+            drop(hook.apply(&launch, &mut env));
         }
         env.remove("PYTHONPATH");
         // A JSON object of strings is also a Python dict literal.
@@ -523,12 +529,14 @@ mod tests {
             env: Default::default(),
             metadata: Value::Null,
         };
-        let hook = KernelEnvHook::new(|_, cf, env| {
+        let hook = KernelEnvHook::new(|launch, env| {
+            let cf = launch.connection_file;
             env.insert("PYTHONPATH".into(), "/helper".into());
             env.insert(
                 "KERNEL_MCP_ENDPOINT".into(),
                 cf.with_extension("mcp").display().to_string(),
             );
+            None
         });
         let content =
             plan.request_content(Some((Path::new("/bin/kernel-mcp"), 64)), &spec, Some(&hook));

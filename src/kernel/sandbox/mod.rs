@@ -26,6 +26,7 @@
 pub mod apply;
 pub mod host;
 pub mod paths;
+pub mod rules;
 pub mod seccomp;
 
 use std::fmt;
@@ -104,7 +105,7 @@ impl FromStr for Policy {
 
 /// A session's sandbox: the policy and whether outbound network is allowed
 /// (`sandbox_network`; meaningless under `none`, which restricts nothing).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[schemars(inline)]
 pub struct Sandbox {
     pub policy: Policy,

@@ -11,17 +11,22 @@
 //!   entries of the kernel's `PATH`, `PYTHONPATH`, `R_LIBS*`, `LD_LIBRARY_PATH`; the
 //!   kernelspec's resource directory.
 //! - **Write**: the session's cwd (not under `read-only`), the kernel's private tmp (also its
-//!   `IPYTHONDIR`, `MPLCONFIGDIR` and `XDG_CACHE_HOME`), the directory of its connection file
-//!   (ipykernel rewrites the file), `/dev/shm` (POSIX semaphores: `multiprocessing` needs
-//!   them) and the terminal and null devices.
+//!   `IPYTHONDIR`, `MPLCONFIGDIR` and `XDG_CACHE_HOME`), `/dev/shm` (POSIX semaphores:
+//!   `multiprocessing` needs them) and the terminal and null devices.
+//! - **Read only**: the directory of its connection file (its own key, its broker endpoint
+//!   file, its copy of the `kernel_mcp` helper). ipykernel rewrites an existing connection
+//!   file only when it differs from what it bound, which it never does here.
 //!
-//! Never granted through any of the above: `/`, the user's home or a directory above it (a
-//! `PATH` entry of `~` would open all of it), `/tmp` itself, `/run`, `/home`.
+//! Every path the argv or the environment names goes through [`rules`](super::rules) first (never `/`, the
+//! home or above it, `/tmp`, kernel-mcp's directories, credential stores…): a refused one is
+//! left out (and listed in [`Plan::dropped`]); a refused cwd, or a refused prefix of the
+//! kernel's own program, refuses the plan.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::Policy;
+use super::rules::{Protected, Refusal, Use};
 
 /// System directories a sandboxed kernel reads (those that exist).
 const SYSTEM_READ: &[&str] = &[
@@ -74,7 +79,7 @@ const DEVICES: &[&str] = &[
 ];
 
 /// Environment variables whose `:`-separated entries name what the kernel loads.
-const PATH_VARS: &[&str] = &[
+pub const PATH_VARS: &[&str] = &[
     "PATH",
     "PYTHONPATH",
     "PYTHONHOME",
@@ -98,10 +103,12 @@ pub struct PlanInput<'a> {
     pub argv: &'a [String],
     /// The kernel's environment.
     pub env: &'a dyn Fn(&str) -> Option<String>,
-    /// The directory holding the connection file.
+    /// The directory holding the connection file (the kernel's own, read-only to it).
     pub connection_dir: &'a Path,
     /// The kernel's private tmp (already created).
     pub private_tmp: &'a Path,
+    /// What is never granted (see [`rules`](super::rules)).
+    pub protected: &'a Protected,
 }
 
 /// The filesystem a kernel may reach.
@@ -113,31 +120,47 @@ pub struct Plan {
     pub write: Vec<PathBuf>,
     /// Read, write and ioctl (device files and `/dev/pts`).
     pub devices: Vec<PathBuf>,
+    /// Paths the kernel's argv or environment named that the rules keep out (said on the
+    /// kernel's stderr, so a start that fails for want of one shows why).
+    pub dropped: Vec<Refusal>,
 }
 
 impl Plan {
     /// Build the plan for `input` (paths that do not exist are left out).
-    pub fn build(input: &PlanInput<'_>) -> Plan {
-        let home = (input.env)("HOME").map(PathBuf::from);
-        let grantable = |p: &Path| grantable(p, home.as_deref());
+    /// Errors: the cwd, or the prefix of the kernel's own program (argv\[0\]), breaks a rule
+    /// of [`rules`](super::rules): the kernel would not run without it, so it is not started.
+    pub fn build(input: &PlanInput<'_>) -> Result<Plan, Refusal> {
+        let protected = input.protected;
+        let cwd = input
+            .cwd
+            .canonicalize()
+            .unwrap_or_else(|_| input.cwd.to_path_buf());
+        protected.check(&cwd, Use::Cwd)?;
         let mut read = BTreeSet::new();
         for d in SYSTEM_READ {
             read.insert(PathBuf::from(d));
         }
         read.extend(etc_entries(Path::new("/etc")));
-        for arg in input
+        let program = input
             .argv
-            .iter()
-            .take(1)
-            .chain(input.argv.iter().skip(1).filter(|a| a.starts_with('/')))
-        {
-            let Some(exe) = resolve(arg, input.env) else {
-                continue;
-            };
-            if exe.starts_with(input.connection_dir) {
-                continue;
+            .first()
+            .and_then(|a| resolve(a, input.env))
+            .filter(|exe| !exe.starts_with(input.connection_dir));
+        if let Some(exe) = &program {
+            for p in program_paths(exe) {
+                if p.is_dir() {
+                    protected.check(&p, Use::Read)?;
+                }
+                read.insert(p);
             }
-            read.extend(program_paths(&exe));
+        }
+        for arg in input.argv.iter().skip(1).filter(|a| a.starts_with('/')) {
+            match resolve(arg, input.env) {
+                Some(exe) if !exe.starts_with(input.connection_dir) => {
+                    read.extend(program_paths(&exe))
+                }
+                _ => {}
+            }
         }
         for var in PATH_VARS {
             if let Some(v) = (input.env)(var) {
@@ -148,29 +171,34 @@ impl Plan {
                 );
             }
         }
+        let mut dropped = Vec::new();
+        read.retain(|p| {
+            if !p.exists() {
+                return false;
+            }
+            match protected.check(p, Use::Read) {
+                Ok(()) => true,
+                Err(r) => {
+                    dropped.push(r);
+                    false
+                }
+            }
+        });
+        // The supervisor's own grants, which the rules would refuse (they sit in
+        // kernel-mcp's directories): the kernel's private tmp and `/dev/shm` to write, its
+        // connection file's directory (its key, its broker endpoint, its copy of the helper
+        // module) to read.
+        read.insert(input.connection_dir.to_path_buf());
         let mut write = BTreeSet::new();
         write.insert(input.private_tmp.to_path_buf());
-        write.insert(input.connection_dir.to_path_buf());
-        write.insert(PathBuf::from("/dev/shm"));
-        let keep = |set: BTreeSet<PathBuf>| -> BTreeSet<PathBuf> {
-            set.into_iter()
-                .filter(|p| p.exists() && grantable(p))
-                .collect()
-        };
-        let (mut read, mut write) = (keep(read), keep(write));
-        // The cwd is the session's choice, so it is granted even when it is the home
-        // directory; never `/` (the registry refuses a sandboxed session there).
-        let cwd = input
-            .cwd
-            .canonicalize()
-            .unwrap_or_else(|_| input.cwd.to_path_buf());
-        if cwd != Path::new("/") {
-            match input.policy {
-                Policy::Workspace => write.insert(cwd),
-                Policy::ReadOnly | Policy::None => read.insert(cwd),
-            };
+        if Path::new("/dev/shm").is_dir() {
+            write.insert(PathBuf::from("/dev/shm"));
         }
-        Plan {
+        match input.policy {
+            Policy::Workspace => write.insert(cwd),
+            Policy::ReadOnly | Policy::None => read.insert(cwd),
+        };
+        Ok(Plan {
             read: read.into_iter().filter(|p| !write.contains(p)).collect(),
             write: write.into_iter().collect(),
             devices: DEVICES
@@ -178,24 +206,8 @@ impl Plan {
                 .map(PathBuf::from)
                 .filter(|p| p.exists())
                 .collect(),
-        }
-    }
-}
-
-/// False for `/`, `/tmp`, `/home`, `/run` and the user's home or any directory above it.
-fn grantable(p: &Path, home: Option<&Path>) -> bool {
-    let never = [
-        Path::new("/"),
-        Path::new("/tmp"),
-        Path::new("/home"),
-        Path::new("/run"),
-    ];
-    if never.contains(&p) {
-        return false;
-    }
-    match home {
-        Some(h) => !h.starts_with(p),
-        None => true,
+            dropped,
+        })
     }
 }
 
@@ -271,13 +283,15 @@ fn program_paths(exe: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `/x/y` for `/x/y/bin/prog` (or `sbin`); the directory of `prog` otherwise.
+/// `/x/y` for `/x/y/bin/prog` (or `sbin`); the directory of `prog` otherwise. `None` for a
+/// program of `/bin` or `/sbin`: the system, read already.
 fn prefix_of(exe: &Path) -> Option<PathBuf> {
     let dir = exe.parent()?;
-    match dir.file_name().and_then(|n| n.to_str()) {
-        Some("bin" | "sbin") => dir.parent().map(Path::to_path_buf),
-        _ => Some(dir.to_path_buf()),
-    }
+    let prefix = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("bin" | "sbin") => dir.parent()?,
+        _ => dir,
+    };
+    (prefix != Path::new("/")).then(|| prefix.to_path_buf())
 }
 
 /// The `home = …` of `<prefix>/pyvenv.cfg`: the base interpreter's `bin` directory.
@@ -292,16 +306,6 @@ fn venv_home(prefix: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn home_and_its_ancestors_and_the_shared_roots_are_never_granted() {
-        let home = Some(Path::new("/home/ada"));
-        for p in ["/", "/home", "/home/ada", "/tmp", "/run"] {
-            assert!(!grantable(Path::new(p), home), "{p}");
-        }
-        assert!(grantable(Path::new("/home/ada/.pyenv/versions/3.12"), home));
-        assert!(grantable(Path::new("/usr"), home));
-    }
 
     #[test]
     fn a_venv_python_brings_its_prefix_and_its_base_interpreter() {
@@ -323,6 +327,13 @@ mod tests {
         assert!(got.contains(&base), "{got:?}");
     }
 
+    fn protected_home(home: &Path) -> Protected {
+        Protected {
+            homes: vec![home.to_path_buf()],
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn workspace_writes_its_cwd_and_read_only_only_reads_it() {
         let cwd = tempfile::tempdir().unwrap();
@@ -330,6 +341,7 @@ mod tests {
         let conn = tempfile::tempdir().unwrap();
         let env = |k: &str| (k == "HOME").then(|| "/nonexistent-home".to_string());
         let argv = vec!["/bin/sh".to_string()];
+        let protected = protected_home(Path::new("/nonexistent-home"));
         let input = |policy| PlanInput {
             policy,
             cwd: cwd.path(),
@@ -337,18 +349,71 @@ mod tests {
             env: &env,
             connection_dir: conn.path(),
             private_tmp: tmp.path(),
+            protected: &protected,
         };
         let real = cwd.path().canonicalize().unwrap();
-        let ws = Plan::build(&input(Policy::Workspace));
+        let ws = Plan::build(&input(Policy::Workspace)).unwrap();
         assert!(ws.write.contains(&real), "{ws:?}");
         assert!(ws.write.contains(&tmp.path().to_path_buf()), "{ws:?}");
-        assert!(ws.write.contains(&conn.path().to_path_buf()), "{ws:?}");
+        assert!(
+            ws.read.contains(&conn.path().to_path_buf())
+                && !ws.write.contains(&conn.path().to_path_buf()),
+            "its connection file's directory is read-only: {ws:?}"
+        );
         assert!(!ws.read.iter().any(|p| p == Path::new("/etc/shadow")));
-        let ro = Plan::build(&input(Policy::ReadOnly));
+        let ro = Plan::build(&input(Policy::ReadOnly)).unwrap();
         assert!(
             !ro.write.contains(&real) && ro.read.contains(&real),
             "{ro:?}"
         );
         assert!(ro.read.contains(&PathBuf::from("/usr")));
+    }
+
+    #[test]
+    fn a_refused_cwd_or_program_prefix_refuses_the_plan_and_other_paths_are_dropped() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path().canonicalize().unwrap();
+        let project = home.join("project");
+        std::fs::create_dir_all(home.join("tools/bin")).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(home.join("tools/bin/kernel"), "").unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let conn = tempfile::tempdir().unwrap();
+        let protected = protected_home(&home);
+        let path = format!("/usr/bin:{}", home.display());
+        let env = move |k: &str| (k == "PATH").then(|| path.clone());
+        let plan = |cwd: &Path, argv: &[String]| {
+            Plan::build(&PlanInput {
+                policy: Policy::Workspace,
+                cwd,
+                argv,
+                env: &env,
+                connection_dir: conn.path(),
+                private_tmp: tmp.path(),
+                protected: &protected,
+            })
+        };
+        let sh = vec!["/bin/sh".to_string()];
+        let e = plan(&home, &sh).unwrap_err();
+        assert!(e.why.contains("home directory"), "{e}");
+        let ok = plan(&project, &sh).unwrap();
+        assert!(
+            ok.dropped.iter().any(|r| r.path == home),
+            "the PATH entry of the home is dropped: {ok:?}"
+        );
+        assert!(!ok.read.contains(&home));
+        // A kernel in ~/tools/bin: its prefix ~/tools is fine; one directly in ~/bin is not.
+        let tool = vec![home.join("tools/bin/kernel").display().to_string()];
+        assert!(
+            plan(&project, &tool)
+                .unwrap()
+                .read
+                .contains(&home.join("tools"))
+        );
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        std::fs::write(home.join("bin/kernel"), "").unwrap();
+        let in_home = vec![home.join("bin/kernel").display().to_string()];
+        let e = plan(&project, &in_home).unwrap_err();
+        assert_eq!(e.path, home, "{e}");
     }
 }

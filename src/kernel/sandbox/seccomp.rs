@@ -11,7 +11,8 @@
 //!   swap, clocks, `io_uring` (its operations would bypass these checks), `userfaultfd`,
 //!   `open_by_handle_at`; and `EACCES` for sockets other than TCP/IPv4-6 (so no Unix-domain
 //!   sockets: Landlock on this ABI cannot guard the path of one, and `ssh-agent`, D-Bus,
-//!   Docker and kernel-mcp's own service listen on them; `socketpair` still works); route
+//!   Docker and kernel-mcp's own service listen on them; `socketpair` still works, and the
+//!   broker is reached through a connected descriptor the kernel inherits); route
 //!   netlink (read-only without capabilities) stays, as ZeroMQ needs it. With
 //!   `sandbox_network`, UDP and other IP sockets are allowed too.
 //! - [`enosys`]: `clone3` answers `ENOSYS` (its flags are behind a pointer no filter can

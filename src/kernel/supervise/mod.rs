@@ -52,6 +52,7 @@ use super::cgroup::Cgroup;
 use super::process::descendants;
 use super::sandbox::apply::Prepared;
 use super::sandbox::paths::{Plan, PlanInput};
+use super::sandbox::rules::Protected;
 use super::sandbox::{HostSupport, Policy, Sandbox};
 use adopt::{RELEASE_SIGNAL, Released, ServerWatch, wait_signal_info};
 use report::{Report, Reporter};
@@ -87,7 +88,7 @@ pub struct SuperviseArgs {
     pub max_memory_mib: u64,
     /// The sandbox policy and network.
     pub sandbox: Sandbox,
-    /// The kernel's connection file (its directory becomes writable under a sandbox, its
+    /// The kernel's connection file (its directory becomes readable under a sandbox, its
     /// ports bindable); removed with its siblings should the server die first.
     pub connection_file: Option<PathBuf>,
     /// Where to write the [`report`].
@@ -102,6 +103,12 @@ pub struct SuperviseArgs {
     pub adopt_child: Option<i32>,
     /// Watch this server instead of the parent (no parent-death signal).
     pub server_pid: Option<i32>,
+    /// What no grant may reach ([`Protected`] as JSON, from the server); `None`: this
+    /// process's user's (see [`Protected::for_user`]).
+    pub protected: Option<String>,
+    /// A descriptor the kernel inherits at the same number (a sandboxed kernel's broker
+    /// dialer); the supervisor closes its own copy once the kernel runs.
+    pub inherit_fd: Option<i32>,
 }
 
 /// Run the supervisor to the kernel's end; the exit mirrors the kernel's.
@@ -306,7 +313,7 @@ fn start(
         }
     };
     let signal_scoped = prepared.signal_scoped;
-    match spawn::kernel(&args.argv, &env, cgroup, prepared) {
+    match spawn::kernel(&args.argv, &env, cgroup, prepared, args.inherit_fd) {
         Ok(pid) => Ok((pid, signal_scoped)),
         Err(e) => {
             let error = format!("cannot start {}: {e}", args.argv.join(" "));
@@ -362,6 +369,11 @@ fn prepare(
     seed_matplotlib_cache(&tmp.join("matplotlib"));
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     let lookup = |k: &str| std::env::var(k).ok();
+    let protected = match &args.protected {
+        Some(json) => serde_json::from_str(json)
+            .map_err(|e| format!("the server's --protected is not valid: {e}"))?,
+        None => Protected::for_user(),
+    };
     let plan = Plan::build(&PlanInput {
         policy: args.sandbox.policy,
         cwd: &cwd,
@@ -369,7 +381,12 @@ fn prepare(
         env: &lookup,
         connection_dir,
         private_tmp: &tmp,
-    });
+        protected: &protected,
+    })
+    .map_err(|r| format!("no sandbox grants {r}"))?;
+    for r in &plan.dropped {
+        eprintln!("kernel-mcp supervise: not granted to the sandboxed kernel: {r}");
+    }
     let ports = [
         info.shell_port,
         info.iopub_port,

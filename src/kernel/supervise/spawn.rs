@@ -4,6 +4,7 @@
 //! cgroup (before it can fork, so its whole tree is counted), and enters its sandbox.
 
 use std::io::Write;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
@@ -12,13 +13,36 @@ use nix::unistd::Pid;
 use crate::kernel::cgroup::Cgroup;
 use crate::kernel::sandbox::apply::Prepared;
 
-/// Spawn `argv` with `env` added, in `cgroup`, inside `prepared`.
+/// Spawn `argv` with `env` added, in `cgroup`, inside `prepared`; the kernel inherits
+/// descriptor `inherit` (closed here afterwards, whatever happens).
 /// Errors: the program cannot be run, or a step of the child's set-up failed.
 pub fn kernel(
     argv: &[String],
     env: &[(String, String)],
     cgroup: Option<&Cgroup>,
+    prepared: Prepared,
+    inherit: Option<i32>,
+) -> std::io::Result<Pid> {
+    // SAFETY: the server passed this descriptor to us alone; it is closed when dropped.
+    let held = inherit.map(|fd| unsafe { <OwnedFd as FromRawFd>::from_raw_fd(fd) });
+    if let Some(fd) = &held {
+        // Only the kernel's exec keeps it (the child clears the flag).
+        nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )?;
+    }
+    let pid = spawn(argv, env, cgroup, prepared, inherit);
+    drop(held);
+    pid
+}
+
+fn spawn(
+    argv: &[String],
+    env: &[(String, String)],
+    cgroup: Option<&Cgroup>,
     mut prepared: Prepared,
+    inherit: Option<i32>,
 ) -> std::io::Result<Pid> {
     let (program, rest) = argv
         .split_first()
@@ -51,6 +75,11 @@ pub fn kernel(
             if let Some(f) = &procs {
                 let mut f: &std::fs::File = f;
                 f.write_all(b"0")?;
+            }
+            if let Some(fd) = inherit
+                && nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) != 0
+            {
+                return Err(std::io::Error::last_os_error());
             }
             prepared.enter()
         });

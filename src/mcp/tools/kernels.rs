@@ -99,10 +99,15 @@ impl Output for ServerInfo {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SandboxInfo {
     // The policy of a session that does not choose one, and the least any may ask for
-    // (`--sandbox`).
+    // (`--sandbox`, or stricter when this client asked for more).
     pub default_policy: crate::kernel::SandboxPolicy,
     // Whether sandboxed sessions may reach the network (`--sandbox-network`).
     pub network: bool,
+    // The floors in force for this client's sessions: the server's, made stricter by what
+    // the client asked for in its hello (a relay's --sandbox, --max-memory-mib).
+    pub floors: crate::registry::floors::Floors,
+    // The server's own floors.
+    pub server_floors: crate::registry::floors::Floors,
     // What this host's kernel offers.
     pub host: crate::kernel::sandbox::HostSupport,
 }
@@ -148,6 +153,7 @@ impl KernelMcp {
     async fn server_info(&self, caller: Caller) -> Result<Json<ServerInfo>, ToolError> {
         let registry = caller.registry();
         let sources = registry.sources();
+        let floors = registry.floors(caller.scope.viewer());
         Ok(Json(ServerInfo {
             name: "kernel-mcp".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -164,8 +170,10 @@ impl KernelMcp {
             server_instance: crate::instance::current().id.clone(),
             started_at: crate::instance::current().started_at.clone(),
             sandbox: SandboxInfo {
-                default_policy: sources.sandbox.policy,
-                network: sources.sandbox.network,
+                default_policy: floors.sandbox.policy,
+                network: floors.sandbox.network,
+                floors,
+                server_floors: registry.server_floors(),
                 host: crate::kernel::sandbox::HostSupport::current().clone(),
             },
         }))

@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{ExportContext, ExportFormat, render};
-use crate::ops::files::{self, FileError, FileMode, WriteOptions};
+use crate::ops::files::{self, FileError, FileMode, Reach, WriteOptions};
 use crate::session::history::HistoryEntry;
 use crate::session::{SessionError, SessionHandle, SessionInfo};
 
@@ -91,8 +91,9 @@ impl Mirrors {
     ) -> Result<Mirrored, SessionError> {
         let info = handle.info().await?;
         let path = notebook_path(path, Path::new(&info.cwd));
-        let (entries, bytes) = write_once(handle, &path).await?;
-        let task = tokio::spawn(follow(handle.clone(), path.clone()));
+        let reach = Reach::of_session(&info);
+        let (entries, bytes) = write_once(handle, &path, &reach).await?;
+        let task = tokio::spawn(follow(handle.clone(), path.clone(), reach));
         {
             let mut tasks = lock(&self.tasks);
             tasks.retain(|m| {
@@ -141,13 +142,13 @@ fn notebook_path(path: &Path, cwd: &Path) -> PathBuf {
 }
 
 /// Follow the session's history until it ends, rewriting the notebook after each change.
-async fn follow(handle: SessionHandle, path: PathBuf) {
+async fn follow(handle: SessionHandle, path: PathBuf, reach: Reach) {
     let mut changes = handle.history_changes();
     changes.mark_unchanged();
     while changes.changed().await.is_ok() {
         tokio::time::sleep(SETTLE).await;
         changes.mark_unchanged();
-        if let Err(e) = write_once(&handle, &path).await {
+        if let Err(e) = write_once(&handle, &path, &reach).await {
             tracing::warn!(session = %handle.id(), path = %path.display(), "the live notebook was not written: {e}");
         }
     }
@@ -155,9 +156,14 @@ async fn follow(handle: SessionHandle, path: PathBuf) {
     Mirrors::global().ended(&handle, &path);
 }
 
-/// Render the session's whole history as a notebook and replace `path` with it (0600).
-/// Returns the cells and bytes written. Errors: `IO_ERROR`, or the session's own.
-async fn write_once(handle: &SessionHandle, path: &Path) -> Result<(usize, usize), SessionError> {
+/// Render the session's whole history as a notebook and replace `path` with it (0600),
+/// within the session's `reach`. Returns the cells and bytes written. Errors: `IO_ERROR`,
+/// `INVALID_ARGUMENT` (outside the reach), or the session's own.
+async fn write_once(
+    handle: &SessionHandle,
+    path: &Path,
+    reach: &Reach,
+) -> Result<(usize, usize), SessionError> {
     let (entries, _) = handle.history(None, None).await?;
     let info = handle.info().await?;
     let mut ctx = ExportContext::from_info(&info);
@@ -167,11 +173,11 @@ async fn write_once(handle: &SessionHandle, path: &Path) -> Result<(usize, usize
     ctx.display_name = session_display_name(&info);
     let entries: Vec<HistoryEntry> = entries.into_iter().map(|(_, e)| e).collect();
     let count = entries.len();
-    let target = path.to_path_buf();
+    let (target, reach) = (path.to_path_buf(), reach.clone());
     let written = tokio::task::spawn_blocking(move || {
         let text = render(ExportFormat::Notebook, &ctx, &entries);
         let bytes = text.len();
-        write_private(&target, text.as_bytes()).map(|()| bytes)
+        write_private(&reach, &target, text.as_bytes()).map(|()| bytes)
     })
     .await
     .map_err(|e| SessionError::Internal(format!("writing the notebook failed: {e}")))?;
@@ -183,12 +189,12 @@ async fn write_once(handle: &SessionHandle, path: &Path) -> Result<(usize, usize
 
 /// Replace `path` atomically with `bytes`, leaving it mode 0600 (also over an existing file
 /// that others could read: a notebook holds the session's data).
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+fn write_private(reach: &Reach, path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     let opts = WriteOptions {
         mode: FileMode::Private,
         sync: false,
     };
-    files::write_file_blocking(path, bytes, opts)
+    files::write_file_blocking_in(reach, path, bytes, opts)
 }
 
 #[cfg(test)]
@@ -215,7 +221,7 @@ mod tests {
         let p = dir.path().join("n.ipynb");
         std::fs::write(&p, "old").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        write_private(&p, b"{}\n").unwrap();
+        write_private(&Reach::Anywhere, &p, b"{}\n").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "{}\n");
         let mode = std::fs::metadata(&p).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);

@@ -6,6 +6,13 @@
 //! past their cap, and writes go to a temp file in the target's directory that is then renamed
 //! over the target, so readers see the old file or the new one, never half of it. A file that
 //! holds a session's data is written for its owner only ([`FileMode::Private`]).
+//!
+//! The `*_in` functions touch a path *for a session*, held to the session's [`Reach`]
+//! (`reach.rs`): a sandboxed session's files are resolved beneath its cwd.
+
+mod reach;
+
+pub use reach::Reach;
 
 use std::fmt;
 use std::fs::{FileType, OpenOptions, Permissions};
@@ -89,10 +96,12 @@ impl Access {
 }
 
 /// How a caller should classify a [`FileError`]: `LimitExceeded` for
-/// [`FileError::TooLarge`], `Io` for everything else.
+/// [`FileError::TooLarge`], `Refused` for [`FileError::OutsideReach`], `Io` for everything
+/// else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileErrorKind {
     LimitExceeded,
+    Refused,
     Io,
 }
 
@@ -122,6 +131,9 @@ pub enum FileError {
         size: u64,
         limit: u64,
     },
+    /// The path is outside what the session may reach (see [`Reach`]); `why` names the grant.
+    #[error("kernel-mcp does not touch {} for this session: {why}", .path.display())]
+    OutsideReach { path: PathBuf, why: String },
     /// Any other failure of the system call, e.g. permission denied or a full disk.
     #[error("cannot {} {}: {source}{}", .access.verb(), .path.display(), io_hint(.source))]
     Io {
@@ -137,6 +149,7 @@ impl FileError {
     pub fn kind(&self) -> FileErrorKind {
         match self {
             FileError::TooLarge { .. } => FileErrorKind::LimitExceeded,
+            FileError::OutsideReach { .. } => FileErrorKind::Refused,
             _ => FileErrorKind::Io,
         }
     }
@@ -148,6 +161,7 @@ impl FileError {
             | FileError::IsDirectory { path }
             | FileError::NotRegular { path, .. }
             | FileError::TooLarge { path, .. }
+            | FileError::OutsideReach { path, .. }
             | FileError::Io { path, .. } => path,
         }
     }
@@ -178,15 +192,29 @@ fn io_hint(e: &io::Error) -> &'static str {
 /// FIFOs, devices (e.g. `/dev/zero`) and sockets; [`FileError::TooLarge`]; [`FileError::Io`]
 /// for anything else (permissions, a file whose reads would block).
 pub async fn read_capped(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
-    let owned = path.to_path_buf();
-    on_blocking_pool(path, Access::Read, move || read_capped_now(&owned, cap)).await
+    read_capped_in(&Reach::Anywhere, path, cap).await
+}
+
+/// [`read_capped`] for a session: `path` within `reach`. Errors: those of [`read_capped`],
+/// and [`FileError::OutsideReach`].
+pub async fn read_capped_in(reach: &Reach, path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
+    let (owned, reach) = (path.to_path_buf(), reach.clone());
+    on_blocking_pool(path, Access::Read, move || {
+        read_capped_now(&reach, &owned, cap)
+    })
+    .await
 }
 
 /// Check that `path` is a regular file of at most `limit` bytes this process can open for
 /// reading, reading none of it (for a kernel that reads the file itself). Errors: those of
 /// [`read_capped`].
 pub async fn check_readable(path: &Path, limit: u64) -> Result<(), FileError> {
-    match read_capped(path, 0).await {
+    check_readable_in(&Reach::Anywhere, path, limit).await
+}
+
+/// [`check_readable`] for a session: `path` within `reach`.
+pub async fn check_readable_in(reach: &Reach, path: &Path, limit: u64) -> Result<(), FileError> {
+    match read_capped_in(reach, path, 0).await {
         Ok(_) => Ok(()),
         Err(FileError::TooLarge { size, .. }) if size <= limit => Ok(()),
         Err(FileError::TooLarge { path, size, .. }) => {
@@ -230,11 +258,36 @@ pub struct WriteOptions {
 /// [`FileError::NotRegular`] when it is a FIFO, device, socket or other special file;
 /// [`FileError::Io`] for anything else (permissions, a full disk, a parent that is a file).
 pub async fn write_file(path: &Path, bytes: Vec<u8>, mode: FileMode) -> Result<(), FileError> {
-    let owned = path.to_path_buf();
+    write_file_in(&Reach::Anywhere, path, bytes, mode).await
+}
+
+/// [`write_file`] for a session: `path` within `reach` (beneath a sandboxed session's cwd, a
+/// symbolic link at `path` is refused, not followed). Errors: those of [`write_file`], and
+/// [`FileError::OutsideReach`].
+pub async fn write_file_in(
+    reach: &Reach,
+    path: &Path,
+    bytes: Vec<u8>,
+    mode: FileMode,
+) -> Result<(), FileError> {
+    let (owned, reach) = (path.to_path_buf(), reach.clone());
     on_blocking_pool(path, Access::Write, move || {
-        write_file_blocking(&owned, &bytes, WriteOptions { mode, sync: false })
+        write_file_blocking_in(&reach, &owned, &bytes, WriteOptions { mode, sync: false })
     })
     .await
+}
+
+/// [`write_file_in`] on the calling thread.
+pub fn write_file_blocking_in(
+    reach: &Reach,
+    path: &Path,
+    bytes: &[u8],
+    opts: WriteOptions,
+) -> Result<(), FileError> {
+    if reach::write(reach, path, bytes, opts)? {
+        return Ok(());
+    }
+    write_file_blocking(path, bytes, opts)
 }
 
 /// Run `f` with `spawn_blocking`; a panic in it becomes [`FileError::Io`].
@@ -279,9 +332,18 @@ fn refuse_kind(path: &Path, kind: Option<FileKind>, access: Access) -> Result<()
     kind.map_or(Ok(()), |k| Err(refusal(path, k, access)))
 }
 
-fn read_capped_now(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
+fn read_capped_now(reach: &Reach, path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
+    let file = match reach::open_read(reach, path)? {
+        Some(f) => f,
+        None => open_to_read(path)?,
+    };
+    read_opened(file, path, cap)
+}
+
+/// `path` opened to read, never waiting (see [`read_capped`]).
+fn open_to_read(path: &Path) -> Result<std::fs::File, FileError> {
     // std adds O_CLOEXEC itself.
-    let file = OpenOptions::new()
+    OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
@@ -296,7 +358,11 @@ fn read_capped_now(path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
                 Ok(Some(kind)) => refusal(path, kind, Access::Read),
                 _ => io_error(path, Access::Read)(e),
             }
-        })?;
+        })
+}
+
+/// Read all of `file` (opened from `path`) if it is a regular file of at most `cap` bytes.
+fn read_opened(file: std::fs::File, path: &Path, cap: usize) -> Result<Vec<u8>, FileError> {
     let meta = file.metadata().map_err(io_error(path, Access::Read))?;
     refuse_kind(path, FileKind::of(meta.file_type()), Access::Read)?;
     let limit = cap as u64;
@@ -388,6 +454,7 @@ impl From<FileError> for crate::session::SessionError {
         use crate::session::SessionError;
         match e.kind() {
             FileErrorKind::LimitExceeded => SessionError::LimitExceeded(e.to_string()),
+            FileErrorKind::Refused => SessionError::InvalidArgument(e.to_string()),
             FileErrorKind::Io => SessionError::io(e.path(), e.to_string()),
         }
     }

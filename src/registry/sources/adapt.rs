@@ -110,7 +110,12 @@ pub fn with_launch_hook(
         return;
     }
     let mut env = a.env.clone();
-    hook.apply(spec, connection_file, &mut env);
+    let launch = crate::kernel::HookLaunch {
+        spec,
+        connection_file,
+        private_dir: None,
+    };
+    drop(hook.apply(&launch, &mut env));
     if let Some(p) = env.remove("PYTHONPATH") {
         a.env.insert("PYTHONPATH".into(), p);
     }
@@ -248,6 +253,7 @@ mod tests {
             startup_timeout: Duration::from_secs(60),
             supervisor: Some("/bin/kernel-mcp".into()),
             max_memory_mib: 4096,
+            protected: Default::default(),
             sandbox: Default::default(),
             env_hook: None,
         }

@@ -14,10 +14,13 @@ use std::time::Duration;
 use crate::config::Limits;
 use crate::kernel::discovery::KernelSearch;
 use crate::kernel::remote::{Gateways, Rest};
+use crate::kernel::sandbox::paths::PATH_VARS;
+use crate::kernel::sandbox::rules::{Protected, Use};
 use crate::kernel::{
     KernelEnvHook, KernelLauncher, KernelSpec, LaunchOptions, LocalLauncher, Sandbox,
     SandboxPolicy, SandboxUnavailable,
 };
+use crate::registry::floors::Floors;
 use crate::session::SessionError;
 
 pub mod adapt;
@@ -126,6 +129,8 @@ pub struct Sources {
     pub sandbox: Sandbox,
     /// Adds the broker's variables to each local kernel's environment (`crate::broker`).
     pub env_hook: Option<KernelEnvHook>,
+    /// What no sandboxed kernel may be granted (`kernel::sandbox::rules`).
+    pub protected: Arc<Protected>,
     ipykernel: specs::IpykernelCache,
 }
 
@@ -140,6 +145,7 @@ impl Sources {
             supervisor: None,
             sandbox: Sandbox::NONE,
             env_hook: None,
+            protected: Arc::new(Protected::for_user()),
             ipykernel: Default::default(),
         }
     }
@@ -154,8 +160,10 @@ impl Sources {
         remote::find(&self.gateways, name)
     }
 
-    /// The spec and launcher of a new session of `source` with `opts`, in `cwd` (resolved).
-    /// `live`: sessions running now (the pool gives a kernel up when a cold one needs room).
+    /// The spec and launcher of a new session of `source` with `opts`, in `cwd` (resolved),
+    /// confined at least as `floors` (the server's, with its client's: see
+    /// [`crate::registry::floors`]). `live`: sessions running now (the pool gives a kernel up
+    /// when a cold one needs room).
     /// Errors: `KERNEL_NOT_FOUND`, `KERNEL_START_FAILED` (an interpreter without ipykernel),
     /// `INVALID_ARGUMENT` (an unknown gateway), `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `IO_ERROR`.
     pub async fn launch(
@@ -165,12 +173,13 @@ impl Sources {
         cwd: &Path,
         limits: &Limits,
         live: usize,
+        floors: Floors,
     ) -> Result<Launch, SessionError> {
         let startup_timeout = opts
             .startup_timeout
             .unwrap_or(Duration::from_secs(limits.startup_timeout_s));
-        let sandbox = self.sandbox_for(source, opts, cwd)?;
-        let max_memory_mib = memory_limit(opts.max_memory_mib, limits.max_memory_mib)?;
+        let sandbox = self.sandbox_for(source, opts, cwd, floors.sandbox)?;
+        let max_memory_mib = memory_limit(opts.max_memory_mib, floors.max_memory_mib)?;
         let spec = match source {
             KernelSource::ConnectionFile(file) => {
                 let (spec, launcher) = specs::adopted(file, cwd, startup_timeout)?;
@@ -221,6 +230,7 @@ impl Sources {
                 max_memory_mib,
                 sandbox,
                 env_hook: self.env_hook.clone(),
+                protected: self.protected.clone(),
             },
         };
         Ok(Launch {
@@ -230,22 +240,23 @@ impl Sources {
     }
 
     /// The sandbox of a new session of `source` with `opts` in `cwd`: what it asks for, at
-    /// least the server's. Errors: `INVALID_ARGUMENT` (weaker than the server's, or a
-    /// sandboxed cwd of `/`), `SANDBOX_UNAVAILABLE` (a kernel kernel-mcp does not start).
+    /// least `floor`. Errors: `INVALID_ARGUMENT` (weaker than the server's, or a grant
+    /// the sandbox's rules refuse: see [`Self::check_grants`]), `SANDBOX_UNAVAILABLE` (a
+    /// kernel kernel-mcp does not start).
     fn sandbox_for(
         &self,
         source: &KernelSource,
         opts: &SessionOptions,
         cwd: &Path,
+        floor: Sandbox,
     ) -> Result<Sandbox, SessionError> {
-        let floor = self.sandbox;
         let sandbox = Sandbox {
             policy: opts.sandbox.unwrap_or(floor.policy),
             network: opts.sandbox_network.unwrap_or(floor.network),
         };
         if !sandbox.at_least(floor) {
             return Err(SessionError::InvalidArgument(format!(
-                "This server sandboxes every session at least as '{floor}' (--sandbox{}); a session may ask for a stricter sandbox, not for '{sandbox}'.",
+                "This server sandboxes every session at least as '{floor}' (--sandbox{}, the server's or its client's); a session may ask for a stricter sandbox, not for '{sandbox}'.",
                 if floor.network {
                     ", --sandbox-network"
                 } else {
@@ -273,12 +284,38 @@ impl Sources {
                 )],
             }));
         }
-        if cwd == Path::new("/") {
-            return Err(SessionError::InvalidArgument(
-                "A sandboxed session cannot have / as its cwd (the sandbox would be the whole filesystem): give a project directory as cwd.".into(),
-            ));
-        }
+        self.check_grants(opts, cwd)?;
         Ok(sandbox)
+    }
+
+    /// The grants a sandboxed session asks for go through the sandbox's rules
+    /// (`kernel::sandbox::rules`): its cwd (given, or the server's when it gives none) and
+    /// the path entries of its `env` (`PYTHONPATH`, `R_LIBS`…). Errors: `INVALID_ARGUMENT`
+    /// naming the path, the rule and the fix.
+    fn check_grants(&self, opts: &SessionOptions, cwd: &Path) -> Result<(), SessionError> {
+        if let Err(r) = self.protected.check(cwd, Use::Cwd) {
+            let whose = match opts.cwd {
+                Some(_) => "its cwd".to_string(),
+                None => "its cwd (none was given, so the server's working directory)".to_string(),
+            };
+            return Err(SessionError::InvalidArgument(format!(
+                "A sandboxed session cannot have {} as {whose}: {r}. Give a project directory as cwd (create_session(cwd=\"/path/to/project\")), or start kernel-mcp from one.",
+                r.path.display()
+            )));
+        }
+        for var in PATH_VARS {
+            let Some(value) = opts.env.get(*var) else {
+                continue;
+            };
+            for entry in value.split(':').filter(|e| e.starts_with('/')) {
+                if let Err(r) = self.protected.check(Path::new(entry), Use::Read) {
+                    return Err(SessionError::InvalidArgument(format!(
+                        "env {var} names {entry}, which a sandboxed kernel may not read: {r}. Leave it out of env, or point {var} at a directory inside the project."
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Keep `wanted` started kernels for each (kernelspec name, N) in `pool`, launched as a
@@ -300,6 +337,7 @@ impl Sources {
                 max_memory_mib: limits.max_memory_mib,
                 sandbox: self.sandbox,
                 env_hook: self.env_hook.clone(),
+                protected: self.protected.clone(),
             };
             self.pool.add(LocalLauncher { spec, opts }, *wanted);
         }

@@ -402,6 +402,13 @@ impl Actor {
                 .created_at
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             private: self.desc.journal_private,
+            sandbox: self.desc.launcher.sandbox(),
+            cwd: self
+                .desc
+                .launcher
+                .sandbox()
+                .restricts()
+                .then(|| self.desc.cwd.display().to_string()),
         };
         match Journal::create(dir, &header) {
             Ok(j) => {

@@ -365,9 +365,27 @@ pub fn spawn_server_limited(
     args: &[&str],
     fsize: Option<u64>,
 ) -> Spawned {
+    spawn_server_with(env, args, fsize, None)
+}
+
+/// [`spawn_server`], with the server's working directory `cwd` instead of its temp dir (the
+/// temp dir still holds its state and config).
+pub fn spawn_server_in(cwd: &Path, env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> Spawned {
+    spawn_server_with(env, args, None, Some(cwd))
+}
+
+fn spawn_server_with(
+    env: &[(&str, &std::ffi::OsStr)],
+    args: &[&str],
+    fsize: Option<u64>,
+    cwd: Option<&Path>,
+) -> Spawned {
     require_venv();
     let workdir = tempfile::tempdir().expect("create a temp dir for the server");
     let mut cmd = server_command(workdir.path());
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
     if let Some(limit) = fsize {
         // SAFETY: setrlimit is async-signal-safe.
         unsafe {

@@ -31,6 +31,13 @@ pub struct JournalHeader {
     /// client may read this journal, so [`latest_journal`] never returns it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub private: bool,
+    /// The session's sandbox (absent: none), so that an export of its history after it
+    /// ended is held to its grants as the live session's was.
+    #[serde(default, skip_serializing_if = "crate::kernel::Sandbox::is_none")]
+    pub sandbox: crate::kernel::Sandbox,
+    /// A sandboxed session's cwd (absent for a session without a sandbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 /// Every later line of a journal file.

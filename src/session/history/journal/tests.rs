@@ -15,6 +15,8 @@ fn header(id: &str, created_at: &str) -> JournalHeader {
         language: "python".into(),
         created_at: created_at.into(),
         private: false,
+        sandbox: Default::default(),
+        cwd: None,
     }
 }
 

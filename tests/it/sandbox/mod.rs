@@ -3,7 +3,17 @@
 //! `$HOME`, write outside its cwd and tmp, or reach a listener on 127.0.0.1 (which sees no
 //! connection) unless `sandbox_network` allows it; `read-only` cannot write its cwd; a host
 //! without Landlock refuses with `SANDBOX_UNAVAILABLE`; `install_packages` says it cannot
-//! write the environment.
+//! write the environment; each calls the reference MCP server through the broker.
+//!
+//! The doors around the sandbox, tried as an attacker would (docs/sandbox.md, "Attacker's
+//! checklist"), are the submodules: `grants` (1), `shared_files` (2), `server_writes` (3),
+//! `floors` (4), `broker` (5).
+
+mod broker;
+mod floors;
+mod grants;
+mod server_writes;
+mod shared_files;
 
 use std::io::ErrorKind;
 use std::net::TcpListener;
@@ -33,11 +43,28 @@ impl Drop for Planted {
     }
 }
 
-/// A project directory with a data file, outside `$HOME`.
+/// A project directory with a data file and a broker registry (the reference MCP server),
+/// outside `$HOME`.
 fn project() -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("project dir");
     std::fs::write(d.path().join("data.csv"), "x,y\n1,2\n3,4\n").unwrap();
+    crate::common::broker::write_registry(
+        d.path(),
+        json!({"everything": crate::common::broker::everything_entry(json!({}))}),
+    );
     d
+}
+
+/// The session's kernel calls the reference MCP server through the broker (door 5 of the
+/// attacker's checklist: the broker works inside the sandbox it ships with).
+async fn broker_works(server: &Server, session: &str) {
+    let out = crate::common::broker::stdout_of(
+        server,
+        session,
+        "from kernel_mcp import mcp\nprint(mcp.text(mcp.call('everything', 'echo', message='in the box')))",
+    )
+    .await;
+    assert_eq!(out.trim(), "Echo: in the box", "{session}");
 }
 
 async fn create(server: &Server, args: Value) -> Value {
@@ -59,7 +86,7 @@ async fn run_ok(server: &Server, session: &str, code: &str) -> String {
 }
 
 /// Python that prints `denied` when `expr` raises PermissionError, else what happened.
-fn denied(expr: &str) -> String {
+pub(super) fn denied(expr: &str) -> String {
     format!(
         "try:\n    {expr}\n    print('allowed')\nexcept PermissionError:\n    print('denied')\nexcept OSError as e:\n    print('oserror', e)\n"
     )
@@ -157,6 +184,7 @@ async fn a_workspace_session_works_in_its_cwd_and_reaches_nothing_else() {
     )
     .await;
     assert_eq!(out.trim(), "denied", "a unix socket");
+    broker_works(&server, "ws").await;
 
     let r = server
         .call(
@@ -197,6 +225,7 @@ async fn sandbox_network_lets_a_workspace_session_connect() {
     let secret = planted.0.display().to_string();
     let out = run_ok(&server, "net", &denied(&format!("open({secret:?}).read()"))).await;
     assert_eq!(out.trim(), "denied");
+    broker_works(&server, "net").await;
     server.destroy("net").await;
     server.shutdown().await;
 }
@@ -228,6 +257,7 @@ async fn a_read_only_session_reads_its_cwd_but_cannot_write_it() {
     )
     .await;
     assert_eq!(out.trim(), "tmp ok", "its private tmp stays writable");
+    broker_works(&server, "ro").await;
     server.destroy("ro").await;
     server.shutdown().await;
 }
@@ -301,6 +331,7 @@ async fn serve_sandbox_is_every_sessions_floor_and_server_info_reports_the_host(
     assert_eq!(s["sandbox"]["policy"], "read-only");
     let out = run_ok(&server, "d", &denied("open('x.txt', 'w')")).await;
     assert_eq!(out.trim(), "denied");
+    broker_works(&server, "d").await;
     for weaker in [
         json!({"sandbox": "none"}),
         json!({"sandbox": "workspace"}),
