@@ -67,7 +67,8 @@ impl KernelLink {
                     status: info.status.as_str().to_string(),
                 });
             };
-            let conn = read_connection_file(std::path::Path::new(file)).map_err(connect)?;
+            let conn = read_connection_file(std::path::Path::new(file))
+                .map_err(|e| connect(e.to_string()))?;
             let channels = tokio::time::timeout(OPEN_TIMEOUT, Channels::connect(&conn, tx))
                 .await
                 .map_err(|_| connect("the kernel's ports did not answer".into()))?
@@ -86,7 +87,7 @@ impl KernelLink {
             let session = uuid::Uuid::new_v4().to_string();
             let link = Link::open(rest, id, session, tx, OPEN_TIMEOUT, false)
                 .await
-                .map_err(connect)?;
+                .map_err(|e| connect(e.to_string()))?;
             Transport::Gateway(link)
         };
         Ok(KernelLink {

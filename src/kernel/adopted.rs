@@ -33,31 +33,60 @@ const BEAT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Missed beats in a row before the kernel counts as unresponsive.
 pub const MISSES_UNRESPONSIVE: u32 = 3;
 
+/// Why a connection file cannot be adopted. The messages name the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionFileError {
+    #[error("cannot read connection file {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not a JSON connection file: {source}", path.display())]
+    NotJson {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{} has no valid {key}", path.display())]
+    NoPort { path: PathBuf, key: &'static str },
+    #[error("{} uses transport {transport:?}; only tcp kernels can be adopted", path.display())]
+    Transport { path: PathBuf, transport: String },
+    #[error("{} signs with {scheme}; only hmac-sha256 is supported", path.display())]
+    Scheme { path: PathBuf, scheme: String },
+}
+
 /// Read a connection file, leniently (only the fields we use are required).
-/// Errors: a sentence naming the file and what is wrong.
-pub fn read_connection_file(path: &Path) -> Result<ConnectionInfo, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read connection file {}: {e}", path.display()))?;
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a JSON connection file: {e}", path.display()))?;
-    let port = |k: &str| {
-        v[k].as_u64()
+/// Errors: [`ConnectionFileError`], naming the file and what is wrong.
+pub fn read_connection_file(path: &Path) -> Result<ConnectionInfo, ConnectionFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConnectionFileError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let v: Value = serde_json::from_str(&text).map_err(|source| ConnectionFileError::NotJson {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let port = |key: &'static str| {
+        v[key]
+            .as_u64()
             .and_then(|p| u16::try_from(p).ok())
-            .ok_or_else(|| format!("{} has no valid {k}", path.display()))
+            .ok_or_else(|| ConnectionFileError::NoPort {
+                path: path.to_path_buf(),
+                key,
+            })
     };
     let transport = v["transport"].as_str().unwrap_or("tcp").to_string();
     if transport != "tcp" {
-        return Err(format!(
-            "{} uses transport {transport:?}; only tcp kernels can be adopted",
-            path.display()
-        ));
+        return Err(ConnectionFileError::Transport {
+            path: path.to_path_buf(),
+            transport,
+        });
     }
     let scheme = v["signature_scheme"].as_str().unwrap_or("hmac-sha256");
     if scheme != "hmac-sha256" {
-        return Err(format!(
-            "{} signs with {scheme}; only hmac-sha256 is supported",
-            path.display()
-        ));
+        return Err(ConnectionFileError::Scheme {
+            path: path.to_path_buf(),
+            scheme: scheme.to_string(),
+        });
     }
     Ok(ConnectionInfo {
         transport,
@@ -113,9 +142,9 @@ impl Adopted {
     /// does not answer.
     pub async fn attach(path: &Path, timeout: Duration) -> Result<Adopted, StartError> {
         let name = path.display().to_string();
-        let info = read_connection_file(path).map_err(|detail| StartError::Launch {
+        let info = read_connection_file(path).map_err(|e| StartError::Launch {
             kernel: name.clone(),
-            detail,
+            detail: e.to_string(),
         })?;
         let timed_out = || {
             StartError::Timeout {
@@ -128,9 +157,9 @@ impl Adopted {
         let mut channels = tokio::time::timeout(timeout, Channels::connect(&info, tx.clone()))
             .await
             .map_err(|_| timed_out())?
-            .map_err(|e| StartError::Launch {
+            .map_err(|source| StartError::Connect {
                 kernel: name.clone(),
-                detail: format!("connecting to the kernel: {e}"),
+                source,
             })?;
         let kernel_info =
             tokio::time::timeout(timeout, super::wait_ready(&mut channels, &mut events))

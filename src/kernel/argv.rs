@@ -6,10 +6,20 @@ use std::path::{Path, PathBuf};
 
 use super::spec::KernelSpec;
 
+/// Why a kernelspec's argv cannot be made a command line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgvError {
+    #[error("kernelspec '{kernel}' has an empty argv")]
+    Empty { kernel: String },
+    /// A `python` argv[0] found nowhere: `tried` lists the candidates, `PATH` last.
+    #[error("cannot find the kernel's program '{program}'; tried: {}", tried.join(", "))]
+    ProgramNotFound { program: String, tried: Vec<String> },
+}
+
 /// argv with `{connection_file}`, `{resource_dir}`, `{prefix}` substituted (unknown `{x}` kept), and
 /// `argv[0]` `python` / `python3` / `python3.X` resolved: `<prefix>/bin/<argv0>` (or `<prefix>/bin/python`)
 /// when the spec lives in `<prefix>/share/jupyter/kernels/<name>`, else `<env_prefix>/bin/python` when an
-/// environment is selected, else via `which`. Errors: the program cannot be found (message names it).
+/// environment is selected, else via `which`. Errors: [`ArgvError`] (the message names the program).
 ///
 /// Templates are replaced anywhere inside an argument (`--f={connection_file}` works). `{prefix}` is the
 /// spec's own prefix (as above), else `env_prefix`, else left as is. `connection_file` is used as given
@@ -19,7 +29,7 @@ pub fn build_argv(
     spec: &KernelSpec,
     connection_file: &Path,
     env_prefix: Option<&Path>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, ArgvError> {
     let home = std::env::var("HOME").ok();
     build_argv_with(spec, connection_file, env_prefix, home.as_deref())
 }
@@ -29,7 +39,7 @@ fn build_argv_with(
     connection_file: &Path,
     env_prefix: Option<&Path>,
     home: Option<&str>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, ArgvError> {
     let spec_prefix = spec_prefix(&spec.resource_dir);
     let prefix = spec_prefix
         .as_deref()
@@ -51,7 +61,9 @@ fn build_argv_with(
         .map(|a| expand_tilde(&substitute(a, &lookup), home))
         .collect();
     let Some(argv0) = argv.first_mut() else {
-        return Err(format!("kernelspec '{}' has an empty argv", spec.name));
+        return Err(ArgvError::Empty {
+            kernel: spec.name.clone(),
+        });
     };
     if is_python_name(argv0) {
         *argv0 = resolve_python(argv0, spec_prefix.as_deref(), env_prefix)?
@@ -150,7 +162,7 @@ fn resolve_python(
     argv0: &str,
     spec_prefix: Option<&Path>,
     env_prefix: Option<&Path>,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, ArgvError> {
     let mut tried: Vec<String> = Vec::new();
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(p) = spec_prefix {
@@ -171,10 +183,10 @@ fn resolve_python(
     }
     which::which(argv0).map_err(|e| {
         tried.push(format!("`{argv0}` on PATH ({e})"));
-        format!(
-            "cannot find the kernel's program '{argv0}'; tried: {}",
-            tried.join(", ")
-        )
+        ArgvError::ProgramNotFound {
+            program: argv0.to_string(),
+            tried,
+        }
     })
 }
 
@@ -465,7 +477,8 @@ mod tests {
             Some(&root.path().join("env")),
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("'python9.999'"), "{err}");
         assert!(
             err.contains(&root.path().join("p/bin/python9.999").display().to_string()),

@@ -49,15 +49,15 @@ impl fmt::Display for Channel {
 pub enum KernelEvent {
     Message(Channel, Message),
     /// A socket's reader stopped (the socket closed or failed).
-    ChannelClosed(Channel, String),
+    ChannelClosed(Channel, SocketError),
     /// The kernel is gone (its process exited, or a remote server says so). Sent once, after
     /// the messages it sent before.
     Exited(super::ExitInfo),
 }
 
-/// Why the kernel's sockets could not be connected.
+/// Why the kernel's sockets could not be connected, or why a socket's reader stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
+pub enum SocketError {
     #[error("{0}")]
     Zmq(#[from] zeromq::ZmqError),
     #[error("{0}")]
@@ -90,7 +90,7 @@ impl Channels {
     pub async fn connect(
         info: &ConnectionInfo,
         events: mpsc::UnboundedSender<KernelEvent>,
-    ) -> Result<Channels, ConnectError> {
+    ) -> Result<Channels, SocketError> {
         let signer = Signer::new(info.key.as_bytes());
         let session = uuid::Uuid::new_v4().to_string();
         let identity = zeromq::util::PeerIdentity::try_from(session.as_bytes().to_vec())?;
@@ -212,15 +212,15 @@ trait Source: Send {
     fn next(
         &mut self,
         signer: &Signer,
-    ) -> impl std::future::Future<Output = Result<super::iopub::Received, String>> + Send;
+    ) -> impl std::future::Future<Output = Result<super::iopub::Received, SocketError>> + Send;
 }
 
 /// A `zeromq` socket's receive side.
 struct Zmq<S>(S);
 
 impl<S: SocketRecv + Send> Source for Zmq<S> {
-    async fn next(&mut self, _: &Signer) -> Result<super::iopub::Received, String> {
-        let m = self.0.recv().await.map_err(|e| e.to_string())?;
+    async fn next(&mut self, _: &Signer) -> Result<super::iopub::Received, SocketError> {
+        let m = self.0.recv().await?;
         Ok(super::iopub::Received {
             frames: m.into_vec(),
             budget: None,
@@ -231,8 +231,8 @@ impl<S: SocketRecv + Send> Source for Zmq<S> {
 }
 
 impl Source for Iopub {
-    async fn next(&mut self, signer: &Signer) -> Result<super::iopub::Received, String> {
-        self.recv(signer).await.map_err(|e| e.to_string())
+    async fn next(&mut self, signer: &Signer) -> Result<super::iopub::Received, SocketError> {
+        Ok(self.recv(signer).await?)
     }
 }
 

@@ -41,7 +41,7 @@ pub use argv::{
     ENV_ENTRY_MAX_BYTES, ENV_TOTAL_MAX_BYTES, IPYTHON_MEMORY_HISTORY, build_argv, env_problem,
     expand_env, keep_ipython_history_in_memory,
 };
-pub use channels::{Channel, Channels, KernelEvent};
+pub use channels::{Channel, Channels, KernelEvent, SocketError};
 pub use connection::ConnectionInfo;
 pub use process::{ExitCause, ExitInfo, KernelProcess, PARENT_PID_ENV};
 pub use sandbox::{Policy as SandboxPolicy, Sandbox, SandboxUnavailable};
@@ -54,9 +54,6 @@ use ready::{FileGuard, exit_of};
 /// Launches whose kernel exits during start with a port clash, or whose sockets cannot be
 /// connected, are retried this many times, with new ports.
 const PORT_CLASH_RETRIES: usize = 3;
-
-/// How a [`StartError::Launch`] detail begins when the kernel's sockets could not be connected.
-const CONNECT_FAILED: &str = "connecting to the kernel";
 
 /// Everything needed to start a kernel besides its spec.
 #[derive(Debug, Clone)]
@@ -194,6 +191,9 @@ fn said(output_tail: &str) -> String {
 pub enum StartError {
     #[error("cannot launch kernel '{kernel}': {detail}")]
     Launch { kernel: String, detail: String },
+    /// The kernel's sockets could not be connected (a start retries this with new ports).
+    #[error("cannot launch kernel '{kernel}': connecting to the kernel: {source}")]
+    Connect { kernel: String, source: SocketError },
     /// `hint` is empty, or a paragraph (starting with a blank line) saying how to fix it.
     #[error(
         "kernel '{kernel}' exited during start-up ({exit}). {said}{hint}",
@@ -284,10 +284,8 @@ impl Kernel {
                 // Under heavy connection churn a port can be taken between allocation and
                 // bind, or a connect can land on a socket that is not the kernel's (even a TCP
                 // self-connect on a port no one listens on yet): a new set of ports fixes it.
-                Err(StartError::Launch { ref detail, .. })
-                    if attempt <= PORT_CLASH_RETRIES && detail.starts_with(CONNECT_FAILED) =>
-                {
-                    tracing::info!(kernel = %spec.name, %detail, "could not connect at start-up; retrying with new ports");
+                Err(StartError::Connect { ref source, .. }) if attempt <= PORT_CLASH_RETRIES => {
+                    tracing::info!(kernel = %spec.name, %source, "could not connect at start-up; retrying with new ports");
                 }
                 other => return other,
             }
@@ -350,7 +348,7 @@ impl Kernel {
             launch_err(format!("{detail}\n\n{fix}"))
         };
         let mut argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
-            .map_err(program_missing)?;
+            .map_err(|e| program_missing(e.to_string()))?;
         argv::keep_ipython_history_in_memory(&mut argv);
         // The kernel's own program (argv[0] before any supervisor), for error advice.
         let kernel_program = argv.first().cloned().unwrap_or_default();
@@ -453,7 +451,6 @@ impl Kernel {
             },
             deadline,
             ready::Failed {
-                connect: launch_err,
                 exited,
                 timed_out,
                 closed_sockets: "the kernel closed its sockets but its process lives on; stopping it",

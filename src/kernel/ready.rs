@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 use super::process::KernelProcess;
 use super::{
-    CLOSED_SOCKETS_NOTE, CONNECT_FAILED, Channel, Channels, ConnectionInfo, ExitInfo, Kernel,
-    KernelEvent, KernelSpec, Sandbox, StartError, adopted,
+    CLOSED_SOCKETS_NOTE, Channel, Channels, ConnectionInfo, ExitInfo, Kernel, KernelEvent,
+    KernelSpec, Sandbox, StartError, adopted,
 };
 
 /// A kernel process just started (spawned from its kernelspec, or forked), with what its
@@ -31,9 +31,7 @@ pub(super) struct Launched<'a> {
 }
 
 /// How a start that did not become ready is told (each start words its errors its own way).
-pub(super) struct Failed<C, E, T> {
-    /// The sockets could not be connected (the detail begins with [`CONNECT_FAILED`]).
-    pub connect: C,
+pub(super) struct Failed<E, T> {
     pub exited: E,
     pub timed_out: T,
     /// Logged when the ready kernel later closes its sockets but lives on (it is stopped).
@@ -41,14 +39,14 @@ pub(super) struct Failed<C, E, T> {
 }
 
 /// Connect to a started kernel's sockets and wait until it is ready, each step racing the
-/// process's exit and `deadline`; then a heartbeat watches it. Errors: as `failed` words them.
-pub(super) async fn connect_ready<C, E, T>(
+/// process's exit and `deadline`; then a heartbeat watches it. Errors:
+/// [`StartError::Connect`], else as `failed` words them.
+pub(super) async fn connect_ready<E, T>(
     launched: Launched<'_>,
     deadline: Instant,
-    failed: Failed<C, E, T>,
+    failed: Failed<E, T>,
 ) -> Result<Kernel, StartError>
 where
-    C: FnOnce(String) -> StartError,
     E: Fn(&KernelProcess) -> StartError,
     T: Fn(&KernelProcess) -> StartError,
 {
@@ -63,7 +61,7 @@ where
     let (tx, rx) = mpsc::unbounded_channel();
     let mut exit = process.exit_watch();
     let channels = tokio::select! {
-        r = Channels::connect(&info, tx) => r.map_err(|e| (failed.connect)(format!("{CONNECT_FAILED}: {e}")))?,
+        r = Channels::connect(&info, tx) => r.map_err(|source| StartError::Connect { kernel: spec.name.clone(), source })?,
         _ = until_exit(&mut exit) => return Err((failed.exited)(&process)),
         _ = tokio::time::sleep_until(deadline) => return Err((failed.timed_out)(&process)),
     };

@@ -52,7 +52,17 @@ pub enum SpecError {
     },
     /// Not JSON, not an object, `argv` missing/empty/not strings, or a field of the wrong type.
     #[error("invalid kernel.json at {path}: {detail}")]
-    Invalid { path: PathBuf, detail: String },
+    Invalid { path: PathBuf, detail: InvalidSpec },
+}
+
+/// What is wrong with a kernel.json's text.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidSpec {
+    /// Not JSON, not an object, `argv` missing or not strings, a field of the wrong type.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("`argv` is empty")]
+    EmptyArgv,
 }
 
 /// kernel.json as written on disk. No `deny_unknown_fields`: kernels write extra keys.
@@ -85,11 +95,11 @@ impl KernelSpec {
         Self::parse(name, resource_dir, &text).map_err(|detail| SpecError::Invalid { path, detail })
     }
 
-    /// Parse kernel.json text; the error is a human-readable detail.
-    fn parse(name: &str, resource_dir: &Path, text: &str) -> Result<KernelSpec, String> {
-        let raw: RawSpec = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    /// Parse kernel.json text.
+    fn parse(name: &str, resource_dir: &Path, text: &str) -> Result<KernelSpec, InvalidSpec> {
+        let raw: RawSpec = serde_json::from_str(text)?;
         if raw.argv.is_empty() {
-            return Err("`argv` is empty".to_string());
+            return Err(InvalidSpec::EmptyArgv);
         }
         let name = name.to_lowercase();
         let interrupt_mode = match raw
@@ -130,7 +140,7 @@ impl KernelSpec {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<KernelSpec, String> {
+    fn parse(text: &str) -> Result<KernelSpec, InvalidSpec> {
         KernelSpec::parse("Octave", Path::new("/k/octave"), text)
     }
 
@@ -186,12 +196,12 @@ mod tests {
 
     #[test]
     fn missing_or_empty_or_malformed_argv_is_rejected() {
-        assert!(
-            parse(r#"{"display_name": "x"}"#)
-                .unwrap_err()
-                .contains("argv")
-        );
-        assert!(parse(r#"{"argv": []}"#).unwrap_err().contains("argv"));
+        let missing = parse(r#"{"display_name": "x"}"#).unwrap_err();
+        assert!(missing.to_string().contains("argv"), "{missing}");
+        assert!(matches!(
+            parse(r#"{"argv": []}"#),
+            Err(InvalidSpec::EmptyArgv)
+        ));
         assert!(parse(r#"{"argv": "python -m x"}"#).is_err());
         assert!(parse(r#"{"argv": ["x", 3]}"#).is_err());
         assert!(parse(r#"["x"]"#).is_err());

@@ -307,27 +307,65 @@ fn require_python(language: &str, session: &str) -> Result<(), SessionError> {
     )))
 }
 
+/// Why a file is not a checkpoint this server loads.
+#[derive(Debug, thiserror::Error)]
+enum Invalid {
+    #[error("not JSON ({0})")]
+    NotJson(serde_json::Error),
+    #[error("its \"format\" is not \"{FORMAT}\"")]
+    Format,
+    #[error("version {0} is not one this server reads ({VERSION})")]
+    Version(Value),
+    #[error("\"variables\" is not an object")]
+    NoVariables,
+    #[error("{0:?} is not a Python variable name")]
+    Name(String),
+    #[error("variable {name}: {problem}")]
+    Variable { name: String, problem: BadValue },
+}
+
+/// What is wrong with one tagged value; values are shown cut short.
+#[derive(Debug, thiserror::Error)]
+enum BadValue {
+    #[error("more than {MAX_NODES} values")]
+    TooMany,
+    #[error("nested deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    #[error("{0} is not a [tag, value] pair")]
+    NotTagged(String),
+    #[error("{payload} is not a valid {tag}")]
+    Payload { tag: String, payload: String },
+    #[error("a {tag} holds an unhashable {item}")]
+    UnhashableItem { tag: String, item: String },
+    #[error("{0} is not a [key, value] pair")]
+    NotKeyValue(String),
+    #[error("a dict key {0} is unhashable")]
+    UnhashableKey(String),
+    #[error("unknown tag {0:?}")]
+    UnknownTag(String),
+}
+
 /// The `variables` object of a checkpoint file, every value checked.
-fn parse(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, String> {
-    let file: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON ({e})"))?;
+fn parse(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, Invalid> {
+    let file: Value = serde_json::from_slice(bytes).map_err(Invalid::NotJson)?;
     if file["format"] != FORMAT {
-        return Err(format!("its \"format\" is not \"{FORMAT}\""));
+        return Err(Invalid::Format);
     }
     if file["version"].as_u64() != Some(VERSION) {
-        return Err(format!(
-            "version {} is not one this server reads ({VERSION})",
-            file["version"]
-        ));
+        return Err(Invalid::Version(file["version"].clone()));
     }
     let Some(vars) = file["variables"].as_object() else {
-        return Err("\"variables\" is not an object".into());
+        return Err(Invalid::NoVariables);
     };
     for (name, v) in vars {
         if !is_identifier(name) {
-            return Err(format!("{name:?} is not a Python variable name"));
+            return Err(Invalid::Name(name.clone()));
         }
         let mut nodes = 0;
-        check(v, 0, &mut nodes).map_err(|e| format!("variable {name}: {e}"))?;
+        check(v, 0, &mut nodes).map_err(|problem| Invalid::Variable {
+            name: name.clone(),
+            problem,
+        })?;
     }
     Ok(vars.clone())
 }
@@ -340,19 +378,22 @@ fn is_identifier(name: &str) -> bool {
 }
 
 /// One tagged value: its tag and payload agree, nesting and size are bounded.
-fn check(v: &Value, depth: usize, nodes: &mut usize) -> Result<(), String> {
+fn check(v: &Value, depth: usize, nodes: &mut usize) -> Result<(), BadValue> {
     *nodes += 1;
     if *nodes > MAX_NODES {
-        return Err(format!("more than {MAX_NODES} values"));
+        return Err(BadValue::TooMany);
     }
     if depth > MAX_DEPTH {
-        return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+        return Err(BadValue::TooDeep);
     }
     let (tag, payload) = match v.as_array().map(Vec::as_slice) {
         Some([Value::String(t), p]) => (t.as_str(), p),
-        _ => return Err(format!("{} is not a [tag, value] pair", short(v))),
+        _ => return Err(BadValue::NotTagged(short(v))),
     };
-    let bad = || format!("{} is not a valid {tag}", short(payload));
+    let bad = || BadValue::Payload {
+        tag: tag.to_string(),
+        payload: short(payload),
+    };
     match tag {
         "none" if payload.is_null() => Ok(()),
         "bool" if payload.is_boolean() => Ok(()),
@@ -385,7 +426,10 @@ fn check(v: &Value, depth: usize, nodes: &mut usize) -> Result<(), String> {
             for item in items {
                 check(item, depth + 1, nodes)?;
                 if matches!(tag, "set" | "frozenset") && !hashable(item) {
-                    return Err(format!("a {tag} holds an unhashable {}", short(item)));
+                    return Err(BadValue::UnhashableItem {
+                        tag: tag.to_string(),
+                        item: short(item),
+                    });
                 }
             }
             Ok(())
@@ -394,18 +438,18 @@ fn check(v: &Value, depth: usize, nodes: &mut usize) -> Result<(), String> {
             let items = payload.as_array().ok_or_else(bad)?;
             for pair in items {
                 let Some([k, val]) = pair.as_array().map(Vec::as_slice) else {
-                    return Err(format!("{} is not a [key, value] pair", short(pair)));
+                    return Err(BadValue::NotKeyValue(short(pair)));
                 };
                 check(k, depth + 1, nodes)?;
                 if !hashable(k) {
-                    return Err(format!("a dict key {} is unhashable", short(k)));
+                    return Err(BadValue::UnhashableKey(short(k)));
                 }
                 check(val, depth + 1, nodes)?;
             }
             Ok(())
         }
         "none" | "bool" | "str" => Err(bad()),
-        other => Err(format!("unknown tag {other:?}")),
+        other => Err(BadValue::UnknownTag(other.to_string())),
     }
 }
 
@@ -495,7 +539,17 @@ mod tests {
             v = json!(["list", [v]]);
         }
         let err = parse(&file(json!({"deep": v}))).unwrap_err();
-        assert!(err.contains("deeper"), "{err}");
+        assert!(
+            matches!(
+                err,
+                Invalid::Variable {
+                    problem: BadValue::TooDeep,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("deeper"), "{err}");
         // The deepest allowed nesting of dicts still parses (serde_json's own limit is 128).
         let mut v = json!(["none", null]);
         for _ in 0..MAX_DEPTH {

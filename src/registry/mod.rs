@@ -145,8 +145,8 @@ impl Registry {
     }
 
     /// Keep started kernels ready per `(kernelspec, N)` (`--pool`; see [`sources::pool`]).
-    /// Errors: a kernelspec not found.
-    pub fn with_pool(self, pool: &[(String, usize)]) -> Result<Registry, String> {
+    /// Errors: [`sources::pool::PoolError::NotFound`]: a kernelspec not found.
+    pub fn with_pool(self, pool: &[(String, usize)]) -> Result<Registry, sources::pool::PoolError> {
         self.sources.add_pool(pool, &self.limits)?;
         Ok(self)
     }

@@ -118,10 +118,7 @@ fn main() -> ExitCode {
         log!("FAKE_KERNEL_STARTUP_DELAY: sleeping {secs} s before binding");
         std::thread::sleep(Duration::from_secs_f64(secs));
     }
-    let info: ConnectionInfo = match std::fs::read(&file)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
+    let info = match read_connection_file(&file) {
         Ok(i) => i,
         Err(e) => {
             log!("cannot read connection file {file}: {e}");
@@ -150,6 +147,26 @@ fn main() -> ExitCode {
     }
 }
 
+/// The connection file at `file`, strictly (every field of [`ConnectionInfo`]).
+fn read_connection_file(file: &str) -> Result<ConnectionInfo, Box<dyn std::error::Error>> {
+    Ok(serde_json::from_slice(&std::fs::read(file)?)?)
+}
+
+/// Why the fake stops serving (logged, then exit status 1).
+#[derive(Debug, thiserror::Error)]
+enum Fatal {
+    #[error("binding {name} to {endpoint}: {source}")]
+    Bind {
+        name: &'static str,
+        endpoint: String,
+        source: zeromq::ZmqError,
+    },
+    #[error("{0}")]
+    Signals(#[from] std::io::Error),
+    #[error("shell socket closed")]
+    ShellClosed,
+}
+
 /// Shared state and send halves; cloned into every task.
 #[derive(Clone)]
 struct Kernel {
@@ -175,7 +192,7 @@ enum Route {
     Stdin,
 }
 
-async fn run(info: ConnectionInfo, cfg: Config) -> Result<(), String> {
+async fn run(info: ConnectionInfo, cfg: Config) -> Result<(), Fatal> {
     let at = |port: u16| info.endpoint(port);
     let mut shell = RouterSocket::new();
     bind(&mut shell, &at(info.shell_port), "shell").await?;
@@ -212,7 +229,7 @@ async fn run(info: ConnectionInfo, cfg: Config) -> Result<(), String> {
             }
         }
     });
-    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
     let k = kernel.clone();
     tokio::spawn(async move {
         while sigint.recv().await.is_some() {
@@ -220,7 +237,7 @@ async fn run(info: ConnectionInfo, cfg: Config) -> Result<(), String> {
         }
     });
     if flag("FAKE_KERNEL_IGNORE_SIGTERM") {
-        let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        let mut sigterm = signal(SignalKind::terminate())?;
         tokio::spawn(async move {
             while sigterm.recv().await.is_some() {
                 log!("FAKE_KERNEL_IGNORE_SIGTERM: ignoring SIGTERM");
@@ -239,13 +256,17 @@ async fn run(info: ConnectionInfo, cfg: Config) -> Result<(), String> {
     while let Some(req) = shell_rx.recv().await {
         kernel.handle_shell(req, &mut input_rx).await;
     }
-    Err("shell socket closed".into())
+    Err(Fatal::ShellClosed)
 }
 
-async fn bind<S: Socket>(socket: &mut S, endpoint: &str, name: &str) -> Result<(), String> {
+async fn bind<S: Socket>(socket: &mut S, endpoint: &str, name: &'static str) -> Result<(), Fatal> {
     match socket.bind(endpoint).await {
         Ok(_) => Ok(()),
-        Err(e) => Err(format!("binding {name} to {endpoint}: {e}")),
+        Err(source) => Err(Fatal::Bind {
+            name,
+            endpoint: endpoint.to_string(),
+            source,
+        }),
     }
 }
 

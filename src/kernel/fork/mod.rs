@@ -346,10 +346,6 @@ async fn connect(
         output_tail: process.output_tail(),
         hint: String::new(),
     };
-    let connect = |detail: String| StartError::Launch {
-        kernel: spec.name.clone(),
-        detail,
-    };
     let launched = super::ready::Launched {
         spec,
         info,
@@ -359,7 +355,6 @@ async fn connect(
         limit_file: None,
     };
     let failed = super::ready::Failed {
-        connect,
         exited,
         timed_out,
         closed_sockets: "the forked kernel closed its sockets but lives on; stopping it",

@@ -138,6 +138,19 @@ enum ConnectError {
     Failed(String),
 }
 
+/// Why a kernel's websocket could not be opened. The texts never hold the token.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("the websocket handshake took over {timeout_s} s")]
+    Timeout { timeout_s: f64 },
+    /// The server does not have the kernel (404).
+    #[error("gateway '{gateway}' has no kernel {id}")]
+    NoKernel { gateway: String, id: String },
+    /// Any other failure (a bad URL, a refused handshake), said token-free.
+    #[error("{0}")]
+    Failed(String),
+}
+
 impl Link {
     /// Open the websocket of kernel `id` (the first handshake happens here, so its failure is
     /// the caller's) and start the task delivering to `events`.
@@ -148,22 +161,21 @@ impl Link {
         events: mpsc::UnboundedSender<KernelEvent>,
         timeout: Duration,
         owned: bool,
-    ) -> Result<Link, String> {
+    ) -> Result<Link, LinkError> {
         let (socket, framing) =
             match tokio::time::timeout(timeout, connect(&rest, &id, &session, None)).await {
                 Err(_) => {
-                    return Err(format!(
-                        "the websocket handshake took over {} s",
-                        timeout.as_secs_f64()
-                    ));
+                    return Err(LinkError::Timeout {
+                        timeout_s: timeout.as_secs_f64(),
+                    });
                 }
                 Ok(Err(ConnectError::Gone)) => {
-                    return Err(format!(
-                        "gateway '{}' has no kernel {id}",
-                        rest.gateway().name
-                    ));
+                    return Err(LinkError::NoKernel {
+                        gateway: rest.gateway().name.clone(),
+                        id,
+                    });
                 }
-                Ok(Err(ConnectError::Failed(e))) => return Err(e),
+                Ok(Err(ConnectError::Failed(e))) => return Err(LinkError::Failed(e)),
                 Ok(Ok(s)) => s,
             };
         let shared = Arc::new(Shared::default());

@@ -64,6 +64,29 @@ impl Gateway {
     }
 }
 
+/// Why the gateway options cannot be used. The messages name the option, never a token.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--gateway-token-file {path}: {source}")]
+    TokenFile {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "--gateway {spec}: the URL must start with http:// or https:// (e.g. --gateway lab=http://127.0.0.1:8888)"
+    )]
+    NotHttp { spec: String },
+    #[error(
+        "--gateway {spec}: a gateway named '{name}' is already configured; name each one (NAME=URL)"
+    )]
+    Duplicate { spec: String, name: String },
+    #[error("--gateway-token-file names gateway '{name}', which no --gateway defines")]
+    UnknownGateway { name: String },
+    /// The HTTP client for a gateway cannot be built (see [`super::Rest::new`]).
+    #[error("cannot build an HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+}
+
 /// Split `[NAME=]VALUE`; a `=` inside a URL (after `://`) is not a name separator.
 fn split_named(spec: &str) -> (Option<&str>, &str) {
     match spec.split_once('=') {
@@ -81,17 +104,19 @@ fn split_named(spec: &str) -> (Option<&str>, &str) {
 }
 
 /// The gateways of `--gateway` specs, with tokens from `--gateway-token-file` specs, else
-/// `env_token`. Errors: a sentence naming the bad spec or unreadable file (never a token).
+/// `env_token`. Errors: [`ConfigError`] naming the bad spec or unreadable file (never a token).
 pub fn parse_gateways(
     specs: &[String],
     token_files: &[String],
     env_token: Option<&str>,
-) -> Result<Vec<Gateway>, String> {
+) -> Result<Vec<Gateway>, ConfigError> {
     let mut files: Vec<(Option<String>, Token)> = Vec::new();
     for spec in token_files {
         let (name, path) = split_named(spec);
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--gateway-token-file {path}: {e}"))?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::TokenFile {
+            path: path.to_string(),
+            source,
+        })?;
         files.push((name.map(String::from), Token::new(&text)));
     }
     let mut out: Vec<Gateway> = Vec::new();
@@ -99,14 +124,13 @@ pub fn parse_gateways(
         let (name, url) = split_named(spec);
         let name = name.unwrap_or(DEFAULT_NAME).to_string();
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(format!(
-                "--gateway {spec}: the URL must start with http:// or https:// (e.g. --gateway lab=http://127.0.0.1:8888)"
-            ));
+            return Err(ConfigError::NotHttp { spec: spec.clone() });
         }
         if out.iter().any(|g| g.name == name) {
-            return Err(format!(
-                "--gateway {spec}: a gateway named '{name}' is already configured; name each one (NAME=URL)"
-            ));
+            return Err(ConfigError::Duplicate {
+                spec: spec.clone(),
+                name,
+            });
         }
         let mut url = url.trim().to_string();
         if !url.ends_with('/') {
@@ -124,9 +148,7 @@ pub fn parse_gateways(
         n.as_ref()
             .is_some_and(|n| !out.iter().any(|g| &g.name == n))
     }) {
-        return Err(format!(
-            "--gateway-token-file names gateway '{n}', which no --gateway defines"
-        ));
+        return Err(ConfigError::UnknownGateway { name: n.clone() });
     }
     Ok(out)
 }

@@ -28,7 +28,8 @@ use tokio::sync::mpsc;
 use super::seam::{InterruptError, SendError};
 use super::{Channel, ExitInfo, KernelEvent, KernelIo, KernelLauncher, ShutdownRung, StartError};
 use crate::wire::Message;
-pub use config::{Gateway, Token, parse_gateways};
+pub use channels::LinkError;
+pub use config::{ConfigError, Gateway, Token, parse_gateways};
 pub use rest::{GatewayError, KernelModel, Rest};
 
 /// `text` with every occurrence of `gateway`'s token replaced by `<token>`.
@@ -37,6 +38,25 @@ pub fn redact(gateway: &Gateway, text: &str) -> String {
         Some(t) if !t.is_empty() && text.contains(t) => text.replace(t, "<token>"),
         _ => text.to_string(),
     }
+}
+
+/// Why a remote kernel could not be connected. The texts never hold the token.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error("kernel {id} on gateway '{gateway}' did not answer kernel_info within {timeout_s} s")]
+    NotReady {
+        id: String,
+        gateway: String,
+        timeout_s: f64,
+    },
+    #[error(transparent)]
+    Send(#[from] SendError),
+    #[error("the kernel is gone ({0})")]
+    Exited(ExitInfo),
+    #[error("the websocket closed")]
+    Closed,
 }
 
 /// Starts (or adopts) the kernels of one session on one gateway.
@@ -150,13 +170,13 @@ pub struct RemoteKernel {
 
 impl RemoteKernel {
     /// Open the channels websocket of kernel `id` and wait (up to `timeout`) for its
-    /// `kernel_info_reply`. Errors: a sentence (token-free) saying what failed.
+    /// `kernel_info_reply`. Errors: [`ConnectError`] (token-free) saying what failed.
     pub async fn connect(
         rest: Rest,
         id: String,
         owned: bool,
         timeout: Duration,
-    ) -> Result<RemoteKernel, String> {
+    ) -> Result<RemoteKernel, ConnectError> {
         let session = uuid::Uuid::new_v4().to_string();
         let (tx, mut events) = mpsc::unbounded_channel();
         let link = channels::Link::open(
@@ -170,12 +190,10 @@ impl RemoteKernel {
         .await?;
         let info = tokio::time::timeout(timeout, wait_ready(&link, &session, &mut events))
             .await
-            .map_err(|_| {
-                format!(
-                    "kernel {id} on gateway '{}' did not answer kernel_info within {} s",
-                    rest.gateway().name,
-                    timeout.as_secs_f64()
-                )
+            .map_err(|_| ConnectError::NotReady {
+                id: id.clone(),
+                gateway: rest.gateway().name.clone(),
+                timeout_s: timeout.as_secs_f64(),
             })??;
         tracing::info!(gateway = %rest.gateway().name, kernel_id = %id, framing = link.framing(), "remote kernel connected");
         Ok(RemoteKernel {
@@ -201,12 +219,11 @@ async fn wait_ready(
     link: &channels::Link,
     session: &str,
     events: &mut mpsc::UnboundedReceiver<KernelEvent>,
-) -> Result<Value, String> {
+) -> Result<Value, ConnectError> {
     let mut sent: Vec<String> = Vec::new();
     loop {
         let req = Message::new("kernel_info_request", serde_json::json!({}), session);
-        link.send(Channel::Shell, req.clone())
-            .map_err(|e| e.to_string())?;
+        link.send(Channel::Shell, req.clone())?;
         sent.push(req.msg_id().to_string());
         let retry = tokio::time::sleep(READY_RETRY);
         tokio::pin!(retry);
@@ -219,9 +236,9 @@ async fn wait_ready(
                     {
                         return Ok(m.content);
                     }
-                    Some(KernelEvent::Exited(e)) => return Err(format!("the kernel is gone ({e})")),
+                    Some(KernelEvent::Exited(e)) => return Err(ConnectError::Exited(e)),
                     Some(_) => {}
-                    None => return Err("the websocket closed".into()),
+                    None => return Err(ConnectError::Closed),
                 },
                 _ = &mut retry => break,
             }

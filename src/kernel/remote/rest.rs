@@ -15,6 +15,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::Gateway;
+use super::config::ConfigError;
 
 /// How long connecting to a gateway may take before it counts as unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -79,15 +80,16 @@ pub struct Rest {
 }
 
 impl Rest {
-    /// A client for `gateway`. Errors: a sentence when the HTTP client cannot be built.
-    pub fn new(gateway: Gateway) -> Result<Rest, String> {
+    /// A client for `gateway`. Errors: [`ConfigError::HttpClient`] when the HTTP client cannot
+    /// be built.
+    pub fn new(gateway: Gateway) -> Result<Rest, ConfigError> {
         // Before the first TLS client (this one, or a kernel's websocket after it) is made.
         crate::tls::install_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .no_proxy()
             .build()
-            .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+            .map_err(ConfigError::HttpClient)?;
         Ok(Rest { gateway, http })
     }
 

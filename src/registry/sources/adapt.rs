@@ -46,7 +46,8 @@ use tokio::time::Instant;
 const LIMIT_ACK: Duration = Duration::from_secs(5);
 
 use crate::kernel::{
-    Channel, Kernel, KernelEvent, KernelIo, KernelSpec, LaunchOptions, SandboxPolicy,
+    Channel, ExitInfo, Kernel, KernelEvent, KernelIo, KernelSpec, LaunchOptions, SandboxPolicy,
+    SendError,
 };
 
 /// Longest the adapting `execute_request` may take before the pool kernel is given up.
@@ -56,6 +57,26 @@ const IDLE_GRACE: Duration = Duration::from_millis(500);
 
 /// The Python that adapts a kernel (run with `plan` = {"cwd", "env"}).
 const PYTHON_ADAPTER: &str = include_str!("adapt.py");
+
+/// Why a pooled kernel could not be adapted (the session then starts cold).
+#[derive(Debug, thiserror::Error)]
+pub enum AdaptError {
+    #[error("setting the memory limit: {0}")]
+    MemoryLimit(#[source] std::io::Error),
+    #[error("the kernel did not take the request")]
+    NotTaken,
+    #[error("{0}")]
+    Send(#[from] SendError),
+    #[error("the kernel did not answer in time")]
+    NoAnswer,
+    #[error("the kernel exited ({0})")]
+    Exited(ExitInfo),
+    /// The adapting code raised.
+    #[error("{ename}: {evalue}")]
+    Raised { ename: String, evalue: String },
+    #[error("no reply")]
+    NoReply,
+}
 
 /// What changes in a pooled kernel when a session takes it. Empty for a session that asked
 /// for exactly the pool's launch.
@@ -168,15 +189,15 @@ pub fn plan(
 
 /// Make `kernel` what the session asked for: the memory limit first (so the session's code
 /// never runs under the pool's), then the working directory and environment in one silent
-/// `execute_request` that stores no history and leaves no names. Errors: a sentence (the
+/// `execute_request` that stores no history and leaves no names. Errors: [`AdaptError`] (the
 /// caller gives the kernel up and starts cold).
-pub async fn apply(kernel: &mut Kernel, a: &Adaptation) -> Result<(), String> {
+pub async fn apply(kernel: &mut Kernel, a: &Adaptation) -> Result<(), AdaptError> {
     if let Some(mib) = a.max_memory_mib {
         // In force before the session's first code runs.
         kernel
             .set_memory_limit(mib, LIMIT_ACK)
             .await
-            .map_err(|e| format!("setting the memory limit: {e}"))?;
+            .map_err(AdaptError::MemoryLimit)?;
     }
     if a.cwd.is_none() && a.env.is_empty() {
         return Ok(());
@@ -203,15 +224,14 @@ pub async fn apply(kernel: &mut Kernel, a: &Adaptation) -> Result<(), String> {
     let deadline = Instant::now() + ADAPT_TIMEOUT;
     tokio::time::timeout_at(deadline, kernel.send(Channel::Shell, &msg))
         .await
-        .map_err(|_| "the kernel did not take the request".to_string())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| AdaptError::NotTaken)??;
     let (mut reply, mut idle) = (None, false);
     let mut until = deadline;
     while reply.is_none() || !idle {
         let ev = match tokio::time::timeout_at(until, kernel.next_event()).await {
             Ok(ev) => ev,
             Err(_) if reply.is_some() => break, // no idle: the kernel is ready all the same
-            Err(_) => return Err("the kernel did not answer in time".into()),
+            Err(_) => return Err(AdaptError::NoAnswer),
         };
         match ev {
             KernelEvent::Message(channel, m) if m.parent_msg_id() == Some(id.as_str()) => {
@@ -226,18 +246,17 @@ pub async fn apply(kernel: &mut Kernel, a: &Adaptation) -> Result<(), String> {
                     _ => {}
                 }
             }
-            KernelEvent::Exited(info) => return Err(format!("the kernel exited ({info})")),
+            KernelEvent::Exited(info) => return Err(AdaptError::Exited(info)),
             _ => {}
         }
     }
     match reply {
         Some(r) if r["status"] == "ok" => Ok(()),
-        Some(r) => Err(format!(
-            "{}: {}",
-            r["ename"].as_str().unwrap_or("error"),
-            r["evalue"].as_str().unwrap_or_default()
-        )),
-        None => Err("no reply".into()),
+        Some(r) => Err(AdaptError::Raised {
+            ename: r["ename"].as_str().unwrap_or("error").to_string(),
+            evalue: r["evalue"].as_str().unwrap_or_default().to_string(),
+        }),
+        None => Err(AdaptError::NoReply),
     }
 }
 

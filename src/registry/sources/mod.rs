@@ -321,13 +321,21 @@ impl Sources {
     /// Keep `wanted` started kernels for each (kernelspec name, N) in `pool`, launched as a
     /// session with no cwd, env or memory limit of its own would be (see [`pool`]). Filling
     /// starts with [`pool::Pool::fill`]. Errors: a kernelspec not found.
-    pub fn add_pool(&self, pool: &[(String, usize)], limits: &Limits) -> Result<(), String> {
+    pub fn add_pool(
+        &self,
+        pool: &[(String, usize)],
+        limits: &Limits,
+    ) -> Result<(), pool::PoolError> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         for (name, wanted) in pool {
             let spec = self
                 .search
                 .find(name)
-                .map_err(|e| format!("--pool {name}={wanted}: {e}"))?;
+                .map_err(|source| pool::PoolError::NotFound {
+                    name: name.clone(),
+                    wanted: *wanted,
+                    source,
+                })?;
             let opts = LaunchOptions {
                 cwd: cwd.clone(),
                 env: Default::default(),

@@ -29,17 +29,34 @@ use crate::kernel::{Kernel, KernelIo, KernelLauncher, LaunchOptions, LocalLaunch
 /// How long a failed pool start waits before the pool tries that kernelspec again.
 const RETRY_AFTER: Duration = Duration::from_secs(30);
 
-/// `KERNEL=N` from the command line. Errors: a sentence naming the bad part.
-pub fn parse_pool_arg(s: &str) -> Result<(String, usize), String> {
+/// Why a `--pool` option cannot be used; each message names the option as given.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("--pool {0:?}: expected KERNEL=N, e.g. python3=1")]
+    NotKernelEqualsN(String),
+    #[error("--pool {0:?}: N must be a whole number")]
+    NotACount(String),
+    #[error("--pool {0:?}: the kernelspec name is empty")]
+    NoName(String),
+    #[error("--pool {name}={wanted}: {source}")]
+    NotFound {
+        name: String,
+        wanted: usize,
+        source: crate::kernel::discovery::KernelNotFound,
+    },
+}
+
+/// `KERNEL=N` from the command line. Errors: [`PoolError`] naming the bad part.
+pub fn parse_pool_arg(s: &str) -> Result<(String, usize), PoolError> {
     let (name, n) = s
         .split_once('=')
-        .ok_or_else(|| format!("--pool {s:?}: expected KERNEL=N, e.g. python3=1"))?;
+        .ok_or_else(|| PoolError::NotKernelEqualsN(s.to_string()))?;
     let n: usize = n
         .trim()
         .parse()
-        .map_err(|_| format!("--pool {s:?}: N must be a whole number"))?;
+        .map_err(|_| PoolError::NotACount(s.to_string()))?;
     if name.trim().is_empty() {
-        return Err(format!("--pool {s:?}: the kernelspec name is empty"));
+        return Err(PoolError::NoName(s.to_string()));
     }
     Ok((name.trim().to_lowercase(), n))
 }
@@ -326,14 +343,11 @@ mod tests {
 
     #[test]
     fn pool_arg_is_kernel_equals_count() {
-        assert_eq!(parse_pool_arg("python3=2"), Ok(("python3".into(), 2)));
-        assert_eq!(parse_pool_arg("Python3=0"), Ok(("python3".into(), 0)));
-        assert!(parse_pool_arg("python3").unwrap_err().contains("KERNEL=N"));
-        assert!(
-            parse_pool_arg("python3=x")
-                .unwrap_err()
-                .contains("whole number")
-        );
-        assert!(parse_pool_arg("=1").unwrap_err().contains("empty"));
+        assert_eq!(parse_pool_arg("python3=2").unwrap(), ("python3".into(), 2));
+        assert_eq!(parse_pool_arg("Python3=0").unwrap(), ("python3".into(), 0));
+        let err = |arg: &str| parse_pool_arg(arg).unwrap_err().to_string();
+        assert!(err("python3").contains("KERNEL=N"));
+        assert!(err("python3=x").contains("whole number"));
+        assert!(err("=1").contains("empty"));
     }
 }

@@ -168,9 +168,9 @@ pub fn adopted(
     } else {
         file.to_path_buf()
     };
-    let info = crate::kernel::adopted::read_connection_file(&path).map_err(|message| {
+    let info = crate::kernel::adopted::read_connection_file(&path).map_err(|e| {
         SessionError::KernelNotFound {
-            message: format!("{message}. Pass the connection file of a running kernel (jupyter --runtime-dir lists where they are)."),
+            message: format!("{e}. Pass the connection file of a running kernel (jupyter --runtime-dir lists where they are)."),
             details: json!({"connection_file": path}),
         }
     })?;
