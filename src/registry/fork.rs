@@ -13,14 +13,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::time::Instant;
 
 use super::scope::key::{DEFAULT_SESSION, SessionKey};
 use super::table::Live;
 use super::{Registry, lock, session_span};
 use crate::kernel::fork::{ForkError, ForkPlan, ForkedLauncher, parse_scheduled};
-use crate::session::{SessionDesc, SessionError, SessionInfo};
+use crate::session::{SessionDesc, SessionError, SessionInfo, StartFailure};
 
 /// How long the source may take to answer the helper's scheduling request.
 const SCHEDULE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -75,12 +74,12 @@ impl Registry {
         }
         .stricter(self.floors(new.viewer()))
         .max_memory_mib;
-        let started = |e: crate::kernel::StartError| SessionError::KernelStartFailed {
-            message: format!(
-                "The fork of session '{}' did not come up: {e}",
-                info.session_id
-            ),
-            details: json!({"kernel": info.kernel, "forked_from": info.session_id}),
+        let started = |e: crate::kernel::StartError| {
+            SessionError::KernelStartFailed(StartFailure::Fork {
+                kernel: info.kernel.clone(),
+                forked_from: info.session_id.clone(),
+                error: Arc::new(e),
+            })
         };
 
         let supervisor = opts.as_ref().and_then(|o| o.supervisor.clone());

@@ -3,10 +3,15 @@
 //! in the session's own words; what to do next in terms of MCP tools is added at the edge
 //! (`mcp/error.rs`), so the CLI and other front ends can give their own advice.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ids::RunId;
+use crate::kernel::StartError;
+use crate::kernel::remote::GatewayError;
 
 /// Machine-readable error code (serialized as `SESSION_NOT_FOUND` etc.).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -101,8 +106,8 @@ pub enum SessionError {
     QueueFull { session: String, waiting: usize },
     #[error("{message}")]
     KernelNotFound { message: String, details: Value },
-    #[error("{message}")]
-    KernelStartFailed { message: String, details: Value },
+    #[error("{0}")]
+    KernelStartFailed(StartFailure),
     /// No environment is registered under this name.
     #[error("Environment '{name}' is not registered. {}", if known.is_empty() { "No environments are registered.".to_string() } else { format!("Registered: {}.", known.join(", ")) })]
     EnvironmentNotFound { name: String, known: Vec<String> },
@@ -154,6 +159,54 @@ pub enum SessionError {
     SandboxUnavailable(crate::kernel::SandboxUnavailable),
 }
 
+/// Why a session's kernel did not start (`KERNEL_START_FAILED`), as the part that saw it says.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StartFailure {
+    /// The kernel `kernel` (the session's kernelspec) did not start.
+    #[error("{error}")]
+    Kernel {
+        kernel: String,
+        error: Arc<StartError>,
+    },
+    /// The fork of session `forked_from` (a kernel of `kernel`) did not come up.
+    #[error("The fork of session '{forked_from}' did not come up: {error}")]
+    Fork {
+        kernel: String,
+        forked_from: String,
+        error: Arc<StartError>,
+    },
+    /// The gateway `gateway` answered the start with an error.
+    #[error("{error}")]
+    Gateway {
+        gateway: String,
+        error: GatewayError,
+    },
+    /// The interpreter `python` cannot import ipykernel; the message gives the install command
+    /// (and uv's, when `has_uv`).
+    #[error("{}", crate::kernel::advice::missing_ipykernel(.python, *.has_uv))]
+    NoIpykernel { python: PathBuf, has_uv: bool },
+}
+
+impl StartFailure {
+    /// The error's `details`: the kernelspec (and the forked session), the gateway, or the
+    /// interpreter and its install command.
+    pub fn details(&self) -> Value {
+        match self {
+            StartFailure::Kernel { kernel, .. } => json!({"kernel": kernel}),
+            StartFailure::Fork {
+                kernel,
+                forked_from,
+                ..
+            } => json!({"kernel": kernel, "forked_from": forked_from}),
+            StartFailure::Gateway { gateway, .. } => json!({"gateway": gateway}),
+            StartFailure::NoIpykernel { python, .. } => json!({
+                "python": python,
+                "install_command": crate::kernel::advice::install_command(python),
+            }),
+        }
+    }
+}
+
 impl SessionError {
     /// The contract's code for this error.
     pub fn code(&self) -> ErrorCode {
@@ -168,7 +221,7 @@ impl SessionError {
             E::Dead { .. } => ErrorCode::SessionDead,
             E::QueueFull { .. } => ErrorCode::QueueFull,
             E::KernelNotFound { .. } => ErrorCode::KernelNotFound,
-            E::KernelStartFailed { .. } => ErrorCode::KernelStartFailed,
+            E::KernelStartFailed(_) => ErrorCode::KernelStartFailed,
             E::EnvironmentNotFound { .. } => ErrorCode::KernelNotFound,
             E::PythonUnusable { .. } => ErrorCode::InvalidArgument,
             E::StateChanged { .. } => ErrorCode::StateChanged,
@@ -197,9 +250,8 @@ impl SessionError {
             E::QueueFull { session, waiting } => {
                 json!({"session_id": session, "queue_length": waiting})
             }
-            E::KernelNotFound { details, .. } | E::KernelStartFailed { details, .. } => {
-                details.clone()
-            }
+            E::KernelNotFound { details, .. } => details.clone(),
+            E::KernelStartFailed(failure) => failure.details(),
             E::StateChanged {
                 generation,
                 expected,

@@ -32,7 +32,7 @@ pub use actor::{
     ExecuteRequest, MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT, SessionDesc, Settled, Started, Submitted,
     WhileBusy,
 };
-pub use error::{ErrorCode, SessionError};
+pub use error::{ErrorCode, SessionError, StartFailure};
 pub use ids::RunId;
 pub use output::{StreamPage, clean_text};
 pub use run::Part;

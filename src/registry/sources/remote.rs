@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::kernel::remote::{GatewayError, RemoteLauncher, Rest};
 use crate::kernel::{InterruptMode, KernelLauncher, KernelSpec};
-use crate::session::SessionError;
+use crate::session::{SessionError, StartFailure};
 
 /// One gateway's kernelspec, as `list_kernels` shows it.
 #[derive(Debug, Clone)]
@@ -46,10 +46,12 @@ pub fn session_error(e: GatewayError) -> SessionError {
             message: format!("{message}."),
             details: json!({"gateway": gateway}),
         },
-        GatewayError::Http { gateway, .. } => SessionError::KernelStartFailed {
-            message,
-            details: json!({"gateway": gateway}),
-        },
+        GatewayError::Http { ref gateway, .. } => {
+            SessionError::KernelStartFailed(StartFailure::Gateway {
+                gateway: gateway.clone(),
+                error: e,
+            })
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::kernel::KernelSpec;
 use crate::kernel::advice;
 use crate::kernel::discovery::KernelSearch;
-use crate::session::SessionError;
+use crate::session::{SessionError, StartFailure};
 
 /// Interpreters known to import ipykernel (the probe costs a Python start-up).
 #[derive(Default)]
@@ -136,11 +136,10 @@ async fn check_ipykernel(interpreter: &Path) -> Result<(), SessionError> {
     match status {
         Ok(Ok(s)) if s.success() => Ok(()),
         Ok(Ok(s)) if s.code() == Some(NO_IPYKERNEL) => {
-            let has_uv = which::which("uv").is_ok();
-            Err(SessionError::KernelStartFailed {
-                message: advice::missing_ipykernel(interpreter, has_uv),
-                details: json!({"python": interpreter, "install_command": advice::install_command(interpreter)}),
-            })
+            Err(SessionError::KernelStartFailed(StartFailure::NoIpykernel {
+                python: interpreter.to_path_buf(),
+                has_uv: which::which("uv").is_ok(),
+            }))
         }
         other => {
             let what = match other {

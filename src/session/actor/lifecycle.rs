@@ -10,6 +10,8 @@
 
 use tracing::Instrument;
 
+use crate::session::StartFailure;
+
 use super::*;
 
 impl Actor {
@@ -118,10 +120,10 @@ impl Actor {
                     StartError::SandboxUnavailable { reason, .. } => {
                         SessionError::SandboxUnavailable(reason)
                     }
-                    e => SessionError::KernelStartFailed {
-                        message: e.to_string(),
-                        details: json!({"kernel": self.desc.spec.name}),
-                    },
+                    e => SessionError::KernelStartFailed(StartFailure::Kernel {
+                        kernel: self.desc.spec.name.clone(),
+                        error: Arc::new(e),
+                    }),
                 };
                 if let Some(w) = self.create_waiter.take() {
                     let _ = w.send(Err(err.clone()));
