@@ -25,7 +25,7 @@ pub async fn accept(
 ) {
     let Ok(permit) = slots.clone().try_acquire_owned() else {
         let reply = ops::failure(
-            "busy",
+            ops::FailureKind::Busy,
             format!(
                 "{MAX_CONNECTIONS} broker calls of this session are already in flight; wait for one to end"
             ),
@@ -53,7 +53,7 @@ async fn serve(stream: UnixStream, shared: &Shared) {
     let reply = match read {
         Ok(0) | Err(_) => return,
         Ok(n) if n as u64 >= limit && !line.ends_with(b"\n") => ops::failure(
-            "limit",
+            ops::FailureKind::Limit,
             format!(
                 "the request is larger than {} bytes: a call's arguments may be at most {} bytes of JSON",
                 ops::MAX_REQUEST_BYTES,

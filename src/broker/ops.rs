@@ -50,17 +50,47 @@ struct Request {
     timeout: Option<f64>,
 }
 
+/// What kind of failure an answer reports (`error.kind`, snake_case on the wire); the helper
+/// raises by it (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Not a request the broker understands (bad JSON, a missing name, a bad value).
+    Protocol,
+    /// The request's key is not this session's.
+    Unauthorized,
+    /// Too many calls of the session in flight.
+    Busy,
+    /// The request or its arguments are too large.
+    Limit,
+    /// The MCP registry (`.mcp.json`) is invalid.
+    Config,
+    UnknownServer,
+    UnknownTool,
+    /// The server could not be started or listed.
+    Unavailable,
+    /// The tool is outside the registry's grant (`allowedTools`).
+    Permission,
+    Timeout,
+    /// The run was interrupted, or its kernel restarted or died.
+    Cancelled,
+    /// The tool answered with an error.
+    Tool,
+    /// The connection to the server failed during the call.
+    Broken,
+}
+
 /// A failed operation, as the helper reads it.
 #[derive(Debug)]
 pub struct Failure {
-    kind: &'static str,
+    kind: FailureKind,
     message: String,
     result: Option<Value>,
     jsonrpc: Option<Value>,
 }
 
 impl Failure {
-    fn new(kind: &'static str, message: impl Into<String>) -> Failure {
+    fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
         Failure {
             kind,
             message: message.into(),
@@ -82,7 +112,7 @@ impl Failure {
 }
 
 /// A failure reply of `kind`.
-pub fn failure(kind: &'static str, message: String) -> Value {
+pub fn failure(kind: FailureKind, message: String) -> Value {
     Failure::new(kind, message).into_reply()
 }
 
@@ -94,14 +124,14 @@ pub async fn handle(shared: &Shared, line: &[u8], gone: Gone) -> Option<Value> {
         Ok(r) => r,
         Err(e) => {
             return Some(failure(
-                "protocol",
+                FailureKind::Protocol,
                 format!("not a broker request ({e}); use the kernel_mcp module"),
             ));
         }
     };
     if !shared.key_matches(&req.key) {
         return Some(failure(
-            "unauthorized",
+            FailureKind::Unauthorized,
             "the key does not match this session's endpoint; the kernel's endpoint file is stale"
                 .into(),
         ));
@@ -118,13 +148,16 @@ pub async fn handle(shared: &Shared, line: &[u8], gone: Gone) -> Option<Value> {
         .unwrap_or(Value::Null)),
         "explain" => match &req.server {
             Some(s) => Ok(super::explain::explain(shared, s, req.tool.as_deref())),
-            None => Err(Failure::new("protocol", "explain needs a server name")),
+            None => Err(Failure::new(
+                FailureKind::Protocol,
+                "explain needs a server name",
+            )),
         },
         "tools" => race(tools(shared, &req), gone).await?,
         "tool" => race(tool(shared, &req), gone).await?,
         "call" => call(shared, req, gone).await?,
         other => Err(Failure::new(
-            "protocol",
+            FailureKind::Protocol,
             format!("unknown operation {other:?}"),
         )),
     };
@@ -150,7 +183,7 @@ fn invalid(shared: &Shared) -> Option<Failure> {
     }
     let list: Vec<String> = reg.errors.iter().map(|e| format!("- {e}")).collect();
     Some(Failure::new(
-        "config",
+        FailureKind::Config,
         format!(
             "The MCP registry {} cannot be used, so no broker call works until it is fixed (then start a new session):\n{}",
             reg.path.display(),
@@ -176,7 +209,7 @@ fn downstream<'a>(
             format!("({} does not exist)", reg.path.display())
         };
         Failure::new(
-            "unknown_server",
+            FailureKind::UnknownServer,
             if known.is_empty() {
                 format!("No MCP server \"{server}\": none is configured {where_}. Add it under \"mcpServers\".")
             } else {
@@ -221,11 +254,11 @@ fn servers(shared: &Shared) -> Value {
 fn named<'a>(v: &'a Option<String>, what: &str) -> Result<&'a str, Failure> {
     v.as_deref()
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| Failure::new("protocol", format!("missing {what}")))
+        .ok_or_else(|| Failure::new(FailureKind::Protocol, format!("missing {what}")))
 }
 
 fn unavailable(e: super::downstream::DownstreamError) -> Failure {
-    Failure::new("unavailable", e.to_string())
+    Failure::new(FailureKind::Unavailable, e.to_string())
 }
 
 async fn tools(shared: &Shared, req: &Request) -> Result<Value, Failure> {
@@ -254,7 +287,7 @@ async fn tool(shared: &Shared, req: &Request) -> Result<Value, Failure> {
     let Some(t) = tools.iter().find(|t| t.name == name) else {
         let names: Vec<&str> = tools.iter().take(50).map(|t| t.name.as_ref()).collect();
         return Err(Failure::new(
-            "unknown_tool",
+            FailureKind::UnknownTool,
             format!(
                 "Server \"{server}\" has no tool \"{name}\". Its tools: {}.",
                 names.join(", ")
@@ -277,7 +310,7 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
         if !entry.allows(&tool) {
             let grant = entry.allowed_tools.clone().unwrap_or_default();
             return Err(Failure::new(
-                "permission",
+                FailureKind::Permission,
                 format!(
                     "Tool \"{tool}\" of MCP server \"{server}\" is outside the grant: allowedTools is {} in {}. Add \"{tool}\" to that list to allow it.",
                     serde_json::to_string(&grant).unwrap_or_default(),
@@ -290,7 +323,7 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
             Some(Value::Object(m)) => m,
             Some(_) => {
                 return Err(Failure::new(
-                    "protocol",
+                    FailureKind::Protocol,
                     "arguments must be a dict (a JSON object)",
                 ));
             }
@@ -298,7 +331,7 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
         let size = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
         if size > MAX_ARGUMENT_BYTES {
             return Err(Failure::new(
-                "limit",
+                FailureKind::Limit,
                 format!(
                     "The arguments are {size} bytes of JSON; a call may send at most {MAX_ARGUMENT_BYTES}. Pass a file path or smaller pieces instead."
                 ),
@@ -307,7 +340,7 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
         let timeout = req.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
         if !(timeout > 0.0 && timeout <= MAX_TIMEOUT_S) {
             return Err(Failure::new(
-                "protocol",
+                FailureKind::Protocol,
                 format!("timeout must be between 0 and {MAX_TIMEOUT_S} seconds"),
             ));
         }
@@ -333,8 +366,8 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
             Err(e) => return Some(Err(unavailable(e))),
         },
         _ = &mut gone => return None,
-        _ = cancel.cancelled() => return Some(Err(Failure::new("cancelled", format!("The call to {server}.{tool} was cancelled (the run was interrupted) before it was sent.")))),
-        _ = tokio::time::sleep_until(deadline) => return Some(Err(Failure::new("timeout", format!("MCP server \"{server}\" did not start within the call's timeout ({} s); the call was not sent.", timeout.as_secs_f64())))),
+        _ = cancel.cancelled() => return Some(Err(Failure::new(FailureKind::Cancelled, format!("The call to {server}.{tool} was cancelled (the run was interrupted) before it was sent.")))),
+        _ = tokio::time::sleep_until(deadline) => return Some(Err(Failure::new(FailureKind::Timeout, format!("MCP server \"{server}\" did not start within the call's timeout ({} s); the call was not sent.", timeout.as_secs_f64())))),
     };
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let t0 = Instant::now();
@@ -361,11 +394,11 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
         }
         _ = cancel.cancelled() => {
             record(Outcome::OutcomeUnknown);
-            return Some(Err(Failure::new("cancelled", format!("The call to {server}.{tool} was cancelled (the run was interrupted, or its kernel restarted or died) while the server worked on it: {unknown}."))));
+            return Some(Err(Failure::new(FailureKind::Cancelled, format!("The call to {server}.{tool} was cancelled (the run was interrupted, or its kernel restarted or died) while the server worked on it: {unknown}."))));
         }
         _ = tokio::time::sleep_until(deadline) => {
             record(Outcome::OutcomeUnknown);
-            return Some(Err(Failure::new("timeout", format!("The call to {server}.{tool} did not answer within its timeout ({} s) and was cancelled: {unknown}. Pass timeout=… for a longer wait.", timeout.as_secs_f64()))));
+            return Some(Err(Failure::new(FailureKind::Timeout, format!("The call to {server}.{tool} did not answer within its timeout ({} s) and was cancelled: {unknown}. Pass timeout=… for a longer wait.", timeout.as_secs_f64()))));
         }
     };
     Some(match outcome {
@@ -378,7 +411,7 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
                 Err(Failure {
                     result: Some(envelope),
                     ..Failure::new(
-                        "tool",
+                        FailureKind::Tool,
                         format!("{server}.{tool} failed: {}", ds.redact(&text)),
                     )
                 })
@@ -392,7 +425,7 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
             Err(Failure {
                 jsonrpc: Some(json!({"code": e.code.0, "message": e.message, "data": e.data})),
                 ..Failure::new(
-                    "tool",
+                    FailureKind::Tool,
                     format!(
                         "{server}.{tool}: the server answered with an error ({}): {}",
                         e.code.0,
@@ -406,7 +439,7 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
             let reason = e.to_string();
             ds.broken(&reason).await;
             Err(Failure::new(
-                "broken",
+                FailureKind::Broken,
                 format!(
                     "The connection to MCP server \"{server}\" failed during the call to {tool} ({}): {unknown}. The next call starts a new connection.",
                     ds.redact(&reason)
