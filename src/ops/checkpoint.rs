@@ -64,155 +64,12 @@ pub struct Restored {
     pub restored: Vec<String>,
 }
 
-/// Encodes the namespace. Runs in a private dict, reads `globals()` of the user namespace.
-const ENCODE_SRC: &str = r#"
-import json, base64
-class Skip(Exception):
-    pass
-HIDDEN = {'In', 'Out', 'exit', 'quit', 'get_ipython'}
-def tname(v):
-    t = type(v)
-    try:
-        m = type.__getattribute__(t, '__module__')
-        q = type.__getattribute__(t, '__qualname__')
-    except Exception:
-        return 'object'
-    if type(m) is not str or type(q) is not str:
-        return 'object'
-    return q if m == 'builtins' else m + '.' + q
-def why(v):
-    n = tname(v)
-    if n == 'module':
-        return 'a module: import it again after restoring'
-    if n in ('function', 'builtin_function_or_method', 'method'):
-        return 'a %s: code is not saved (run its definition again)' % n
-    if type(v) is type:
-        return 'a class: code is not saved (run its definition again)'
-    return 'a %s, which is not JSON-safe data' % n
-def spend(st, n):
-    st[2] += n
-    if st[2] > st[5]:
-        raise Skip('larger than the %d bytes left in the checkpoint' % max(st[5], 0))
-def enc(v, st, depth):
-    t = type(v)
-    st[0] += 1
-    if st[0] > st[1]:
-        raise Skip('more than %d values' % st[1])
-    if v is None:
-        return ['none', None]
-    if t is bool:
-        return ['bool', v]
-    if t is int:
-        try:
-            s = int.__repr__(v)
-        except ValueError:
-            raise Skip('an int with too many digits')
-        spend(st, len(s) + 10)
-        return ['int', s]
-    if t is float:
-        spend(st, 30)
-        return ['float', float.__repr__(v)]
-    if t is complex:
-        spend(st, 60)
-        return ['complex', [float.__repr__(v.real), float.__repr__(v.imag)]]
-    if t is str:
-        spend(st, len(v) + 10)
-        return ['str', v]
-    if t is bytes or t is bytearray:
-        spend(st, len(v) * 4 // 3 + 16)
-        return [t.__name__, base64.b64encode(v).decode('ascii')]
-    if t is list or t is tuple or t is set or t is frozenset or t is dict:
-        if depth >= st[4]:
-            raise Skip('nested deeper than %d levels' % st[4])
-        i = id(v)
-        if i in st[3]:
-            raise Skip('it contains itself')
-        st[3].add(i)
-        spend(st, 12)
-        try:
-            if t is dict:
-                body = [[enc(k, st, depth + 1), enc(x, st, depth + 1)] for k, x in dict.items(v)]
-            else:
-                body = [enc(x, st, depth + 1) for x in v]
-        finally:
-            st[3].discard(i)
-        return [t.__name__, body]
-    raise Skip(why(v) if depth == 0 else 'it holds ' + why(v))
-def run(ns, max_bytes, max_nodes, max_depth):
-    saved, skipped, out, left = [], [], {}, max_bytes
-    for name in sorted(k for k in list(ns) if type(k) is str):
-        if name.startswith('_') or name in HIDDEN:
-            continue
-        v = ns[name]
-        try:
-            e = enc(v, [0, max_nodes, 0, set(), max_depth, left], 0)
-            size = len(json.dumps(e, ensure_ascii=False).encode('utf-8')) + len(name) + 8
-        except Skip as s:
-            skipped.append({'name': name, 'reason': str(s)})
-            continue
-        except UnicodeEncodeError:
-            skipped.append({'name': name, 'reason': 'it holds a str with lone surrogates, which UTF-8 cannot hold'})
-            continue
-        except RecursionError:
-            skipped.append({'name': name, 'reason': 'nested too deeply'})
-            continue
-        if size > left:
-            skipped.append({'name': name, 'reason': 'larger than the %d bytes left in the checkpoint' % left})
-            continue
-        left -= size
-        out[name] = e
-        saved.append(name)
-    return json.dumps({'variables': out, 'saved': saved, 'skipped': skipped}, ensure_ascii=False).encode('utf-8').hex()
-"#;
+/// Encodes the namespace (`run(ns, max_bytes, max_nodes, max_depth)`); reads `globals()` of
+/// the user namespace.
+const ENCODE_PY: &str = include_str!("checkpoint/encode.py");
 
 /// Decodes a validated checkpoint into a scratch dict, then updates the namespace.
-const DECODE_SRC: &str = r#"
-import json, base64, keyword
-def dec(e):
-    tag, p = e
-    if tag == 'none':
-        return None
-    if tag == 'bool':
-        return p is True
-    if tag == 'int':
-        return int(p)
-    if tag == 'float':
-        return float(p)
-    if tag == 'complex':
-        return complex(float(p[0]), float(p[1]))
-    if tag == 'str':
-        return p
-    if tag == 'bytes':
-        return base64.b64decode(p, validate=True)
-    if tag == 'bytearray':
-        return bytearray(base64.b64decode(p, validate=True))
-    if tag == 'list':
-        return [dec(x) for x in p]
-    if tag == 'tuple':
-        return tuple(dec(x) for x in p)
-    if tag == 'set':
-        return set(dec(x) for x in p)
-    if tag == 'frozenset':
-        return frozenset(dec(x) for x in p)
-    if tag == 'dict':
-        return {dec(k): dec(v) for k, v in p}
-    raise ValueError('unknown tag %r' % (tag,))
-def run(ns, text):
-    out = {}
-    for name, e in json.loads(text).items():
-        if not name.isidentifier() or keyword.iskeyword(name):
-            raise ValueError('%r is not a variable name' % (name,))
-        out[name] = dec(e)
-    ns.update(out)
-    return json.dumps(sorted(out)).encode().hex()
-"#;
-
-/// The expression that runs `run(*args)` of `src` in a private namespace.
-fn helper_expr(src: &str, args: &str) -> String {
-    // A JSON string literal is a valid Python string literal (serde_json writes non-ASCII raw).
-    let literal = serde_json::to_string(src).unwrap_or_default();
-    format!("(lambda h: (exec({literal}, h), h['run'])[1])({{}})({args})")
-}
+const DECODE_PY: &str = include_str!("checkpoint/decode.py");
 
 /// Write the JSON-safe part of the Python namespace of `handle`'s session to `path`
 /// (relative: the session's cwd), atomically and readable by its owner only (0600: the values
@@ -223,8 +80,8 @@ pub async fn save(handle: &SessionHandle, path: &Path) -> Result<Checkpoint, Ses
     let path = PathBuf::from(&info.cwd).join(path);
     let reach = files::Reach::of_session(&info);
     reach.check_write(&path)?;
-    let expr = helper_expr(
-        ENCODE_SRC,
+    let expr = python::helper_call(
+        ENCODE_PY,
         &format!("globals(), {MAX_CHECKPOINT_BYTES}, {MAX_NODES}, {MAX_DEPTH}"),
     );
     let got = python::eval_json_within(handle, &expr, KERNEL_TIMEOUT).await?;
@@ -282,7 +139,7 @@ pub async fn restore(handle: &SessionHandle, path: &Path) -> Result<Restored, Se
     let text = serde_json::to_string(&variables)
         .map_err(|e| SessionError::Internal(format!("checkpoint: {e}")))?;
     let literal = serde_json::to_string(&text).unwrap_or_default();
-    let expr = helper_expr(DECODE_SRC, &format!("globals(), {literal}"));
+    let expr = python::helper_call(DECODE_PY, &format!("globals(), {literal}"));
     let got = python::eval_json_within(handle, &expr, KERNEL_TIMEOUT)
         .await
         .map_err(|e| match e {
@@ -556,5 +413,38 @@ mod tests {
             v = json!(["dict", [[["str", "k"], v]]]);
         }
         assert!(parse(&file(json!({"deep": v}))).is_ok());
+    }
+
+    /// The kernel side of a checkpoint, run by a real interpreter: what the encoder writes
+    /// passes [`parse`], and the decoder gives the same values back; what is not data is
+    /// skipped with its reason.
+    #[test]
+    fn the_python_encoder_and_decoder_round_trip_a_namespace() {
+        use crate::ops::python::{helper_call, testing};
+        let values = "n = -12345678901234567890\nf = 0.1\nc = 1-2j\ns = 'é'\nb = b'\\x00\\xff'\nba = bytearray(b'x')\nxs = [1, (2, frozenset({3})), {4: None}]\nt = True\nimport os\ndef fn(): pass\nloop = []\nloop.append(loop)\n";
+        let encode = helper_call(
+            ENCODE_PY,
+            &format!("globals(), {MAX_CHECKPOINT_BYTES}, {MAX_NODES}, {MAX_DEPTH}"),
+        );
+        let got = testing::decode(&testing::run(&format!("{values}print({encode})"), &[]));
+        let skipped: Vec<&str> = got["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(skipped, ["fn", "loop", "os"], "{got}");
+        let vars = parse(&file(got["variables"].clone())).expect("the encoder's output parses");
+        assert_eq!(vars.len(), 8, "{got}");
+        let text = serde_json::to_string(&vars).unwrap();
+        let decode = helper_call(
+            DECODE_PY,
+            &format!("ns, {}", serde_json::to_string(&text).unwrap()),
+        );
+        let script = format!(
+            "{values}want = {{k: v for k, v in globals().items() if k in {names}}}\nns = {{}}\n{decode}\nprint(ns == want, sorted(ns) == sorted(want))",
+            names = serde_json::to_string(&vars.keys().collect::<Vec<_>>()).unwrap()
+        );
+        assert_eq!(testing::run(&script, &[]).trim(), "True True");
     }
 }

@@ -36,7 +36,7 @@ pub async fn variables(handle: &SessionHandle) -> Result<(Vec<Value>, usize), Se
             "Variables are listed for Python kernels only.".into(),
         ));
     }
-    let vars = python::eval_json_beside(handle, python::VARIABLES).await?;
+    let vars = python::eval_json_beside(handle, &python::variables_expr()).await?;
     let mut vars = match vars {
         Value::Array(v) => v,
         _ => Vec::new(),
