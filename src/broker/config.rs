@@ -29,10 +29,11 @@ const STDIO_FIELDS: &[&str] = &["type", "command", "args", "env", "cwd", "allowe
 /// Fields a streamable-HTTP entry may have.
 const HTTP_FIELDS: &[&str] = &["type", "url", "headers", "allowedTools"];
 
-/// Why a registry (or one of its entries) cannot be used. Every message says where, and the
-/// entry-level ones name the entry.
+/// Why an MCP registry (the `mcpServers` of a `.mcp.json`, [`McpRegistry`]; not kernel-mcp's
+/// session registry, `crate::registry`), or one of its entries, cannot be used. Every message
+/// says where, and the entry-level ones name the entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
+pub enum McpRegistryError {
     #[error("cannot read {path}: {reason}")]
     Unreadable { path: PathBuf, reason: String },
     #[error("{path} is larger than {MAX_REGISTRY_BYTES} bytes; a registry is a small JSON file")]
@@ -49,11 +50,11 @@ pub enum RegistryError {
     },
 }
 
-impl RegistryError {
+impl McpRegistryError {
     /// The entry the error is about, if it is about one.
     pub fn entry(&self) -> Option<&str> {
         match self {
-            RegistryError::Entry { entry, .. } => Some(entry),
+            McpRegistryError::Entry { entry, .. } => Some(entry),
             _ => None,
         }
     }
@@ -110,7 +111,7 @@ pub struct Entry {
     /// `allowedTools`: the tools the grant is narrowed to; `None`: every tool of the server.
     pub allowed_tools: Option<Vec<String>>,
     /// The entry's problems (also in [`McpRegistry::errors`]).
-    pub errors: Vec<RegistryError>,
+    pub errors: Vec<McpRegistryError>,
 }
 
 impl Entry {
@@ -131,7 +132,7 @@ pub struct McpRegistry {
     pub found: bool,
     pub entries: BTreeMap<String, Entry>,
     /// Every problem, file-level and entry-level; empty for a usable registry.
-    pub errors: Vec<RegistryError>,
+    pub errors: Vec<McpRegistryError>,
     /// Values taken from the environment, and header and env values (for redaction).
     pub secrets: Vec<String>,
 }
@@ -153,7 +154,7 @@ impl McpRegistry {
         }
     }
 
-    fn failed(path: &Path, error: RegistryError) -> McpRegistry {
+    fn failed(path: &Path, error: McpRegistryError) -> McpRegistry {
         McpRegistry {
             errors: vec![error],
             found: true,
@@ -184,7 +185,7 @@ impl McpRegistry {
             (
                 McpRegistry::failed(
                     path,
-                    RegistryError::Unreadable {
+                    McpRegistryError::Unreadable {
                         path: path.to_path_buf(),
                         reason: reason.clone(),
                     },
@@ -201,7 +202,7 @@ impl McpRegistry {
         };
         if meta.len() > MAX_REGISTRY_BYTES {
             return (
-                McpRegistry::failed(path, RegistryError::TooLarge { path: path.into() }),
+                McpRegistry::failed(path, McpRegistryError::TooLarge { path: path.into() }),
                 "too large".into(),
             );
         }
@@ -223,7 +224,7 @@ impl McpRegistry {
             Err(e) => {
                 return McpRegistry::failed(
                     path,
-                    RegistryError::Syntax {
+                    McpRegistryError::Syntax {
                         path: path.into(),
                         reason: e.to_string(),
                     },
@@ -234,7 +235,7 @@ impl McpRegistry {
             found: true,
             ..McpRegistry::absent(path)
         };
-        let shape = |problem: String| RegistryError::Shape {
+        let shape = |problem: String| McpRegistryError::Shape {
             path: path.into(),
             problem,
         };
@@ -328,7 +329,7 @@ fn parse_entry(
     }
     entry.errors = problems
         .into_iter()
-        .map(|problem| RegistryError::Entry {
+        .map(|problem| McpRegistryError::Entry {
             path: path.into(),
             entry: name.to_string(),
             problem,

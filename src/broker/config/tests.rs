@@ -164,7 +164,7 @@ fn transports_are_checked() {
 #[test]
 fn file_level_problems_say_where() {
     let reg = parse("{not json");
-    assert!(matches!(reg.errors[0], RegistryError::Syntax { .. }));
+    assert!(matches!(reg.errors[0], McpRegistryError::Syntax { .. }));
     assert!(reg.errors[0].to_string().contains("/proj/.mcp.json"));
     let reg = parse(r#"{"servers": {}}"#);
     let msgs: Vec<String> = reg.errors.iter().map(|e| e.to_string()).collect();
@@ -197,5 +197,5 @@ fn a_missing_file_is_an_empty_registry_unless_required() {
     let reg = McpRegistry::load(path, false, &env);
     assert!(reg.is_valid() && !reg.found && reg.entries.is_empty());
     let reg = McpRegistry::load(path, true, &env);
-    assert!(matches!(reg.errors[0], RegistryError::Unreadable { .. }));
+    assert!(matches!(reg.errors[0], McpRegistryError::Unreadable { .. }));
 }
