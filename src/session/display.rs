@@ -9,7 +9,7 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::history::{HistoryOutput, value_bytes};
-use super::output::{clean_text, head_tail_with};
+use super::text::{clean_text, head_tail_with};
 use super::types::{DisplayBundle, ErrorInfo, ImageData, OutputItem};
 
 /// Image MIME types returned as image content, in order of preference.

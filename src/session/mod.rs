@@ -16,10 +16,10 @@ pub(crate) mod ids;
 pub(crate) mod language;
 pub mod observer;
 pub(crate) mod octave;
-pub(crate) mod output;
 pub(crate) mod quirks;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod text;
 pub mod types;
 
 use std::sync::Arc;
@@ -34,8 +34,8 @@ pub use actor::{
 };
 pub use error::{ErrorCode, SessionError, StartFailure};
 pub use ids::RunId;
-pub use output::{StreamPage, clean_text};
 pub use run::Part;
+pub use text::{StreamPage, clean_text};
 pub use types::{ExecutionResult, RunStatus, SessionInfo, SessionStatus};
 
 use crate::config::Limits;
@@ -152,7 +152,7 @@ impl SessionHandle {
         part: Part,
         offset: usize,
         limit: usize,
-    ) -> Result<output::StreamPage, SessionError> {
+    ) -> Result<text::StreamPage, SessionError> {
         self.call(|reply| Command::Page {
             run: run.clone(),
             part,

@@ -16,7 +16,7 @@ use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::session::WhileBusy;
-use crate::session::output::clean_text;
+use crate::session::text::clean_text;
 
 /// How long complete/inspect wait for the kernel.
 const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -196,7 +196,7 @@ impl KernelMcp {
             .await?;
         let text = reply["data"]["text/plain"]
             .as_str()
-            .map(|t| crate::session::output::head_tail(&clean_text(t), 20_000).0)
+            .map(|t| crate::session::text::head_tail(&clean_text(t), 20_000).0)
             .unwrap_or_default();
         Ok(Json(Inspection {
             found: reply["found"].as_bool().unwrap_or(false),

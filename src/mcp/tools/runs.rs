@@ -17,7 +17,7 @@ use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::registry::RunRef;
-use crate::session::output::StreamPage;
+use crate::session::text::StreamPage;
 use crate::session::{Part, RunId, SessionError, SessionHandle, wait_settled};
 
 /// Largest page `get_execution` returns at once (bytes).

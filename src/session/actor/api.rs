@@ -10,8 +10,8 @@ use crate::kernel::ShutdownRung;
 use crate::session::error::SessionError;
 use crate::session::history::HistoryEntry;
 use crate::session::ids::RunId;
-use crate::session::output::StreamPage;
 use crate::session::run::Part;
+use crate::session::text::StreamPage;
 use crate::session::types::{ExecutionResult, RunStatus, SessionInfo};
 
 /// A validated execute request.

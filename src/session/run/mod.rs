@@ -23,8 +23,8 @@ pub use response::{Bounds, Part, page_part};
 use super::display::history_output;
 use super::history::{ENTRY_STREAM_BYTES, EntrySlot, HistoryEntry, HistoryOutput};
 use super::ids::RunId;
-use super::output::{clean_text, head_tail};
 use super::quirks::Quirks;
+use super::text::{clean_text, head_tail};
 use super::types::{ErrorInfo, Prompt, RunStatus};
 use crate::wire::Message;
 

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use tokio::time::Instant;
 
 use super::Run;
-use crate::session::output::{StreamPage, clean_text, head_tail, page};
+use crate::session::text::{StreamPage, clean_text, head_tail, page};
 use crate::session::types::{ErrorInfo, ExecutionResult, Prompt, StreamTruncation};
 
 /// How much of a run one response shows.

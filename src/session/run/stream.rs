@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::spool::SpoolFile;
-use crate::session::output::{StreamPage, clean_lines, clean_text, omitted_marker};
+use crate::session::text::{StreamPage, clean_lines, clean_text, omitted_marker};
 
 /// The unfinished last line a spilled stream keeps raw in memory, at most (bytes).
 pub const PENDING_MAX: usize = 1024 * 1024;
@@ -189,7 +189,7 @@ impl StreamStore {
     }
 
     /// The cleaned text if it fits in `limit` bytes; else its head and tail around a marker
-    /// (as [`crate::session::output::head_tail`]), and the number of bytes left out.
+    /// (as [`crate::session::text::head_tail`]), and the number of bytes left out.
     pub fn head_tail(&mut self, limit: usize) -> (String, Option<usize>) {
         let mut v = self.view();
         let len = v.len();
@@ -210,7 +210,7 @@ impl StreamStore {
     }
 
     /// The page of the cleaned text at byte `offset` with at most `limit` bytes (see
-    /// [`crate::session::output::page`]).
+    /// [`crate::session::text::page`]).
     pub fn page(&mut self, offset: usize, limit: usize) -> StreamPage {
         let mut v = self.view();
         let len = v.len();

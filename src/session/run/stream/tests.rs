@@ -1,8 +1,8 @@
 //! A spilled stream reads back exactly as the same stream kept in memory.
 
 use super::*;
-use crate::session::output::{head_tail, page};
 use crate::session::run::spool::{self, SpoolDir};
+use crate::session::text::{head_tail, page};
 
 fn spool_dir() -> (tempfile::TempDir, SpoolDir) {
     let base = tempfile::tempdir().expect("temp dir");
