@@ -6,8 +6,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::env_prefix::EnvCandidate;
 use kernel_mcp::kernel::discovery::KernelSearch;
-use kernel_mcp::kernel::env_prefix::EnvCandidate;
 use kernel_mcp::kernel::remote::Rest;
 use kernel_mcp::service::paths::ServicePaths;
 
@@ -58,8 +58,7 @@ impl Context {
     /// Errors: a `--gateway` or `--gateway-token-file` that cannot work (naming the flag,
     /// never a token).
     pub fn new(global: GlobalArgs) -> Result<Context, Failure> {
-        let python_env =
-            kernel_mcp::kernel::env_prefix::select_from_process(global.python_env.as_deref());
+        let python_env = super::env_prefix::select_from_process(global.python_env.as_deref());
         let env_prefix = python_env.as_ref().map(|c| c.prefix.clone());
         let search = KernelSearch::new(
             &global.kernelspec_dir,

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::env_prefix::{self, EnvCandidate};
 use kernel_mcp::kernel::KernelSpec;
 use kernel_mcp::kernel::advice;
 use kernel_mcp::kernel::discovery::KernelSearch;
-use kernel_mcp::kernel::env_prefix::{self, EnvCandidate};
 use kernel_mcp::kernel::{IPYTHON_MEMORY_HISTORY, build_argv, keep_ipython_history_in_memory};
 use serde::Serialize;
 

@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use kernel_mcp::kernel::env_prefix::{EnvCandidate, EnvSource};
+use super::env_prefix::{EnvCandidate, EnvSource};
 use kernel_mcp::ops::files::{FileError, FileMode, WriteOptions, write_file_blocking};
 
 use super::ordered_json::Json;

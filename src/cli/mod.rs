@@ -17,6 +17,7 @@ pub mod context;
 pub mod dispatch;
 pub mod doctor;
 pub mod env;
+pub mod env_prefix;
 pub mod exec;
 pub mod follow;
 pub mod install;

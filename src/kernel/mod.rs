@@ -13,7 +13,6 @@ pub mod cgroup;
 pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
-pub mod env_prefix;
 pub mod fork;
 pub mod iopub;
 pub(crate) mod proc_tree;
