@@ -299,75 +299,90 @@ async fn tool(shared: &Shared, req: &Request) -> Result<Value, Failure> {
     Ok(v)
 }
 
-/// `call`: grant, size and registry checks, then the downstream call raced with the peer
-/// going away, the session's cancellation and the timeout. `None`: the peer went away.
-async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value, Failure>> {
-    let prepared = (|| {
-        let server = named(&req.server, "server")?.to_string();
-        let tool = named(&req.tool, "tool")?.to_string();
-        let ds = downstream(shared, &server)?.clone();
-        let entry = &shared.project.registry.entries[&server];
-        if !entry.allows(&tool) {
-            let grant = entry.allowed_tools.clone().unwrap_or_default();
-            return Err(Failure::new(
-                FailureKind::Permission,
-                format!(
-                    "Tool \"{tool}\" of MCP server \"{server}\" is outside the grant: allowedTools is {} in {}. Add \"{tool}\" to that list to allow it.",
-                    serde_json::to_string(&grant).unwrap_or_default(),
-                    shared.project.registry.path.display()
-                ),
-            ));
-        }
-        let arguments = match req.arguments.clone() {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(m)) => m,
-            Some(_) => {
-                return Err(Failure::new(
-                    FailureKind::Protocol,
-                    "arguments must be a dict (a JSON object)",
-                ));
-            }
-        };
-        let size = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
-        if size > MAX_ARGUMENT_BYTES {
-            return Err(Failure::new(
-                FailureKind::Limit,
-                format!(
-                    "The arguments are {size} bytes of JSON; a call may send at most {MAX_ARGUMENT_BYTES}. Pass a file path or smaller pieces instead."
-                ),
-            ));
-        }
-        let timeout = req.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
-        if !(timeout > 0.0 && timeout <= MAX_TIMEOUT_S) {
+/// A `call` request that passed its checks.
+struct Checked {
+    server: String,
+    tool: String,
+    ds: std::sync::Arc<Downstream>,
+    arguments: Map<String, Value>,
+    timeout: Duration,
+}
+
+/// `call`'s grant, size and registry checks.
+fn check_call(shared: &Shared, req: &Request) -> Result<Checked, Failure> {
+    let server = named(&req.server, "server")?.to_string();
+    let tool = named(&req.tool, "tool")?.to_string();
+    let ds = downstream(shared, &server)?.clone();
+    let entry = &shared.project.registry.entries[&server];
+    if !entry.allows(&tool) {
+        let grant = entry.allowed_tools.clone().unwrap_or_default();
+        return Err(Failure::new(
+            FailureKind::Permission,
+            format!(
+                "Tool \"{tool}\" of MCP server \"{server}\" is outside the grant: allowedTools is {} in {}. Add \"{tool}\" to that list to allow it.",
+                serde_json::to_string(&grant).unwrap_or_default(),
+                shared.project.registry.path.display()
+            ),
+        ));
+    }
+    let arguments = match req.arguments.clone() {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
             return Err(Failure::new(
                 FailureKind::Protocol,
-                format!("timeout must be between 0 and {MAX_TIMEOUT_S} seconds"),
+                "arguments must be a dict (a JSON object)",
             ));
         }
-        Ok((
-            server,
-            tool,
-            ds,
-            arguments,
-            Duration::from_secs_f64(timeout),
-        ))
-    })();
-    let (server, tool, ds, arguments, timeout) = match prepared {
-        Ok(p) => p,
+    };
+    let size = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
+    if size > MAX_ARGUMENT_BYTES {
+        return Err(Failure::new(
+            FailureKind::Limit,
+            format!(
+                "The arguments are {size} bytes of JSON; a call may send at most {MAX_ARGUMENT_BYTES}. Pass a file path or smaller pieces instead."
+            ),
+        ));
+    }
+    let timeout = req.timeout.unwrap_or(DEFAULT_TIMEOUT_S);
+    if !(timeout > 0.0 && timeout <= MAX_TIMEOUT_S) {
+        return Err(Failure::new(
+            FailureKind::Protocol,
+            format!("timeout must be between 0 and {MAX_TIMEOUT_S} seconds"),
+        ));
+    }
+    Ok(Checked {
+        server,
+        tool,
+        ds,
+        arguments,
+        timeout: Duration::from_secs_f64(timeout),
+    })
+}
+
+/// Said of a call abandoned after it was sent: whether it took effect is not known.
+const UNKNOWN: &str = "it may or may not have taken effect; it is not retried";
+
+/// `call`: [`check_call`], then the downstream call raced with the peer going away, the
+/// session's cancellation and the timeout. `None`: the peer went away.
+async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value, Failure>> {
+    let c = match check_call(shared, &req) {
+        Ok(c) => c,
         Err(f) => return Some(Err(f)),
     };
+    let (server, tool) = (&c.server, &c.tool);
     let cancel = shared.cancel_token();
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = tokio::time::Instant::now() + c.timeout;
     let mut gone = gone;
     // Starting the server is not yet a call: abandoning it here leaves nothing to journal.
     let peer = tokio::select! {
-        p = ds.peer() => match p {
+        p = c.ds.peer() => match p {
             Ok(p) => p,
             Err(e) => return Some(Err(unavailable(e))),
         },
         _ = &mut gone => return None,
         _ = cancel.cancelled() => return Some(Err(Failure::new(FailureKind::Cancelled, format!("The call to {server}.{tool} was cancelled (the run was interrupted) before it was sent.")))),
-        _ = tokio::time::sleep_until(deadline) => return Some(Err(Failure::new(FailureKind::Timeout, format!("MCP server \"{server}\" did not start within the call's timeout ({} s); the call was not sent.", timeout.as_secs_f64())))),
+        _ = tokio::time::sleep_until(deadline) => return Some(Err(Failure::new(FailureKind::Timeout, format!("MCP server \"{server}\" did not start within the call's timeout ({} s); the call was not sent.", c.timeout.as_secs_f64())))),
     };
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let t0 = Instant::now();
@@ -383,9 +398,8 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
             j.record(entry);
         }
     };
-    let params = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
+    let params = CallToolRequestParams::new(tool.clone()).with_arguments(c.arguments.clone());
     // Dropping the request future sends `notifications/cancelled` to the server (rmcp).
-    let unknown = "it may or may not have taken effect; it is not retried";
     let outcome = tokio::select! {
         r = peer.call_tool(params) => r,
         _ = &mut gone => {
@@ -394,35 +408,48 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
         }
         _ = cancel.cancelled() => {
             record(Outcome::OutcomeUnknown);
-            return Some(Err(Failure::new(FailureKind::Cancelled, format!("The call to {server}.{tool} was cancelled (the run was interrupted, or its kernel restarted or died) while the server worked on it: {unknown}."))));
+            return Some(Err(Failure::new(FailureKind::Cancelled, format!("The call to {server}.{tool} was cancelled (the run was interrupted, or its kernel restarted or died) while the server worked on it: {UNKNOWN}."))));
         }
         _ = tokio::time::sleep_until(deadline) => {
             record(Outcome::OutcomeUnknown);
-            return Some(Err(Failure::new(FailureKind::Timeout, format!("The call to {server}.{tool} did not answer within its timeout ({} s) and was cancelled: {unknown}. Pass timeout=… for a longer wait.", timeout.as_secs_f64()))));
+            return Some(Err(Failure::new(FailureKind::Timeout, format!("The call to {server}.{tool} did not answer within its timeout ({} s) and was cancelled: {UNKNOWN}. Pass timeout=… for a longer wait.", c.timeout.as_secs_f64()))));
         }
     };
-    Some(match outcome {
+    let (journal, answer, broken) = answer(&c, outcome);
+    record(journal);
+    if let Some(reason) = broken {
+        c.ds.broken(&reason).await;
+    }
+    Some(answer)
+}
+
+/// What the journal records of a call's `outcome`, the answer to the kernel, and why the
+/// connection broke (when it did: the downstream is told, so the next call reconnects).
+fn answer(
+    c: &Checked,
+    outcome: Result<rmcp::model::CallToolResult, ServiceError>,
+) -> (Outcome, Result<Value, Failure>, Option<String>) {
+    let (server, tool, ds) = (&c.server, &c.tool, &c.ds);
+    match outcome {
         Ok(result) => {
             let envelope =
                 super::bound::bound(serde_json::to_value(&result).unwrap_or(Value::Null));
             if envelope["isError"] == Value::Bool(true) {
-                record(Outcome::Error);
                 let text = text_of(&envelope);
-                Err(Failure {
+                let failure = Failure {
                     result: Some(envelope),
                     ..Failure::new(
                         FailureKind::Tool,
                         format!("{server}.{tool} failed: {}", ds.redact(&text)),
                     )
-                })
+                };
+                (Outcome::Error, Err(failure), None)
             } else {
-                record(Outcome::Ok);
-                Ok(envelope)
+                (Outcome::Ok, Ok(envelope), None)
             }
         }
         Err(ServiceError::McpError(e)) => {
-            record(Outcome::Error);
-            Err(Failure {
+            let failure = Failure {
                 jsonrpc: Some(json!({"code": e.code.0, "message": e.message, "data": e.data})),
                 ..Failure::new(
                     FailureKind::Tool,
@@ -432,21 +459,21 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
                         ds.redact(&e.message)
                     ),
                 )
-            })
+            };
+            (Outcome::Error, Err(failure), None)
         }
         Err(e) => {
-            record(Outcome::OutcomeUnknown);
             let reason = e.to_string();
-            ds.broken(&reason).await;
-            Err(Failure::new(
+            let failure = Failure::new(
                 FailureKind::Broken,
                 format!(
-                    "The connection to MCP server \"{server}\" failed during the call to {tool} ({}): {unknown}. The next call starts a new connection.",
+                    "The connection to MCP server \"{server}\" failed during the call to {tool} ({}): {UNKNOWN}. The next call starts a new connection.",
                     ds.redact(&reason)
                 ),
-            ))
+            );
+            (Outcome::OutcomeUnknown, Err(failure), Some(reason))
         }
-    })
+    }
 }
 
 /// The text blocks of an envelope, joined (bounded for a message).
