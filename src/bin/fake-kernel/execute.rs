@@ -160,29 +160,8 @@ impl Kernel {
                 std::process::exit(code);
             }
             "input" => {
-                if !allow_stdin && !self.cfg.input_without_allow {
-                    return Err(fail(
-                        "StdinNotImplementedError",
-                        "raw_input was called, but this frontend does not support input requests.",
-                    ));
-                }
-                while input.try_recv().is_ok() {} // stale replies
-                let prompt = rest;
-                self.reply(
-                    Route::Stdin,
-                    req,
-                    "input_request",
-                    json!({"prompt": prompt, "password": false}),
-                )
-                .await;
-                let value = tokio::select! {
-                    r = input.recv() => match r {
-                        Some(m) => m.content["value"].as_str().unwrap_or("").to_owned(),
-                        None => return Err(fail("EOFError", "stdin closed")),
-                    },
-                    _ = interrupts.changed() => return Err(fail("KeyboardInterrupt", "")),
-                };
-                self.stream(req, "stdout", &format!("got {value}\n")).await;
+                self.input(req, rest, allow_stdin, input, &mut interrupts)
+                    .await?
             }
             "late" => {
                 let (ms, text) = rest.split_once(' ').unwrap_or((num, ""));
@@ -198,6 +177,49 @@ impl Kernel {
                 self.flood(req, total).await;
             }
             "abort" | "reply-first" | "drop-reply" => {}
+            other => self.misbehave(req, other, num).await?,
+        }
+        Ok(())
+    }
+
+    /// `input <prompt>`: an `input_request` on stdin, then `got <value>` on stdout.
+    async fn input(
+        &self,
+        req: &Message,
+        prompt: &str,
+        allow_stdin: bool,
+        input: &mut mpsc::UnboundedReceiver<Message>,
+        interrupts: &mut watch::Receiver<u64>,
+    ) -> Result<(), Failure> {
+        if !allow_stdin && !self.cfg.input_without_allow {
+            return Err(fail(
+                "StdinNotImplementedError",
+                "raw_input was called, but this frontend does not support input requests.",
+            ));
+        }
+        while input.try_recv().is_ok() {} // stale replies
+        self.reply(
+            Route::Stdin,
+            req,
+            "input_request",
+            json!({"prompt": prompt, "password": false}),
+        )
+        .await;
+        let value = tokio::select! {
+            r = input.recv() => match r {
+                Some(m) => m.content["value"].as_str().unwrap_or("").to_owned(),
+                None => return Err(fail("EOFError", "stdin closed")),
+            },
+            _ = interrupts.changed() => return Err(fail("KeyboardInterrupt", "")),
+        };
+        self.stream(req, "stdout", &format!("got {value}\n")).await;
+        Ok(())
+    }
+
+    /// The commands that break the protocol on purpose (`invalid-utf8`, `garbage`,
+    /// `close-sockets`, `hang`); any other is a NameError.
+    async fn misbehave(&self, req: &Message, cmd: &str, num: &str) -> Result<(), Failure> {
+        match cmd {
             "invalid-utf8" => {
                 let mut content = br#"{"name":"stdout","text":"bad "#.to_vec();
                 content.extend_from_slice(b"\xff\xfe");
