@@ -11,6 +11,7 @@
 //!
 //! Exit status: 0 when the default kernel can start, 1 otherwise (with the fix printed).
 
+use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -386,9 +387,17 @@ pub fn service_socket(env: &dyn Fn(&str) -> Option<String>, uid: u32) -> Option<
 
 /// The report for a person.
 fn render(r: &Report) -> String {
-    use std::fmt::Write;
     let mut o = String::new();
     let _ = writeln!(o, "kernel-mcp {} ({})", r.kernel_mcp_version, r.platform);
+    environments(&mut o, r);
+    kernelspecs(&mut o, r);
+    service(&mut o, r);
+    verdict(&mut o, r);
+    o
+}
+
+/// The Python environments, the selected one marked.
+fn environments(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "\nPython environments (in order; the first is selected, change it with --python-env, KERNEL_MCP_PYTHON_ENV or VIRTUAL_ENV):"
@@ -411,6 +420,10 @@ fn render(r: &Report) -> String {
             e.source
         );
     }
+}
+
+/// The kernelspec directories and each kernelspec: whether it can start, what it runs.
+fn kernelspecs(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nKernelspec directories searched:");
     for d in &r.kernelspec_dirs {
         let state = if d.exists { "" } else { "  (missing)" };
@@ -455,6 +468,10 @@ fn render(r: &Report) -> String {
             "  ({IPYTHON_MEMORY_HISTORY} is added by kernel-mcp: IPython keeps its history in memory, not in ~/.ipython; a kernelspec naming a --HistoryManager. option keeps its own.)"
         );
     }
+}
+
+/// The service's socket and HTTP face.
+fn service(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nService:");
     match &r.service.socket {
         Some(s) => {
@@ -496,7 +513,11 @@ fn render(r: &Report) -> String {
         }
         (None, None) => {}
     }
-    super::oauth::render(r.oauth.as_ref(), &mut o);
+    super::oauth::render(r.oauth.as_ref(), o);
+}
+
+/// The sandbox, the gateways, and whether a first `execute` would work (with the advice).
+fn verdict(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nSandbox (docs/sandbox.md):");
     for line in r.sandbox.describe() {
         let _ = writeln!(o, "  {line}");
@@ -527,7 +548,6 @@ fn render(r: &Report) -> String {
             let _ = writeln!(o, "{a}");
         }
     }
-    o
 }
 
 #[cfg(test)]
