@@ -358,6 +358,16 @@ fn allowed_tools(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Opt
 
 /// The entry as written; problems of shape go to `problems`.
 fn written(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Option<Written> {
+    if transport_kind(fields, problems)? == "stdio" {
+        stdio_written(fields, problems)
+    } else {
+        http_written(fields, problems)
+    }
+}
+
+/// `"stdio"` or `"http"`: the entry's `type`, else what its `command` or `url` implies; its
+/// fields are checked against that kind's.
+fn transport_kind(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Option<&'static str> {
     let kind = match fields.get("type") {
         None => None,
         Some(Value::String(t)) => match t.as_str() {
@@ -409,61 +419,67 @@ fn written(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Option<Wr
             allowed.join(", ")
         ));
     }
-    if kind == "stdio" {
-        let command = match fields.get("command") {
-            Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
-            Some(_) => {
-                problems.push("\"command\" must be a non-empty string".into());
-                return None;
-            }
-            None => {
-                problems.push("type \"stdio\" needs \"command\"".into());
-                return None;
-            }
-        };
-        let args = match fields.get("args") {
-            None => Vec::new(),
-            Some(v) => match strings(v) {
-                Some(a) => a,
-                None => {
-                    problems.push("\"args\" must be an array of strings".into());
-                    Vec::new()
-                }
-            },
-        };
-        let env = string_map(fields.get("env"), "env", problems);
-        for k in env.keys().filter(|k| !expand::is_var_name(k)) {
-            problems.push(format!("env name \"{k}\" is not a variable name"));
+    Some(kind)
+}
+
+/// A stdio entry's `command`, `args`, `env` and `cwd`.
+fn stdio_written(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Option<Written> {
+    let command = match fields.get("command") {
+        Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
+        Some(_) => {
+            problems.push("\"command\" must be a non-empty string".into());
+            return None;
         }
-        let cwd = match fields.get("cwd") {
-            None => None,
-            Some(Value::String(c)) => Some(c.clone()),
-            Some(_) => {
-                problems.push("\"cwd\" must be a string".into());
-                None
-            }
-        };
-        Some(Written::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        })
-    } else {
-        let url = match fields.get("url") {
-            Some(Value::String(u)) if !u.trim().is_empty() => u.clone(),
-            Some(_) => {
-                problems.push("\"url\" must be a non-empty string".into());
-                return None;
-            }
+        None => {
+            problems.push("type \"stdio\" needs \"command\"".into());
+            return None;
+        }
+    };
+    let args = match fields.get("args") {
+        None => Vec::new(),
+        Some(v) => match strings(v) {
+            Some(a) => a,
             None => {
-                problems.push("type \"http\" needs \"url\"".into());
-                return None;
+                problems.push("\"args\" must be an array of strings".into());
+                Vec::new()
             }
-        };
-        let headers = string_map(fields.get("headers"), "headers", problems);
-        Some(Written::Http { url, headers })
+        },
+    };
+    let env = string_map(fields.get("env"), "env", problems);
+    for k in env.keys().filter(|k| !expand::is_var_name(k)) {
+        problems.push(format!("env name \"{k}\" is not a variable name"));
     }
+    let cwd = match fields.get("cwd") {
+        None => None,
+        Some(Value::String(c)) => Some(c.clone()),
+        Some(_) => {
+            problems.push("\"cwd\" must be a string".into());
+            None
+        }
+    };
+    Some(Written::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    })
+}
+
+/// An HTTP entry's `url` and `headers`.
+fn http_written(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Option<Written> {
+    let url = match fields.get("url") {
+        Some(Value::String(u)) if !u.trim().is_empty() => u.clone(),
+        Some(_) => {
+            problems.push("\"url\" must be a non-empty string".into());
+            return None;
+        }
+        None => {
+            problems.push("type \"http\" needs \"url\"".into());
+            return None;
+        }
+    };
+    let headers = string_map(fields.get("headers"), "headers", problems);
+    Some(Written::Http { url, headers })
 }
 
 fn strings(v: &Value) -> Option<Vec<String>> {

@@ -66,34 +66,8 @@ pub(super) fn resolve(
             let mut out = Vec::new();
             for (k, v) in headers {
                 let value = exp(v, &format!("headers.{k}"), true);
-                let Ok(name) = http::HeaderName::from_bytes(k.as_bytes()) else {
-                    problems.push(format!("\"{k}\" is not a valid HTTP header name"));
-                    continue;
-                };
-                if value.trim().is_empty() {
-                    problems.push(format!("header \"{k}\" is empty"));
-                    continue;
-                }
-                let mut parts = value.split_whitespace();
-                if name == http::header::AUTHORIZATION
-                    && parts
-                        .next()
-                        .is_some_and(|s| s.eq_ignore_ascii_case("bearer"))
-                    && parts.next().is_none()
-                {
-                    problems.push(format!(
-                        "header \"{k}\" is an empty bearer token (\"Bearer\" with nothing after it); set the token, e.g. \"Bearer ${{TOKEN}}\""
-                    ));
-                    continue;
-                }
-                match http::HeaderValue::from_str(&value) {
-                    Ok(mut hv) => {
-                        hv.set_sensitive(true);
-                        out.push((name, hv));
-                    }
-                    Err(_) => problems.push(format!(
-                        "header \"{k}\" holds characters an HTTP header cannot carry"
-                    )),
+                if let Some(h) = header(k, &value, &mut problems) {
+                    out.push(h);
                 }
             }
             if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
@@ -107,6 +81,47 @@ pub(super) fn resolve(
         Ok((t, secrets))
     } else {
         Err(expansion_problems)
+    }
+}
+
+/// The header `k: value` (already expanded), marked sensitive; `None` with the problem in
+/// `problems` for a bad name, an empty value or bearer token, or a value no header carries.
+fn header(
+    k: &str,
+    value: &str,
+    problems: &mut Vec<String>,
+) -> Option<(http::HeaderName, http::HeaderValue)> {
+    let Ok(name) = http::HeaderName::from_bytes(k.as_bytes()) else {
+        problems.push(format!("\"{k}\" is not a valid HTTP header name"));
+        return None;
+    };
+    if value.trim().is_empty() {
+        problems.push(format!("header \"{k}\" is empty"));
+        return None;
+    }
+    let mut parts = value.split_whitespace();
+    if name == http::header::AUTHORIZATION
+        && parts
+            .next()
+            .is_some_and(|s| s.eq_ignore_ascii_case("bearer"))
+        && parts.next().is_none()
+    {
+        problems.push(format!(
+            "header \"{k}\" is an empty bearer token (\"Bearer\" with nothing after it); set the token, e.g. \"Bearer ${{TOKEN}}\""
+        ));
+        return None;
+    }
+    match http::HeaderValue::from_str(value) {
+        Ok(mut hv) => {
+            hv.set_sensitive(true);
+            Some((name, hv))
+        }
+        Err(_) => {
+            problems.push(format!(
+                "header \"{k}\" holds characters an HTTP header cannot carry"
+            ));
+            None
+        }
     }
 }
 
