@@ -233,39 +233,9 @@ fn run_cell(
             Step::Poll(p) => poll = p?,
             Step::CtrlC => {
                 stopping = true;
-                screen.print(Kind::Note, "^C interrupting…\n");
-                let r = rt.block_on(client.call(
-                    "cancel_execution",
-                    json!({"run_id": run_id}),
-                    Duration::ZERO,
-                ));
-                if let Err(e) = r {
-                    return tool_error(screen, e);
-                }
-                let stopped = rt.block_on(async {
-                    tokio::time::timeout(STOP_WAIT, async {
-                        loop {
-                            match follower.poll(client, OWN_POLL).await {
-                                Ok(p) if is_final(p.status()) => return Ok(p),
-                                Ok(p) => {
-                                    screen.print(Kind::Stdout, &p.stdout);
-                                    screen.print(Kind::Stderr, &p.stderr);
-                                }
-                                Err(e) => return Err(e),
-                            }
-                        }
-                    })
-                    .await
-                });
-                match stopped {
-                    Ok(p) => poll = p?,
-                    Err(_) => {
-                        screen.print(
-                            Kind::Error,
-                            &format!("{run_id} has not stopped; `kernel-mcp session restart -s {session}` stops it (state is lost)\n"),
-                        );
-                        return Ok(());
-                    }
+                match interrupt(rt, client, screen, &mut follower, session)? {
+                    Some(p) => poll = p,
+                    None => return Ok(()),
                 }
             }
         }
@@ -277,6 +247,52 @@ fn run_cell(
         screen.print(Kind::Note, &format!("({status})\n"));
     }
     Ok(())
+}
+
+/// Ctrl-C during a cell: cancel its run and show what it prints until it ends, within
+/// [`STOP_WAIT`]. `None`: it has not stopped (said on the screen, with the way out).
+fn interrupt(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    screen: &Screen,
+    follower: &mut Follower,
+    session: &str,
+) -> Result<Option<Poll>, CliError> {
+    screen.print(Kind::Note, "^C interrupting…\n");
+    let run_id = follower.run_id.clone();
+    let r = rt.block_on(client.call(
+        "cancel_execution",
+        json!({"run_id": run_id}),
+        Duration::ZERO,
+    ));
+    if let Err(e) = r {
+        return tool_error(screen, e).map(|()| None);
+    }
+    let stopped = rt.block_on(async {
+        tokio::time::timeout(STOP_WAIT, async {
+            loop {
+                match follower.poll(client, OWN_POLL).await {
+                    Ok(p) if is_final(p.status()) => return Ok(p),
+                    Ok(p) => {
+                        screen.print(Kind::Stdout, &p.stdout);
+                        screen.print(Kind::Stderr, &p.stderr);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        })
+        .await
+    });
+    match stopped {
+        Ok(p) => Ok(Some(p?)),
+        Err(_) => {
+            screen.print(
+                Kind::Error,
+                &format!("{run_id} has not stopped; `kernel-mcp session restart -s {session}` stops it (state is lost)\n"),
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// The cell asks for input: read it with the editor and send it.
