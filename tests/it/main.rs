@@ -27,6 +27,7 @@ mod first_run;
 mod fork;
 mod fork_actor;
 mod fresh_files;
+mod function_length;
 mod fuzz;
 mod gateway_faults;
 mod gateways;
