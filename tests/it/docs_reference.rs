@@ -182,3 +182,151 @@ fn no_tracked_file_refers_to_planning_notes_outside_the_repository() {
     }
     assert!(hits.is_empty(), "{hits:#?}");
 }
+
+/// GitHub's anchor of a heading: lower case, spaces as `-`, punctuation but `-` and `_`
+/// dropped; a repeated anchor gets `-1`, `-2`….
+fn anchors(markdown: &str) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut out = std::collections::BTreeSet::new();
+    for line in without_code(markdown, false).lines() {
+        let Some(title) = line.strip_prefix('#').map(|t| t.trim_start_matches('#')) else {
+            continue;
+        };
+        if !title.starts_with(' ') {
+            continue;
+        }
+        let slug: String = title
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let n = seen.entry(slug.clone()).or_default();
+        out.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// `markdown` with its fenced code blocks blanked out, and its inline code spans when `spans`.
+fn without_code(markdown: &str, spans: bool) -> String {
+    let mut fenced = false;
+    let mut out = String::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            out.push('\n');
+            continue;
+        }
+        if !fenced {
+            let mut in_code = false;
+            for c in line.chars() {
+                if c == '`' && spans {
+                    in_code = !in_code;
+                }
+                out.push(if in_code || (c == '`' && spans) {
+                    ' '
+                } else {
+                    c
+                });
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The targets of the inline links (`[text](target)`) of `markdown`.
+fn link_targets(markdown: &str) -> Vec<String> {
+    let text = without_code(markdown, true);
+    let mut out = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("](") {
+        rest = &rest[i + 2..];
+        if let Some(end) = rest.find(')') {
+            out.push(rest[..end].trim().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_in_the_readme_and_docs_resolves_to_a_file_and_heading() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
+        if entry.path().extension().is_some_and(|e| e == "md") {
+            pages.push(entry.path());
+        }
+    }
+    let mut checked = 0;
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("read a page");
+        let dir = page.parent().unwrap();
+        for target in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (file, anchor) = match target.split_once('#') {
+                Some((f, a)) => (f, Some(a)),
+                None => (target.as_str(), None),
+            };
+            let path = if file.is_empty() {
+                page.clone()
+            } else {
+                dir.join(file)
+            };
+            let shown = format!("{}: {target}", page.strip_prefix(root).unwrap().display());
+            if !path.exists() {
+                broken.push(format!("{shown} (no such file)"));
+                continue;
+            }
+            let Some(anchor) = anchor else { continue };
+            let markdown = std::fs::read_to_string(&path).unwrap_or_default();
+            if !anchors(&markdown).contains(anchor) {
+                broken.push(format!("{shown} (no such heading)"));
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} links found");
+    assert!(broken.is_empty(), "links that lead nowhere: {broken:#?}");
+}
+
+#[test]
+fn the_link_checker_makes_githubs_anchors() {
+    let got = anchors(
+        "# Title\n## `kernel-mcp console [SESSION] [--kernel K]`\n```\n# not a heading\n```\n## Shared mode: sessions that outlive the client\n## Title\n",
+    );
+    let want = [
+        "kernel-mcp-console-session---kernel-k",
+        "shared-mode-sessions-that-outlive-the-client",
+        "title",
+        "title-1",
+    ];
+    assert_eq!(got, want.iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        link_targets("[a](x.md#y) `[b](not)` [c](#z)"),
+        ["x.md#y", "#z"]
+    );
+}
+
+#[test]
+fn the_readme_is_short() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines; it says what kernel-mcp is and points to docs/, which hold the rest"
+    );
+}
