@@ -163,7 +163,7 @@ fn no_tracked_file_refers_to_planning_notes_outside_the_repository() {
         .current_dir(root)
         .output();
     let Some(listed) = listed.ok().filter(|o| o.status.success()) else {
-        eprintln!("skipped: not a git checkout (git ls-files failed)");
+        crate::common::skip("not a git checkout (git ls-files failed)");
         return;
     };
     // Spelled in two halves so this file does not match itself.

@@ -36,7 +36,7 @@ struct Bare {
 impl Bare {
     fn new() -> Option<Bare> {
         let Some(python) = python_without_ipykernel() else {
-            eprintln!("skipped: no python3 without ipykernel in /usr/bin or /usr/local/bin");
+            crate::common::skip("no python3 without ipykernel in /usr/bin or /usr/local/bin");
             return None;
         };
         let dir = tempfile::tempdir().expect("temp dir");

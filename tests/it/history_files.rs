@@ -321,8 +321,8 @@ async fn journal_of_a_sigkilled_server_is_readable_and_exportable_by_the_next_se
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kernels_of_a_sigkilled_server_die_within_ten_seconds() {
     if crate::common::shared_mode() {
-        eprintln!(
-            "skipped in shared mode: the kernels belong to the service, which outlives a killed relay on purpose"
+        crate::common::skip(
+            "shared mode: the kernels belong to the service, which outlives a killed relay on purpose",
         );
         return;
     }
@@ -359,7 +359,7 @@ async fn kernels_of_a_sigkilled_server_die_within_ten_seconds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_of_a_sigkilled_servers_kernel_are_removed_by_its_supervisor() {
     if crate::common::shared_mode() {
-        eprintln!("skipped in shared mode: the kernels belong to the service");
+        crate::common::skip("shared mode: the kernels belong to the service");
         return;
     }
     let state = StateHome::new();

@@ -146,7 +146,7 @@ async fn after_the_service_is_killed_the_relay_says_why_and_the_next_relay_start
 #[tokio::test]
 async fn a_peer_with_another_uid_is_refused() {
     if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to run a peer as another uid (nobody)");
+        crate::common::skip("needs root to run a peer as another uid (nobody)");
         return;
     }
     let svc = TestService::new();

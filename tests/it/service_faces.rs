@@ -172,7 +172,7 @@ fn need_root() -> bool {
     if nix::unistd::getuid().is_root() {
         return true;
     }
-    eprintln!("skipped: needs root to plant a listener as another uid (nobody)");
+    crate::common::skip("needs root to plant a listener as another uid (nobody)");
     false
 }
 

@@ -418,9 +418,9 @@ async fn install_packages_on_a_non_python_session_is_unsupported() {
         .as_array()
         .is_some_and(|k| k.iter().any(|k| k["name"] == "bash"));
     if !has_bash {
-        eprintln!(
-            "SKIPPED: no `bash` kernelspec (`make kernels` installs it); \
-             install_packages_rejects_option_like_packages covers the validation instead"
+        crate::common::skip(
+            "no `bash` kernelspec (`make kernels` installs it); \
+             install_packages_rejects_option_like_packages covers the validation instead",
         );
         server.shutdown().await;
         return;

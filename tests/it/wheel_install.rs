@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 fn wheel() -> Option<PathBuf> {
     let Some(w) = std::env::var_os("KERNEL_MCP_WHEEL").filter(|w| !w.is_empty()) else {
-        eprintln!("skipped: KERNEL_MCP_WHEEL is not set (`make wheel-test` builds and sets it)");
+        crate::common::skip("KERNEL_MCP_WHEEL is not set (`make wheel-test` builds and sets it)");
         return None;
     };
     let w = PathBuf::from(w);

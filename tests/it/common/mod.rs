@@ -584,4 +584,6 @@ pub mod raw;
 pub mod schemas;
 pub mod scripted;
 pub mod service;
+pub mod skip;
+pub use skip::skip;
 pub mod trust;
