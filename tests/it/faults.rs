@@ -137,8 +137,9 @@ async fn abort_reply_without_busy_or_idle_finishes_the_run_at_once() {
     )
     .await;
     assert_eq!(status(&v), "aborted", "{v}");
+    // Not after waiting for an idle that never comes (until wait_s, 50 s).
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(10),
         "took {took:?}: no idle is expected for an aborted reply"
     );
     let next = execute(&server, "ab", "print fine", json!({})).await;
@@ -309,7 +310,8 @@ async fn input_request_awaits_input_and_send_input_answers_it() {
         "awaiting_input",
         "(the fake errors when allow_stdin is false) {v}"
     );
-    assert!(took < Duration::from_secs(2), "returned after {took:?}");
+    // At the prompt, not at wait_s (30 s).
+    assert!(took < Duration::from_secs(10), "returned after {took:?}");
     assert_eq!(v["prompt"]["text"], "name? ", "{v}");
     let (done, _, _) = timed(
         &server,
@@ -354,7 +356,8 @@ async fn input_request_without_allow_stdin_does_not_hang() {
     )
     .await;
     assert_eq!(status(&v), "awaiting_input", "{v}");
-    assert!(took < Duration::from_secs(2), "returned after {took:?}");
+    // At the prompt, not at wait_s (30 s).
+    assert!(took < Duration::from_secs(10), "returned after {took:?}");
     let (c, _, _) = timed(&server, "cancel_execution", json!({"run_id": run_id(&v)})).await;
     let c = if c["status"]
         .as_str()
@@ -401,8 +404,9 @@ async fn interrupt_stops_a_sleep_in_signal_and_message_mode() {
         let ok = status(&done) == "interrupted"
             || (status(&done) == "error" && ename(&done) == "KeyboardInterrupt");
         assert!(ok, "{kernel}: {done}");
+        // Interrupted, not run to the end of its 30 s.
         assert!(
-            started.elapsed() < Duration::from_secs(3),
+            started.elapsed() < Duration::from_secs(10),
             "{kernel}: {:?}",
             started.elapsed()
         );

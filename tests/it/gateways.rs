@@ -370,7 +370,8 @@ async fn a_wrong_token_is_unauthorized_at_once_and_never_shown() {
     seen.0.lock().unwrap().push_str(&dump(&r));
     assert!(is_error(&r), "{}", dump(&r));
     assert_eq!(structured(&r)["error_code"], "UNAUTHORIZED", "{}", dump(&r));
-    assert!(took < Duration::from_secs(2), "UNAUTHORIZED took {took:?}");
+    // At once, not after retrying until the start-up timeout.
+    assert!(took < Duration::from_secs(10), "UNAUTHORIZED took {took:?}");
     let list = seen.call(&server, "list_kernels", json!({})).await;
     assert!(
         list["gateways"][0]["error"]
@@ -409,8 +410,9 @@ async fn a_gateway_that_is_down_is_unavailable_at_once_and_local_kernels_stay_li
         "{}",
         dump(&r)
     );
+    // At once, not after retrying until the start-up timeout.
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(10),
         "GATEWAY_UNAVAILABLE took {took:?}"
     );
     let list = seen.call(&server, "list_kernels", json!({})).await;
