@@ -1,29 +1,34 @@
 //! kernel-mcp: an MCP server giving AI agents named, persistent sessions on real Jupyter kernels.
 //!
-//! Layers, top to bottom (user-facing reference: `docs/`):
-//! - [`mcp`]: tool parameters → registry and session calls; records → `CallToolResult`.
-//! - [`auth`]: who a request comes from and how far it may go, under every face (the static
-//!   token, OAuth 2.1 access tokens, a socket peer's uid).
+//! Layers, top to bottom: a module names modules of its own layer or below, never above
+//! (`tests/it/layering.rs` enforces this order, and checks this list against it). The
+//! binary's command line (`src/cli/`, `src/main.rs`) stands on all of them. User-facing
+//! reference: `docs/`.
 //! - [`service`]: the per-user service (Unix socket, and HTTP behind a token), the `--shared`
 //!   stdio relay.
-//! - [`jupyter`]: the service's Jupyter face (the Jupyter Server kernels API and channels
-//!   websocket beside `/mcp`), so Jupyter's own clients reach the sessions.
+//! - [`jupyter`], [`mcp`]: the faces, side by side: the Jupyter Server kernels API and
+//!   channels websocket beside `/mcp`, so Jupyter's own clients reach the sessions; and the
+//!   MCP tools (parameters → registry and session calls; records → `CallToolResult`).
+//! - [`auth`]: who a request comes from and how far it may go, under every face (the static
+//!   token, OAuth 2.1 access tokens, a socket peer's uid).
+//! - [`notebook`]: notebooks as documents an agent works in: cells by id, edits all or
+//!   nothing, a merge with what a person saved, live collaboration rooms.
 //! - [`ops`]: operations on a session built from several actor calls (files, variables,
 //!   packages, history sources and exports, checkpoints).
-//! - [`registry`]: which sessions exist and who may reach them (keys made only by the
-//!   caller's scope), the one run index, expiry, and where kernels come from.
+//! - [`registry`], [`broker`]: which sessions exist and who may reach them (keys made only by
+//!   the caller's scope), the one run index, expiry, and where kernels come from; the broker
+//!   lets code in a local Python kernel call other MCP servers' tools
+//!   (`from kernel_mcp import mcp`), hooked into kernel launch and the session actor.
 //! - [`session`]: one actor per session: queue, runs, history, generation.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
+//! - [`config`], [`instance`], [`memory`], [`principal`], [`secrets`], [`tls`], [`trust`]:
+//!   limits and defaults; this process's identity (`server_instance`, `started_at`); handing
+//!   the heap's freed pages back to the OS; who is calling ([`principal::Principal`]) and how
+//!   far they may go ([`principal::Access`]), as plain values every layer may read;
+//!   kernel-mcp's tokens kept out of every process it starts for code; the TLS provider;
+//!   whether a directory or a socket's peer may be trusted with our code (the service's
+//!   socket; both its ends check).
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
-//!
-//! Beside the layers, [`broker`] lets code in a local Python kernel call other MCP servers'
-//! tools (`from kernel_mcp import mcp`), hooked into kernel launch and the session actor.
-//!
-//! [`principal`] holds who is calling ([`principal::Principal`]) and how far they may go
-//! ([`principal::Access`]), as plain values every layer may read. [`secrets`] keeps kernel-mcp's tokens out of every process it starts for code. [`trust`]
-//! says whether a directory or a socket's peer may be trusted with our code (the service's
-//! socket; both its ends check). [`instance`] is this process's identity (`server_instance`,
-//! `started_at`); [`memory`] hands the heap's freed pages back to the OS.
 
 pub mod auth;
 pub mod broker;

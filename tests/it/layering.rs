@@ -5,12 +5,16 @@
 //! references to its own parent or children (re-exports, `super::Type`) are containment, not
 //! edges. Test modules (`#[cfg(test)] mod tests`) are not counted.
 //!
+//! `src/lib.rs`'s list of layers is this test's [`LAYERS`] (the same modules, in the same
+//! order).
+//!
 //! Run with `--nocapture` to print the figures.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The layers, lowest first; a module may name modules of its own layer or below.
+/// The layers, lowest first; a module may name modules of its own layer or below. `src/lib.rs`
+/// lists them top to bottom, the binary's (`cli`, and `main.rs` as "") aside.
 const LAYERS: [&[&str]; 11] = [
     &["wire"],
     &[
@@ -358,4 +362,64 @@ fn the_counter_sees_each_kind_of_path() {
         got,
         BTreeSet::from([m(&["a", "child"]), m(&["b"]), m(&["b", "x"])])
     );
+}
+
+/// The modules of each bullet of `src/lib.rs`'s layer list (`- [`a`], [`b`]: …`), top first.
+fn documented_layers(lib: &str) -> Vec<BTreeSet<String>> {
+    let doc: Vec<&str> = lib
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.trim_start_matches("//!").trim_start())
+        .collect();
+    let start = doc
+        .iter()
+        .position(|l| l.starts_with("Layers, top to bottom"))
+        .expect("src/lib.rs has a paragraph starting \"Layers, top to bottom\"");
+    doc[start..]
+        .iter()
+        .skip_while(|l| !l.starts_with("- "))
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("- "))
+        .map(|l| {
+            let names = l[2..].split(':').next().unwrap_or_default();
+            names
+                .split(',')
+                .map(|n| {
+                    n.trim()
+                        .trim_matches(|c| matches!(c, '[' | ']' | '`'))
+                        .to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_layer_list_in_lib_rs_is_the_order_this_test_enforces() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("read src/lib.rs");
+    let documented = documented_layers(&lib);
+    let enforced: Vec<BTreeSet<String>> = LAYERS
+        .iter()
+        .rev()
+        .map(|l| {
+            l.iter()
+                .filter(|m| !matches!(**m, "cli" | ""))
+                .map(|m| m.to_string())
+                .collect::<BTreeSet<_>>()
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        documented, enforced,
+        "src/lib.rs lists the layers (top first, one bullet per layer) otherwise than LAYERS"
+    );
+}
+
+#[test]
+fn the_lib_rs_reader_finds_one_set_per_bullet() {
+    let lib = "//! Intro.\n//!\n//! Layers, top to bottom (see …):\n//! - [`a`]: the top.\n//!   More about a.\n//! - [`b`], [`c`]: below.\n//!\n//! After.\n";
+    let got = documented_layers(lib);
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(got, vec![set(&["a"]), set(&["b", "c"])]);
 }
