@@ -152,6 +152,57 @@ pub fn run(
 }
 
 async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
+    let (python_environments, selected) = python_environments(flag).await;
+    let specs = search.list();
+    let spec_checks = specs.iter().map(|s| check_spec(s, selected.as_deref()));
+    let kernelspecs: Vec<SpecStatus> = futures::future::join_all(spec_checks).await;
+    let default_kernel = specs
+        .iter()
+        .find(|s| s.name == "python3")
+        .or(specs.first())
+        .map(|s| s.name.clone());
+
+    // A `.venv` with ipykernel in the working directory backs the default session by itself.
+    let local_venv_ok = python_environments
+        .iter()
+        .any(|e| e.source == "./.venv" && e.ipykernel_version.is_some());
+    let default_ok = kernelspecs
+        .iter()
+        .any(|k| Some(&k.name) == default_kernel.as_ref() && k.can_start);
+    let ok = default_ok || local_venv_ok;
+    let advice = if ok {
+        Vec::new()
+    } else {
+        first_run_advice(&kernelspecs, default_kernel.as_deref())
+    };
+    let socket = service_socket(&|k| std::env::var(k).ok(), nix::unistd::getuid().as_raw());
+    Report {
+        ok,
+        kernel_mcp_version: env!("CARGO_PKG_VERSION"),
+        platform: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        selected_environment: selected,
+        python_environments,
+        kernelspec_dirs: search
+            .dirs()
+            .iter()
+            .map(|d| SpecDir {
+                path: d.clone(),
+                exists: d.is_dir(),
+            })
+            .collect(),
+        kernelspecs,
+        default_kernel,
+        service: service_state(socket),
+        gateways: Vec::new(),
+        sandbox: kernel_mcp::kernel::sandbox::HostSupport::current().clone(),
+        oauth: None,
+        advice,
+    }
+}
+
+/// The Python environments a session may use, in order (the first is selected), and each
+/// one's Python and ipykernel versions; then `python3` on PATH. Also the selected prefix.
+async fn python_environments(flag: Option<&Path>) -> (Vec<PythonEnv>, Option<PathBuf>) {
     let candidates = env_prefix::candidates_from_process(flag);
     let selected = candidates.first().map(|c| c.prefix.clone());
     let mut envs: Vec<(String, Option<PathBuf>, PathBuf)> = candidates
@@ -182,75 +233,39 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
             ipykernel_version: r.module_version,
         })
         .collect();
+    (python_environments, selected)
+}
 
-    let specs = search.list();
-    let spec_checks = specs.iter().map(|s| check_spec(s, selected.as_deref()));
-    let kernelspecs: Vec<SpecStatus> = futures::future::join_all(spec_checks).await;
-    let default_kernel = specs
-        .iter()
-        .find(|s| s.name == "python3")
-        .or(specs.first())
-        .map(|s| s.name.clone());
-
-    // A `.venv` with ipykernel in the working directory backs the default session by itself.
-    let local_venv_ok = python_environments
-        .iter()
-        .any(|e| e.source == "./.venv" && e.ipykernel_version.is_some());
-    let default_ok = kernelspecs
-        .iter()
-        .any(|k| Some(&k.name) == default_kernel.as_ref() && k.can_start);
-    let ok = default_ok || local_venv_ok;
+/// What to do when the default kernel cannot start: why it cannot (or that there is no
+/// kernelspec), and which other kernels can.
+fn first_run_advice(kernelspecs: &[SpecStatus], default_kernel: Option<&str>) -> Vec<String> {
     let mut advice = Vec::new();
-    if !ok {
-        match kernelspecs
-            .iter()
-            .find(|k| Some(&k.name) == default_kernel.as_ref())
-        {
-            Some(k) => advice.push(format!(
-                "The default kernel '{}' cannot start: {}",
-                k.name,
-                k.problem.as_deref().unwrap_or("unknown")
-            )),
-            None => advice.push(format!(
-                "No kernelspecs found. Install ipykernel into a Python environment and select it:\n- {}",
-                advice::select_env_hint()
-            )),
-        }
-        let others: Vec<&str> = kernelspecs
-            .iter()
-            .filter(|k| k.can_start)
-            .map(|k| k.name.as_str())
-            .collect();
-        if !others.is_empty() {
-            advice.push(format!(
-                "These kernels can start when named in create_session(kernel=…): {}.",
-                others.join(", ")
-            ));
-        }
+    match kernelspecs
+        .iter()
+        .find(|k| Some(k.name.as_str()) == default_kernel)
+    {
+        Some(k) => advice.push(format!(
+            "The default kernel '{}' cannot start: {}",
+            k.name,
+            k.problem.as_deref().unwrap_or("unknown")
+        )),
+        None => advice.push(format!(
+            "No kernelspecs found. Install ipykernel into a Python environment and select it:\n- {}",
+            advice::select_env_hint()
+        )),
     }
-    let socket = service_socket(&|k| std::env::var(k).ok(), nix::unistd::getuid().as_raw());
-    Report {
-        ok,
-        kernel_mcp_version: env!("CARGO_PKG_VERSION"),
-        platform: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-        selected_environment: selected,
-        python_environments,
-        kernelspec_dirs: search
-            .dirs()
-            .iter()
-            .map(|d| SpecDir {
-                path: d.clone(),
-                exists: d.is_dir(),
-            })
-            .collect(),
-        kernelspecs,
-        default_kernel,
-        service: service_state(socket),
-        gateways: Vec::new(),
-        sandbox: kernel_mcp::kernel::sandbox::HostSupport::current().clone(),
-        oauth: None,
-        advice,
+    let others: Vec<&str> = kernelspecs
+        .iter()
+        .filter(|k| k.can_start)
+        .map(|k| k.name.as_str())
+        .collect();
+    if !others.is_empty() {
+        advice.push(format!(
+            "These kernels can start when named in create_session(kernel=…): {}.",
+            others.join(", ")
+        ));
     }
+    advice
 }
 
 /// `arg` as a POSIX shell reads it back: unchanged when it has no character the shell treats

@@ -291,162 +291,57 @@ impl Kernel {
         }
     }
 
+    /// One launch: check, write the connection file, spawn, then wait until ready.
     async fn start_once(spec: &KernelSpec, opts: &LaunchOptions) -> Result<Kernel, StartError> {
-        let launch_err = |detail: String| StartError::Launch {
-            kernel: spec.name.clone(),
-            detail,
-        };
-        // Checked first: a spawn in a missing directory fails as if the program were missing.
-        if !opts.cwd.is_dir() {
-            return Err(launch_err(format!(
-                "the working directory {} does not exist (any more) or is not a directory. Create it again, or destroy the session and create one with a cwd that exists.",
-                opts.cwd.display()
-            )));
-        }
-        let sandboxed = opts.sandbox.restricts();
-        if sandboxed {
-            let unavailable = |missing: Vec<String>| StartError::SandboxUnavailable {
-                kernel: spec.name.clone(),
-                reason: SandboxUnavailable {
-                    sandbox: opts.sandbox,
-                    missing,
-                },
-            };
-            if opts.supervisor.is_none() {
-                return Err(unavailable(vec![
-                    "the kernel-mcp binary that supervises kernels was not found, and only it applies a sandbox".into(),
-                ]));
-            }
-            sandbox::HostSupport::current()
-                .check(opts.sandbox)
-                .map_err(|e| unavailable(e.missing))?;
-        }
-        let info = ConnectionInfo::allocate(&spec.name).map_err(|e| launch_err(e.to_string()))?;
-        let mut dir = connection::runtime_dir().map_err(|e| launch_err(e.to_string()))?;
-        let uuid = uuid::Uuid::new_v4();
-        if sandboxed {
-            // A directory of its own, which the kernel reads but cannot write (its key, its
-            // broker endpoint, its copy of the helper): the other kernels' keys are not next
-            // to it.
-            dir = dir.join(format!("{}{uuid}", connection::SANDBOX_DIR_PREFIX));
-            connection::private_dir(&dir)
-                .map_err(|e| launch_err(format!("creating {}: {e}", dir.display())))?;
-        }
-        let connection_file = dir.join(connection::connection_file_name(uuid));
-        let guard = FileGuard {
-            file: Some(connection_file.clone()),
-            dir: sandboxed.then(|| dir.clone()),
-        };
-
-        let program_missing = |detail: String| {
-            let program = spec.argv.first().map(String::as_str).unwrap_or_default();
-            let file = (!spec.resource_dir.as_os_str().is_empty())
-                .then(|| spec.resource_dir.join("kernel.json"));
-            let fix =
-                advice::missing_program(program, file.as_deref(), argv::is_python_name(program));
-            launch_err(format!("{detail}\n\n{fix}"))
-        };
-        let mut argv = argv::build_argv(spec, &connection_file, opts.env_prefix.as_deref())
-            .map_err(|e| program_missing(e.to_string()))?;
-        argv::keep_ipython_history_in_memory(&mut argv);
-        // The kernel's own program (argv[0] before any supervisor), for error advice.
-        let kernel_program = argv.first().cloned().unwrap_or_default();
-        if opts.supervisor.is_some()
-            && let Err(e) = which::which(&kernel_program)
-        {
-            // Under a supervisor the exec happens in it; find out here, to say the fix.
-            return Err(program_missing(format!("{kernel_program}: {e}")));
-        }
-        // Not for a sandboxed kernel: it may write its connection file's directory (and it
-        // never comes from the pool, the only reason to change a limit).
-        let limit_file = (opts.supervisor.is_some() && !sandboxed)
-            .then(|| connection_file.with_extension(connection::LIMIT_EXTENSION));
-        // `${KERNEL_MCP_TOKEN}` in a kernelspec's env expands to nothing (DESIGN §12).
-        let lookup = crate::secrets::env_lookup;
-        let mut env: BTreeMap<String, String> =
-            argv::expand_env(spec, &lookup).into_iter().collect();
-        env.extend(opts.env.clone());
-        let inherit = opts.env_hook.as_ref().and_then(|hook| {
-            let launch = HookLaunch {
-                spec,
-                connection_file: &connection_file,
-                private_dir: sandboxed.then_some(dir.as_path()),
-            };
-            hook.apply(&launch, &mut env)
-        });
+        preflight(spec, opts)?;
+        let files = ConnectionFiles::new(spec, opts)?;
+        let (argv, kernel_program) = kernel_command(spec, opts, &files.connection_file)?;
+        let (env, inherit) = environment(spec, opts, &files);
         // Only a supervisor hands a descriptor on to its kernel.
         let inherit = inherit.filter(|_| opts.supervisor.is_some());
-        if let Some(sup) = &opts.supervisor {
-            let how = Supervised {
+        let argv = match &opts.supervisor {
+            Some(sup) => Supervised {
                 opts,
-                connection_file: &connection_file,
-                limit_file: limit_file.as_deref(),
+                connection_file: &files.connection_file,
+                limit_file: files.limit_file.as_deref(),
                 inherit: inherit.is_some(),
-            };
-            argv = how.argv(sup, argv);
-        }
+            }
+            .argv(sup, argv),
+            None => argv,
+        };
         // Written last, right before the spawn: a server killed in between leaves the file
         // behind (the supervisor removes it once it runs), so the window is kept short.
-        info.write(&connection_file)
-            .map_err(|e| launch_err(format!("writing {}: {e}", connection_file.display())))?;
+        let connection_file = &files.connection_file;
+        files.info.write(connection_file).map_err(|e| {
+            launch_error(spec, format!("writing {}: {e}", connection_file.display()))
+        })?;
         let process =
             KernelProcess::spawn(&argv, &env, &opts.cwd, opts.supervisor.is_some(), inherit)
                 .map_err(|e| {
                     let detail = format!("{}: {e}", argv.join(" "));
                     if e.kind() == std::io::ErrorKind::NotFound {
-                        program_missing(detail)
+                        program_missing(spec, detail)
                     } else {
-                        launch_err(detail)
+                        launch_error(spec, detail)
                     }
                 })?;
         tracing::info!(kernel = %spec.name, pid = process.pid(), "kernel process started");
 
         let deadline = Instant::now() + opts.startup_timeout;
-        let exited = |process: &KernelProcess| {
-            let output_tail = process.output_tail();
-            // The first call of most new users ends here: a `python3` without ipykernel.
-            let hint = if advice::is_missing_ipykernel(&output_tail) {
-                let interpreter = std::path::Path::new(if kernel_program.is_empty() {
-                    "python3"
-                } else {
-                    kernel_program.as_str()
-                });
-                let has_uv = which::which("uv").is_ok();
-                format!("\n\n{}", advice::missing_ipykernel(interpreter, has_uv))
-            } else {
-                String::new()
-            };
-            let exit = process.exit_info().unwrap_or(ExitInfo::unknown());
-            if exit.cause == ExitCause::SandboxRefused {
-                return StartError::SandboxUnavailable {
-                    kernel: spec.name.clone(),
-                    reason: SandboxUnavailable {
-                        sandbox: opts.sandbox,
-                        missing: process.report().refused.unwrap_or_default(),
-                    },
-                };
-            }
-            StartError::Exited {
-                kernel: spec.name.clone(),
-                exit,
-                output_tail,
-                hint,
-            }
-        };
+        let exited = |process: &KernelProcess| exited_error(spec, opts, &kernel_program, process);
         let timed_out = |process: &KernelProcess| StartError::Timeout {
             kernel: spec.name.clone(),
             timeout_s: opts.startup_timeout.as_secs_f64(),
             output_tail: process.output_tail(),
         };
-
         ready::connect_ready(
             ready::Launched {
                 spec,
-                info,
+                info: files.info,
                 process,
                 sandbox: opts.sandbox,
-                connection_file: guard,
-                limit_file,
+                connection_file: files.guard,
+                limit_file: files.limit_file,
             },
             deadline,
             ready::Failed {
@@ -559,6 +454,185 @@ impl Kernel {
         let _ = self.process.wait_exit(Duration::from_secs(2)).await;
         tracing::info!(kernel = %self.spec.name, pid = self.pid(), ?rung, "kernel shut down");
         rung
+    }
+}
+
+/// A [`StartError::Launch`] of `spec` saying `detail`.
+fn launch_error(spec: &KernelSpec, detail: String) -> StartError {
+    StartError::Launch {
+        kernel: spec.name.clone(),
+        detail,
+    }
+}
+
+/// A [`StartError::Launch`] for a program that cannot be found: `detail`, then the fix.
+fn program_missing(spec: &KernelSpec, detail: String) -> StartError {
+    let program = spec.argv.first().map(String::as_str).unwrap_or_default();
+    let file =
+        (!spec.resource_dir.as_os_str().is_empty()).then(|| spec.resource_dir.join("kernel.json"));
+    let fix = advice::missing_program(program, file.as_deref(), argv::is_python_name(program));
+    launch_error(spec, format!("{detail}\n\n{fix}"))
+}
+
+/// What can be checked before anything is written: the working directory, and that the
+/// sandbox asked for can be applied here.
+fn preflight(spec: &KernelSpec, opts: &LaunchOptions) -> Result<(), StartError> {
+    // Checked first: a spawn in a missing directory fails as if the program were missing.
+    if !opts.cwd.is_dir() {
+        return Err(launch_error(
+            spec,
+            format!(
+                "the working directory {} does not exist (any more) or is not a directory. Create it again, or destroy the session and create one with a cwd that exists.",
+                opts.cwd.display()
+            ),
+        ));
+    }
+    if !opts.sandbox.restricts() {
+        return Ok(());
+    }
+    let unavailable = |missing: Vec<String>| StartError::SandboxUnavailable {
+        kernel: spec.name.clone(),
+        reason: SandboxUnavailable {
+            sandbox: opts.sandbox,
+            missing,
+        },
+    };
+    if opts.supervisor.is_none() {
+        return Err(unavailable(vec![
+            "the kernel-mcp binary that supervises kernels was not found, and only it applies a sandbox".into(),
+        ]));
+    }
+    sandbox::HostSupport::current()
+        .check(opts.sandbox)
+        .map_err(|e| unavailable(e.missing))
+}
+
+/// A launch's connection info and the files it goes with.
+struct ConnectionFiles {
+    info: ConnectionInfo,
+    connection_file: PathBuf,
+    /// A sandboxed kernel's private directory (its connection file's).
+    private_dir: Option<PathBuf>,
+    /// Removes the connection file (and a sandboxed kernel's directory) unless kept.
+    guard: FileGuard,
+    /// Where the supervisor reads a new memory limit, for a supervised kernel not sandboxed.
+    limit_file: Option<PathBuf>,
+}
+
+impl ConnectionFiles {
+    /// Ports and key for a new kernel of `spec`, and where its files go: the runtime
+    /// directory, or for a sandboxed kernel a private directory of its own in it.
+    fn new(spec: &KernelSpec, opts: &LaunchOptions) -> Result<ConnectionFiles, StartError> {
+        let sandboxed = opts.sandbox.restricts();
+        let info =
+            ConnectionInfo::allocate(&spec.name).map_err(|e| launch_error(spec, e.to_string()))?;
+        let mut dir = connection::runtime_dir().map_err(|e| launch_error(spec, e.to_string()))?;
+        let uuid = uuid::Uuid::new_v4();
+        if sandboxed {
+            // A directory of its own, which the kernel reads but cannot write (its key, its
+            // broker endpoint, its copy of the helper): the other kernels' keys are not next
+            // to it.
+            dir = dir.join(format!("{}{uuid}", connection::SANDBOX_DIR_PREFIX));
+            connection::private_dir(&dir)
+                .map_err(|e| launch_error(spec, format!("creating {}: {e}", dir.display())))?;
+        }
+        let connection_file = dir.join(connection::connection_file_name(uuid));
+        let guard = FileGuard {
+            file: Some(connection_file.clone()),
+            dir: sandboxed.then(|| dir.clone()),
+        };
+        // Not for a sandboxed kernel: it may write its connection file's directory (and it
+        // never comes from the pool, the only reason to change a limit).
+        let limit_file = (opts.supervisor.is_some() && !sandboxed)
+            .then(|| connection_file.with_extension(connection::LIMIT_EXTENSION));
+        Ok(ConnectionFiles {
+            info,
+            connection_file,
+            private_dir: sandboxed.then_some(dir),
+            guard,
+            limit_file,
+        })
+    }
+}
+
+/// The kernel's own command line (before any supervisor), and its program (`argv[0]`, for
+/// error advice). Errors: the program cannot be found (checked here when a supervisor will
+/// exec it, to say the fix).
+fn kernel_command(
+    spec: &KernelSpec,
+    opts: &LaunchOptions,
+    connection_file: &Path,
+) -> Result<(Vec<String>, String), StartError> {
+    let mut argv = argv::build_argv(spec, connection_file, opts.env_prefix.as_deref())
+        .map_err(|e| program_missing(spec, e.to_string()))?;
+    argv::keep_ipython_history_in_memory(&mut argv);
+    let kernel_program = argv.first().cloned().unwrap_or_default();
+    if opts.supervisor.is_some()
+        && let Err(e) = which::which(&kernel_program)
+    {
+        return Err(program_missing(spec, format!("{kernel_program}: {e}")));
+    }
+    Ok((argv, kernel_program))
+}
+
+/// The kernel's environment: the kernelspec's `env` expanded (`${KERNEL_MCP_TOKEN}` to nothing,
+/// DESIGN §12), then the session's, then the launch hook's; and the descriptor the hook gives
+/// the kernel to inherit, if any.
+fn environment(
+    spec: &KernelSpec,
+    opts: &LaunchOptions,
+    files: &ConnectionFiles,
+) -> (BTreeMap<String, String>, Option<std::os::fd::OwnedFd>) {
+    let lookup = crate::secrets::env_lookup;
+    let mut env: BTreeMap<String, String> = argv::expand_env(spec, &lookup).into_iter().collect();
+    env.extend(opts.env.clone());
+    let inherit = opts.env_hook.as_ref().and_then(|hook| {
+        let launch = HookLaunch {
+            spec,
+            connection_file: &files.connection_file,
+            private_dir: files.private_dir.as_deref(),
+        };
+        hook.apply(&launch, &mut env)
+    });
+    (env, inherit)
+}
+
+/// Why a kernel that exited during start-up did: its exit and output, with the fix for a
+/// Python without ipykernel; or the sandbox its supervisor refused to apply.
+fn exited_error(
+    spec: &KernelSpec,
+    opts: &LaunchOptions,
+    kernel_program: &str,
+    process: &KernelProcess,
+) -> StartError {
+    let output_tail = process.output_tail();
+    // The first call of most new users ends here: a `python3` without ipykernel.
+    let hint = if advice::is_missing_ipykernel(&output_tail) {
+        let interpreter = Path::new(if kernel_program.is_empty() {
+            "python3"
+        } else {
+            kernel_program
+        });
+        let has_uv = which::which("uv").is_ok();
+        format!("\n\n{}", advice::missing_ipykernel(interpreter, has_uv))
+    } else {
+        String::new()
+    };
+    let exit = process.exit_info().unwrap_or(ExitInfo::unknown());
+    if exit.cause == ExitCause::SandboxRefused {
+        return StartError::SandboxUnavailable {
+            kernel: spec.name.clone(),
+            reason: SandboxUnavailable {
+                sandbox: opts.sandbox,
+                missing: process.report().refused.unwrap_or_default(),
+            },
+        };
+    }
+    StartError::Exited {
+        kernel: spec.name.clone(),
+        exit,
+        output_tail,
+        hint,
     }
 }
 

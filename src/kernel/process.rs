@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -182,20 +182,6 @@ impl KernelProcess {
         supervised: bool,
         inherit: Option<OwnedFd>,
     ) -> std::io::Result<KernelProcess> {
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| std::io::Error::other("kernelspec argv is empty"))?;
-        let mut cmd = tokio::process::Command::new(program);
-        // Our secrets stay here; what the caller passes in `env` is the kernel's.
-        crate::secrets::scrub(cmd.as_std_mut());
-        cmd.args(args)
-            .envs(env)
-            .env(PARENT_PID_ENV, std::process::id().to_string())
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(false);
         let pipe: Option<(OwnedFd, OwnedFd)> = if supervised {
             let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
             Some((r, above_fixed_fds(w)?))
@@ -209,35 +195,7 @@ impl KernelProcess {
         };
         let report_w = pipe.as_ref().map(|(_, w)| w.as_raw_fd());
         let inherit_fd = inherit.as_ref().map(AsRawFd::as_raw_fd);
-        let parent = nix::unistd::getpid();
-        // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl, prctl, getppid, _exit)
-        // run between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                // dup2 clears close-on-exec on the copy (the numbers differ: see above).
-                if let Some(w) = report_w
-                    && nix::libc::dup2(w, REPORT_FD) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(fd) = inherit_fd
-                    && nix::libc::dup2(fd, INHERITED_FD) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                #[cfg(target_os = "linux")]
-                {
-                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-                        .map_err(std::io::Error::from)?;
-                    // The parent may have died between fork and prctl.
-                    if nix::unistd::getppid() != parent {
-                        nix::libc::_exit(1);
-                    }
-                }
-                Ok(())
-            });
-        }
+        let mut cmd = command(argv, env, cwd, report_w, inherit_fd)?;
         let mut child = cmd.spawn()?;
         drop(inherit); // the supervisor holds it now
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
@@ -267,31 +225,8 @@ impl KernelProcess {
                 Err(e) => tracing::warn!(pid, "the supervisor's report is unreadable: {e}"),
             }
         }
-        let (tx, rx) = watch::channel(None);
-        let state = report.clone();
         let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let killed_by_us = killed.clone();
-        tokio::spawn(async move {
-            let status = match child.wait().await {
-                Ok(status) => {
-                    use std::os::unix::process::ExitStatusExt;
-                    ExitInfo {
-                        code: status.code(),
-                        signal: status.signal(),
-                        cause: ExitCause::Kernel,
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(pid, "waiting for kernel failed: {e}");
-                    ExitInfo::unknown()
-                }
-            };
-            // Announce the exit once its last words are in the tail and the report is read
-            // (bounded: children of the kernel may hold the pipes open).
-            let _ = tokio::time::timeout(PIPE_DRAIN_GRACE, futures::future::join_all(drains)).await;
-            let info = exit_cause(pid, supervised, status, &state, &killed_by_us);
-            let _ = tx.send(Some(info));
-        });
+        let rx = watch_exit(child, drains, supervised, report.clone(), killed.clone());
         Ok(KernelProcess {
             pid,
             supervised,
@@ -552,6 +487,98 @@ fn kill_tree(root: i32, cgroup: Option<Cgroup>) {
 /// holds them.
 fn sweep_lost(pid: i32, cgroup: Option<Cgroup>) {
     kill_tree(pid, cgroup);
+}
+
+/// The command of [`KernelProcess::spawn`]: `argv` with `env` added to our environment less
+/// its secrets, in `cwd`, output piped, a new session and process group, killed with us
+/// (`PR_SET_PDEATHSIG`); `report_w` (the supervisor's report pipe) lands on [`REPORT_FD`] and
+/// `inherit_fd` on [`INHERITED_FD`].
+fn command(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+    report_w: Option<RawFd>,
+    inherit_fd: Option<RawFd>,
+) -> std::io::Result<tokio::process::Command> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("kernelspec argv is empty"))?;
+    let mut cmd = tokio::process::Command::new(program);
+    // Our secrets stay here; what the caller passes in `env` is the kernel's.
+    crate::secrets::scrub(cmd.as_std_mut());
+    cmd.args(args)
+        .envs(env)
+        .env(PARENT_PID_ENV, std::process::id().to_string())
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false);
+    let parent = nix::unistd::getpid();
+    // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl, prctl, getppid, _exit)
+    // run between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            // dup2 clears close-on-exec on the copy (the numbers differ: see the caller).
+            if let Some(w) = report_w
+                && nix::libc::dup2(w, REPORT_FD) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(fd) = inherit_fd
+                && nix::libc::dup2(fd, INHERITED_FD) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            #[cfg(target_os = "linux")]
+            {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                // The parent may have died between fork and prctl.
+                if nix::unistd::getppid() != parent {
+                    nix::libc::_exit(1);
+                }
+            }
+            Ok(())
+        });
+    }
+    Ok(cmd)
+}
+
+/// Wait for `child` in a task of its own; the receiver gets its exit once its last words
+/// are in the tail and the report is read (`drains` done, within [`PIPE_DRAIN_GRACE`]: children
+/// of the kernel may hold the pipes open), with the cause the report gives.
+fn watch_exit(
+    mut child: tokio::process::Child,
+    drains: Vec<tokio::task::JoinHandle<()>>,
+    supervised: bool,
+    report: Arc<Mutex<ReportState>>,
+    killed: Arc<std::sync::atomic::AtomicBool>,
+) -> watch::Receiver<Option<ExitInfo>> {
+    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(async move {
+        let status = match child.wait().await {
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                ExitInfo {
+                    code: status.code(),
+                    signal: status.signal(),
+                    cause: ExitCause::Kernel,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(pid, "waiting for kernel failed: {e}");
+                ExitInfo::unknown()
+            }
+        };
+        // Announce the exit once its last words are in the tail and the report is read
+        // (bounded: children of the kernel may hold the pipes open).
+        let _ = tokio::time::timeout(PIPE_DRAIN_GRACE, futures::future::join_all(drains)).await;
+        let info = exit_cause(pid, supervised, status, &report, &killed);
+        let _ = tx.send(Some(info));
+    });
+    rx
 }
 
 /// Read a child pipe to its end into the shared tail buffer, logging whole lines.
