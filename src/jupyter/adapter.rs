@@ -18,8 +18,8 @@
 //! - `sources().gateways` — the gateway a remote session's kernel lives on, for the relay's
 //!   own websocket to it.
 //!
-//! On a handle: `info()`, `used_by_agents()` (has an agent worked in it?),
-//! `interrupt_kernel()`, `restart(false)`, `note_client()`.
+//! On a handle, as commands (`session::cmd`): `Info`, `UsedByAgents` (has an agent worked in
+//! it?), `InterruptKernel`, `Restart`, `NoteClient`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,6 +30,7 @@ use crate::kernel::remote::Rest;
 use crate::registry::scope::Scope;
 use crate::registry::scope::key::DEFAULT_SESSION;
 use crate::registry::{KernelSource, Registry, SessionOptions};
+use crate::session::cmd;
 use crate::session::{SessionError, SessionHandle, SessionInfo};
 
 /// A session as the face finds it: its handle and what it said about itself.
@@ -137,7 +138,7 @@ impl Sessions {
         if found.info.current_run_id.is_some() || found.info.queue_length > 0 {
             return true;
         }
-        found.handle.used_by_agents().await.unwrap_or(true)
+        found.handle.call(cmd::UsedByAgents).await.unwrap_or(true)
     }
 
     /// The local kernelspecs, and the default one's name.

@@ -40,6 +40,7 @@ use super::link::KernelLink;
 use super::{Face, models};
 use crate::kernel::{Channel, KernelEvent};
 use crate::session::SessionHandle;
+use crate::session::cmd;
 use crate::wire::websocket::{self as ws, V1_SUBPROTOCOL};
 use crate::wire::{Message, WireError};
 
@@ -256,7 +257,7 @@ impl Relay {
                     }
                 }
                 _ = check.tick() => {
-                    match self.handle.info().await {
+                    match self.handle.call(cmd::Info).await {
                         Ok(info) if info.generation != link.generation => {
                             if let Err(stop) = self.relink(socket, &mut link).await {
                                 return stop;
@@ -278,7 +279,7 @@ impl Relay {
         loop {
             let info = self
                 .handle
-                .info()
+                .call(cmd::Info)
                 .await
                 .map_err(|_| Stop::Session(self.ended()))?;
             match KernelLink::open(&self.face.sessions, &info).await {
@@ -337,7 +338,10 @@ impl Relay {
             }
         };
         if self.noted.as_deref() != Some(msg.header.session.as_str()) {
-            self.handle.note_client(&msg.header.session, super::PERSON);
+            self.handle.tell(cmd::NoteClient {
+                session: msg.header.session.clone(),
+                who: super::PERSON.into(),
+            });
             self.noted = Some(msg.header.session.clone());
         }
         if let Err(e) = link.send(channel, &msg).await {

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use super::adapter::{Found, StartKernel};
 use super::{Face, lock, models};
+use crate::session::cmd;
 
 /// The Jupyter Server REST API version the face speaks.
 const API_VERSION: &str = "2.0.0";
@@ -67,7 +68,7 @@ pub async fn kernelspecs(State(face): State<Arc<Face>>) -> Response {
 pub async fn kernelspec(State(face): State<Arc<Face>>, Path(name): Path<String>) -> Response {
     if let Some(id) = models::session_of_spec(&name) {
         if let Ok(h) = face.sessions.get(id)
-            && let Ok(info) = h.info().await
+            && let Ok(info) = h.call(cmd::Info).await
         {
             return models::ok(StatusCode::OK, models::session_spec(&info));
         }
@@ -135,7 +136,7 @@ pub async fn start(State(face): State<Arc<Face>>, body: Bytes) -> Response {
     // A session's own kernelspec: the notebook attaches to that session's running kernel.
     if let Some(id) = start.kernel.as_deref().and_then(models::session_of_spec) {
         return match face.sessions.get(id) {
-            Ok(h) => match h.info().await {
+            Ok(h) => match h.call(cmd::Info).await {
                 Ok(info) => {
                     tracing::info!(session = %id, "a Jupyter client attached to the session through its kernelspec");
                     let id = info.kernel_id.clone().unwrap_or_default();
@@ -249,7 +250,13 @@ pub async fn interrupt(State(face): State<Arc<Face>>, Path(id): Path<String>) ->
     let Some(found) = face.sessions.by_kernel(&id).await else {
         return no_kernel(&id);
     };
-    match found.handle.interrupt_kernel(super::PERSON).await {
+    match found
+        .handle
+        .call(cmd::InterruptKernel {
+            by: super::PERSON.into(),
+        })
+        .await
+    {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => models::session_error(&e),
     }
@@ -270,7 +277,13 @@ pub async fn restart(State(face): State<Arc<Face>>, Path(id): Path<String>) -> R
         );
     }
     tracing::info!(session = %found.info.session_id, kernel_id = %id, "restart through the Jupyter API");
-    match found.handle.restart(false).await {
+    match found
+        .handle
+        .call(cmd::Restart {
+            clear_history: false,
+        })
+        .await
+    {
         Ok(info) => {
             let _ = face.restarted.send(id.clone());
             models::ok(StatusCode::OK, models::kernel(&info, face.connections(&id)))

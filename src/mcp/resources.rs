@@ -16,6 +16,7 @@ use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 
 use crate::registry::RunRef;
 use crate::registry::scope::Scope;
+use crate::session::cmd;
 use crate::session::{Part, SessionHandle};
 
 /// The URI scheme and authority of every run resource.
@@ -151,7 +152,12 @@ pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, Mcp
         Target::Stream { run, part, offset } => {
             let (handle, id) = run_of(&run)?;
             let page = handle
-                .page(&id, part, offset, MAX_READ_BYTES)
+                .call(cmd::Page {
+                    run: id.clone(),
+                    part,
+                    offset,
+                    limit: MAX_READ_BYTES,
+                })
                 .await
                 .map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
             let mut contents = vec![ResourceContents::text(page.text, uri)];
@@ -172,7 +178,7 @@ pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, Mcp
         Target::Output { run, index } => {
             let (handle, id) = run_of(&run)?;
             let r = handle
-                .get_run(&id)
+                .call(cmd::GetRun { run: id.clone() })
                 .await
                 .map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
             let output = r.outputs.iter().find(|o| o.index == index).ok_or_else(|| {

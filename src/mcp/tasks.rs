@@ -25,6 +25,7 @@ use rmcp::model::{
 use super::render;
 use crate::registry::RunRef;
 use crate::registry::scope::Scope;
+use crate::session::cmd;
 use crate::session::{ExecutionResult, RunStatus, SessionError};
 
 /// Suggested `tasks/get` polling interval (ms).
@@ -161,7 +162,12 @@ async fn task_run(scope: &Scope, task_id: &str) -> Result<ExecutionResult, McpEr
         Ok(RunRef::Live(handle)) => handle,
         Err(_) => return Err(not_found(task_id)),
     };
-    match handle.get_run(key.run()).await {
+    match handle
+        .call(cmd::GetRun {
+            run: key.run().clone(),
+        })
+        .await
+    {
         Ok(r) => Ok(r),
         Err(SessionError::RunNotFound(_)) => registry
             .finished_run(&key)
@@ -193,7 +199,12 @@ pub(crate) async fn cancel(scope: &Scope, task_id: &str) -> Result<(), McpError>
         Ok(RunRef::Live(handle)) => handle,
         Err(_) => return Err(not_found(task_id)),
     };
-    match handle.cancel(key.run()).await {
+    match handle
+        .call(cmd::Cancel {
+            run: key.run().clone(),
+        })
+        .await
+    {
         Ok(()) => Ok(()),
         Err(SessionError::RunNotFound(_)) => Err(not_found(task_id)),
         Err(_) => Ok(()),

@@ -32,6 +32,7 @@ use super::error::ToolError;
 use super::tools::out::{Json, Output};
 use crate::registry::RunRef;
 use crate::session::RunStatus;
+use crate::session::cmd;
 
 /// The extension's identifier in `capabilities.extensions`.
 pub const EXTENSION: &str = "io.modelcontextprotocol/ui";
@@ -213,8 +214,12 @@ async fn view_run_result(caller: &Caller, args: JsonObject) -> Result<RunView, T
             ));
         }
     };
-    let run = handle.get_run(key.run()).await?;
-    let info = handle.info().await?;
+    let run = handle
+        .call(cmd::GetRun {
+            run: key.run().clone(),
+        })
+        .await?;
+    let info = handle.call(cmd::Info).await?;
     let mut view = RunView {
         run_id: run.run_id.clone(),
         session_id: run.session_id.clone(),
@@ -249,7 +254,8 @@ async fn entry_of(
     run_id: &str,
 ) -> Result<Option<crate::session::history::HistoryEntry>, ToolError> {
     for start in [Some(-RECENT_ENTRIES), None] {
-        let (entries, total) = handle.history(start, None).await?;
+        let cmd::HistoryPage { entries, total } =
+            handle.call(cmd::History { start, end: None }).await?;
         if let Some((_, e)) = entries.into_iter().find(|(_, e)| e.run_id == run_id) {
             return Ok(Some(e));
         }

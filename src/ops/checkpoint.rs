@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{files, python};
+use crate::session::cmd;
 use crate::session::language::Language;
 use crate::session::{SessionError, SessionHandle};
 
@@ -75,7 +76,7 @@ const DECODE_PY: &str = include_str!("checkpoint/decode.py");
 /// (relative: the session's cwd), atomically and readable by its owner only (0600: the values
 /// may be secrets). Errors: `UNSUPPORTED` (not Python), `SESSION_BUSY`, `IO_ERROR`.
 pub async fn save(handle: &SessionHandle, path: &Path) -> Result<Checkpoint, SessionError> {
-    let info = handle.info().await?;
+    let info = handle.call(cmd::Info).await?;
     require_python(&info.language, &info.session_id)?;
     let path = PathBuf::from(&info.cwd).join(path);
     let reach = files::Reach::of_session(&info);
@@ -125,7 +126,7 @@ pub async fn save(handle: &SessionHandle, path: &Path) -> Result<Checkpoint, Ses
 /// `INVALID_ARGUMENT` (not a valid checkpoint: nothing loaded), `IO_ERROR`, `LIMIT_EXCEEDED`,
 /// `SESSION_BUSY`.
 pub async fn restore(handle: &SessionHandle, path: &Path) -> Result<Restored, SessionError> {
-    let info = handle.info().await?;
+    let info = handle.call(cmd::Info).await?;
     require_python(&info.language, &info.session_id)?;
     let path = PathBuf::from(&info.cwd).join(path);
     let reach = files::Reach::of_session(&info);

@@ -13,6 +13,7 @@ use super::export::{self, ExportContext, ExportFormat};
 use super::files;
 use crate::registry::scope::key::SessionKey;
 use crate::registry::{PastHistory, Registry};
+use crate::session::cmd;
 use crate::session::history::{self, HistoryEntry};
 use crate::session::{ExecuteRequest, RunId, RunStatus, SessionError, wait_settled};
 
@@ -109,8 +110,8 @@ pub async fn source(
     end: Option<i64>,
 ) -> Result<HistorySource, SessionError> {
     if let Ok(handle) = registry.get(key) {
-        let (entries, total) = handle.history(start, end).await?;
-        let info = handle.info().await?;
+        let cmd::HistoryPage { entries, total } = handle.call(cmd::History { start, end }).await?;
+        let info = handle.call(cmd::Info).await?;
         return Ok(HistorySource {
             entries,
             total,
@@ -238,7 +239,7 @@ pub async fn rerun(
     timeout: Option<Duration>,
 ) -> Result<Replay, SessionError> {
     let handle = registry.get(key)?;
-    let (entries, total) = handle.history(start, end).await?;
+    let cmd::HistoryPage { entries, total } = handle.call(cmd::History { start, end }).await?;
     acting_range(
         total,
         start,
@@ -246,7 +247,11 @@ pub async fn rerun(
         "Nothing was re-run and the kernel was not restarted",
     )?;
     if restart {
-        handle.restart(false).await?;
+        handle
+            .call(cmd::Restart {
+                clear_history: false,
+            })
+            .await?;
     }
     let wait = Duration::from_secs_f64(registry.limits().default_wait_s);
     let mut runs = Vec::new();
@@ -258,7 +263,11 @@ pub async fn rerun(
         };
         let (handle, (run_id, mut rx)) = registry.submit(key, req).await?;
         wait_settled(&mut rx, wait).await;
-        let r = handle.get_run(&run_id).await?;
+        let r = handle
+            .call(cmd::GetRun {
+                run: run_id.clone(),
+            })
+            .await?;
         let ok = r.status == RunStatus::Ok;
         runs.push(Replayed {
             index,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::session::cmd;
 use crate::session::language::Language;
 use crate::session::{SessionError, SessionHandle};
 use packages::InstallOutcome;
@@ -31,7 +32,8 @@ pub const MAX_VARIABLES: usize = 200;
 /// Errors: `UNSUPPORTED` for kernels other than Python; `SESSION_BUSY` while a run executes
 /// in a kernel without subshells.
 pub async fn variables(handle: &SessionHandle) -> Result<(Vec<Value>, usize), SessionError> {
-    if !handle.language().await?.is_python() {
+    let info = handle.call(cmd::Info).await?;
+    if !Language::from_name(&info.language).is_python() {
         return Err(SessionError::Unsupported(
             "Variables are listed for Python kernels only.".into(),
         ));
@@ -66,7 +68,7 @@ pub async fn file_code(
     argv: &[String],
     max_bytes: usize,
 ) -> Result<String, SessionError> {
-    let info = handle.info().await?;
+    let info = handle.call(cmd::Info).await?;
     let path = PathBuf::from(&info.cwd).join(path);
     let reach = files::Reach::of_session(&info);
     let language = Language::from_name(&info.language);
@@ -124,12 +126,12 @@ pub async fn install_packages(
     packages_: &[String],
 ) -> Result<InstallOutcome, SessionError> {
     packages::validate(packages_)?;
-    if !handle.language().await?.is_python() {
+    let info = handle.call(cmd::Info).await?;
+    if !Language::from_name(&info.language).is_python() {
         return Err(SessionError::Unsupported(
                 "Packages can be installed for Python kernels. For R run install.packages(\"name\"); for Octave, pkg install -forge name; for bash, the system package manager.".into(),
             ));
     }
-    let info = handle.info().await?;
     if info.location != "local" {
         return install_in_kernel(handle, packages_, REMOTE_INSTALL_NOTICE).await;
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::session::cmd;
 use crate::session::{SessionError, SessionHandle, WhileBusy};
 
 /// How long a silent expression may take.
@@ -116,7 +117,12 @@ async fn eval_json_routed(
         "stop_on_error": false,
     });
     let reply = handle
-        .request("execute_request", content, busy, timeout)
+        .call(cmd::Request {
+            msg_type: "execute_request".into(),
+            content,
+            busy,
+            timeout,
+        })
         .await?;
     let v = &reply["user_expressions"]["v"];
     if v["status"] != "ok" {

@@ -19,6 +19,7 @@ use super::scope::key::{DEFAULT_SESSION, SessionKey};
 use super::table::Live;
 use super::{Registry, lock, session_span};
 use crate::kernel::fork::{ForkError, ForkPlan, ForkedLauncher, parse_scheduled};
+use crate::session::cmd;
 use crate::session::{SessionDesc, SessionError, SessionInfo, StartFailure};
 
 /// How long the source may take to answer the helper's scheduling request.
@@ -56,7 +57,7 @@ impl Registry {
         if lock(&self.table).live(new.slot()).is_some() {
             return Err(SessionError::AlreadyExists(new.name().to_string()));
         }
-        let info = source.info().await?;
+        let info = source.call(cmd::Info).await?;
         let desc = source.desc().clone();
         let source_pid = forkable(&info, &desc)?;
         let opts = desc.launcher.launch_options().cloned();
@@ -90,12 +91,18 @@ impl Registry {
             &desc.spec,
             env_hook,
         );
-        let reply = match source.fork_request(content, SCHEDULE_TIMEOUT).await {
+        let reply = match source
+            .call(cmd::Fork {
+                content,
+                timeout: SCHEDULE_TIMEOUT,
+            })
+            .await
+        {
             Ok(reply) => reply,
             // Refused: nothing of ours holds the source.
             Err(e @ (SessionError::Busy { .. } | SessionError::Forking { .. })) => return Err(e),
             Err(e) => {
-                let _ = source.end_fork().await;
+                let _ = source.call(cmd::EndFork).await;
                 return Err(e);
             }
         };
@@ -120,7 +127,7 @@ impl Registry {
             crate::kernel::fork::release_from_source(source_pid, child.pid());
         }
         // The copy is taken (or will not be): the source's runs go on.
-        let _ = source.end_fork().await;
+        let _ = source.call(cmd::EndFork).await;
         let child = child?;
         tracing::info!(source = %info.session_id, fork = new.name(), pid = child.pid(), "kernel forked");
         let deadline = Instant::now() + startup_timeout;
@@ -145,7 +152,13 @@ impl Registry {
             // A kernel of its own for Jupyter clients, as any new session's.
             kernel_id: uuid::Uuid::new_v4().to_string(),
         };
-        let (entries, _) = source.history(None, None).await.unwrap_or_default();
+        let cmd::HistoryPage { entries, .. } = source
+            .call(cmd::History {
+                start: None,
+                end: None,
+            })
+            .await
+            .unwrap_or_default();
         let (handle, created) = {
             let mut table = lock(&self.table);
             if table.live(new.slot()).is_some() {
@@ -163,9 +176,11 @@ impl Registry {
         };
         self.started(new.slot(), &handle, created, None).await?;
         let _ = handle
-            .seed_history(entries.into_iter().map(|(_, e)| e).collect())
+            .call(cmd::SeedHistory {
+                entries: entries.into_iter().map(|(_, e)| e).collect(),
+            })
             .await;
-        handle.info().await
+        handle.call(cmd::Info).await
     }
 }
 

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::runs::{Holder, RunIndex};
 use super::scope::key::Slot;
 use crate::config::Limits;
+use crate::session::cmd;
 use crate::session::{ExecuteRequest, RunId, RunStatus, SessionDesc, SessionError, SessionHandle};
 
 /// Helper kernels running at once per server.
@@ -127,7 +128,7 @@ pub async fn start(
         .await
         .unwrap_or_else(|_| Err(SessionError::gone(handle.id())))?
         .info;
-    let (run_id, rx) = helper.submit(req).await?;
+    let (run_id, rx) = helper.call(cmd::Submit::new(req)).await?;
     let abandon = CancellationToken::new();
     let (reaped_tx, reaped) = watch::channel(false);
     runs.track(run_id.clone(), owner, Holder::Helper(helper.clone()));
@@ -163,17 +164,26 @@ async fn reap(
         _ = abandon.cancelled() => false,
     };
     if !ended {
-        let _ = helper.cancel(&run_id).await;
+        let _ = helper
+            .call(cmd::Cancel {
+                run: run_id.clone(),
+            })
+            .await;
         let _ = tokio::time::timeout(ABANDON_GRACE, rx.wait_for(|s| s.is_final())).await;
     }
-    match helper.get_run(&run_id).await {
+    match helper
+        .call(cmd::GetRun {
+            run: run_id.clone(),
+        })
+        .await
+    {
         Ok(mut r) => {
             r.notices.push(FreshRun::notice(pid, true));
             runs.finish(&run_id, r);
         }
         Err(_) => runs.forget(&run_id),
     }
-    let rung = tokio::time::timeout(REAP_LIMIT, helper.destroy()).await;
+    let rung = tokio::time::timeout(REAP_LIMIT, helper.call(cmd::Destroy)).await;
     tracing::debug!(parent: helper.span(), run = %run_id, ?rung, "fresh-run kernel reaped");
 }
 

@@ -19,6 +19,7 @@ use crate::config::Limits;
 use crate::kernel::discovery::KernelSearch;
 use crate::kernel::remote::Rest;
 use crate::kernel::{Sandbox, ShutdownRung};
+use crate::session::cmd;
 use crate::session::history::Journal;
 use crate::session::{
     Created, ExecuteRequest, ExecutionResult, SessionDesc, SessionError, SessionHandle,
@@ -312,14 +313,20 @@ impl Registry {
                     .or(self.limits.default_expires_after_s.map(Duration::from_secs))
                     .filter(|d| !d.is_zero());
                 match after {
-                    Some(_) => handle.renew(Some(after)).await,
+                    Some(_) => {
+                        handle
+                            .call(cmd::Renew {
+                                expires_after: Some(after),
+                            })
+                            .await
+                    }
                     None => Ok(started.info),
                 }
             }
             Err(e) => Err(e),
         };
         if result.is_err() {
-            let _ = handle.destroy().await;
+            let _ = handle.call(cmd::Destroy).await;
             self.forget(slot, handle, false);
         }
         result
@@ -330,7 +337,7 @@ impl Registry {
         let handles = lock(&self.table).seen_by(viewer);
         let mut out = Vec::new();
         for h in handles {
-            if let Ok(info) = h.info().await {
+            if let Ok(info) = h.call(cmd::Info).await {
                 out.push(info);
             }
         }
@@ -347,7 +354,7 @@ impl Registry {
     pub async fn destroy(&self, key: &SessionKey) -> Result<ShutdownRung, SessionError> {
         let handle = self.get(key)?;
         self.forget(key.slot(), &handle, false);
-        let rung = handle.destroy().await;
+        let rung = handle.call(cmd::Destroy).await;
         // Its runs' outputs are freed now; give the pages back (see `crate::memory`).
         crate::memory::release_freed();
         rung
@@ -381,14 +388,14 @@ impl Registry {
     }
 
     /// Queue a run in `key`'s session; returns the session, the run's id and a receiver of
-    /// its status. Errors: as [`Self::get`], and those of [`SessionHandle::submit`].
+    /// its status. Errors: as [`Self::get`], and those of [`cmd::Submit`].
     pub async fn submit(
         &self,
         key: &SessionKey,
         req: ExecuteRequest,
     ) -> Result<(SessionHandle, Submitted), SessionError> {
         let handle = self.get(key)?;
-        let submitted = handle.submit(req).await?;
+        let submitted = handle.call(cmd::Submit::new(req)).await?;
         self.runs
             .track(submitted.0.clone(), key.slot().clone(), Holder::Session);
         Ok((handle, submitted))
@@ -401,7 +408,8 @@ impl Registry {
         req: ExecuteRequest,
     ) -> Result<(SessionHandle, Submitted, Settled), SessionError> {
         let handle = self.get(key)?;
-        let (submitted, settled) = handle.submit_settled(req).await?;
+        let (submit, settled) = cmd::Submit::settled(req);
+        let submitted = handle.call(submit).await?;
         self.runs
             .track(submitted.0.clone(), key.slot().clone(), Holder::Session);
         Ok((handle, submitted, settled))
@@ -469,7 +477,7 @@ impl Registry {
             return;
         };
         if self.forget(&slot, &handle, false) {
-            let _ = handle.destroy().await;
+            let _ = handle.call(cmd::Destroy).await;
             crate::memory::release_freed();
         }
         lock(&self.table).forget_connection(owner);
@@ -485,7 +493,7 @@ impl Registry {
     pub async fn reap_expired(&self) {
         let sessions = lock(&self.table).all();
         for (slot, handle) in sessions {
-            if !matches!(handle.check_expired().await, Ok(true)) {
+            if !matches!(handle.call(cmd::CheckExpired).await, Ok(true)) {
                 continue;
             }
             // One critical section: a session created in this slot meanwhile is not touched,
@@ -493,7 +501,7 @@ impl Registry {
             if !self.forget(&slot, &handle, true) {
                 continue;
             }
-            let rung = handle.destroy().await;
+            let rung = handle.call(cmd::Destroy).await;
             tracing::info!(parent: handle.span(), ?rung, "session expired after being idle");
         }
     }
@@ -518,7 +526,7 @@ impl Registry {
     pub async fn shutdown_all(&self) {
         let mut handles = lock(&self.table).drain();
         handles.extend(self.runs.drain_helpers());
-        let all = handles.iter().map(|h| h.destroy());
+        let all = handles.iter().map(|h| h.call(cmd::Destroy));
         let pool = self.sources.pool.shutdown(self.limits.shutdown_grace());
         let both = futures::future::join(futures::future::join_all(all), pool);
         let _ = tokio::time::timeout(Duration::from_secs(15), both).await;

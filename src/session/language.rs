@@ -24,14 +24,6 @@ impl Language {
     pub fn is_python(&self) -> bool {
         *self == Language::Python
     }
-
-    /// The name for messages.
-    pub fn name(&self) -> &str {
-        match self {
-            Language::Python => "python",
-            Language::Other(n) => n,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -42,6 +34,5 @@ mod tests {
     fn python_is_recognised_whatever_its_case_and_others_keep_their_name() {
         assert!(Language::from_name("Python").is_python());
         assert_eq!(Language::from_name("R"), Language::Other("R".into()));
-        assert_eq!(Language::from_name("R").name(), "R");
     }
 }

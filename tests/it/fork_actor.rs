@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::common::scripted::*;
 use kernel_mcp::kernel::Channel;
+use kernel_mcp::session::cmd;
 use kernel_mcp::session::{ErrorCode, ExecuteRequest, RunStatus, SessionError, SessionHandle};
 use serde_json::json;
 use tokio::time::Instant;
@@ -24,7 +25,10 @@ fn ask_fork(
     let handle = handle.clone();
     tokio::spawn(async move {
         handle
-            .fork_request(fork_content(), Duration::from_secs(30))
+            .call(cmd::Fork {
+                content: fork_content(),
+                timeout: Duration::from_secs(30),
+            })
             .await
     })
 }
@@ -60,15 +64,18 @@ async fn a_fork_holds_the_runs_until_it_ends_and_they_then_start_in_order() {
         nothing_sent(&mut k, Duration::from_secs(10)).await,
         "no run starts while the fork is taken"
     );
-    assert_eq!(handle.info().await.expect("info").queue_length, 2);
+    assert_eq!(handle.call(cmd::Info).await.expect("info").queue_length, 2);
     // Another fork meanwhile is refused: one copy at a time.
     let err = handle
-        .fork_request(fork_content(), Duration::from_secs(30))
+        .call(cmd::Fork {
+            content: fork_content(),
+            timeout: Duration::from_secs(30),
+        })
         .await
         .expect_err("a fork is being taken");
     assert_eq!(err.code(), ErrorCode::SessionBusy);
 
-    handle.end_fork().await.expect("ended");
+    handle.call(cmd::EndFork).await.expect("ended");
     let first = k.next_execute().await;
     assert_eq!(first.content["code"], "a");
     k.reply(&first, "ok");
@@ -79,18 +86,30 @@ async fn a_fork_holds_the_runs_until_it_ends_and_they_then_start_in_order() {
     k.reply(&second, "ok");
     k.idle(&second);
     assert_eq!(settle(&mut b, Duration::from_secs(10)).await, RunStatus::Ok);
-    let (history, total) = handle.history(None, None).await.expect("history");
+    let cmd::HistoryPage {
+        entries: history,
+        total,
+    } = handle
+        .call(cmd::History {
+            start: None,
+            end: None,
+        })
+        .await
+        .expect("history");
     assert_eq!(total, 2, "the fork's request is not history: {history:?}");
 
     // A session running code is not forked.
     let (_, _c) = submit(&handle, ExecuteRequest::new("sleep")).await;
     k.next_execute().await;
     let err = handle
-        .fork_request(fork_content(), Duration::from_secs(30))
+        .call(cmd::Fork {
+            content: fork_content(),
+            timeout: Duration::from_secs(30),
+        })
         .await
         .expect_err("busy");
     assert_eq!(err.code(), ErrorCode::SessionBusy);
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -119,5 +138,5 @@ async fn a_fork_never_ended_lets_the_runs_go_after_its_hold_limit() {
         settle(&mut run, Duration::from_secs(10)).await,
         RunStatus::Ok
     );
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }

@@ -16,8 +16,6 @@ const MAX_LINES: usize = 100;
 const ALLOWED: &[(&str, &str)] = &[
     // The sandbox issue rewrites the supervisor.
     ("src/kernel/supervise/mod.rs", "run"),
-    // Session commands as named types (issue 48): the actor's dispatch becomes a short match.
-    ("src/session/actor/commands.rs", "handle_command"),
     // The timeout and queue defects rework the run's deadline.
     ("src/session/actor/running.rs", "run_deadline"),
     // One run handle from the registry (issue 48, session commands).

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::common::scripted::*;
 use kernel_mcp::kernel::Channel;
+use kernel_mcp::session::cmd;
 use kernel_mcp::session::{ExecuteRequest, RunStatus};
 use kernel_mcp::wire::Message;
 use serde_json::json;
@@ -58,7 +59,10 @@ fn nothing_sent(k: &mut Script) -> bool {
 #[tokio::test(start_paused = true)]
 async fn a_run_waits_for_another_clients_cell_and_its_timeout_counts_only_its_own_code() {
     let (handle, mut kernels, mut k1) = session(false).await;
-    handle.note_client("jlab-1", "a person through the Jupyter API");
+    handle.tell(cmd::NoteClient {
+        session: "jlab-1".into(),
+        who: "a person through the Jupyter API".into(),
+    });
     tokio::time::sleep(Duration::from_millis(10)).await;
     let cell = person_cell(&k1, "jlab-1");
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -75,7 +79,10 @@ async fn a_run_waits_for_another_clients_cell_and_its_timeout_counts_only_its_ow
     assert_eq!(k1.interrupted(), 0, "the person's cell was interrupted");
     assert_eq!(k1.shutdowns.load(Ordering::SeqCst), 0);
     assert!(kernels.try_recv().is_err(), "a new kernel was started");
-    let queued = handle.get_run(&run).await.expect("the run");
+    let queued = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     assert_eq!(queued.status, RunStatus::Queued);
     let notices = queued.notices.join(" ");
     assert!(
@@ -95,13 +102,16 @@ async fn a_run_waits_for_another_clients_cell_and_its_timeout_counts_only_its_ow
     k1.reply(&sent, "ok");
     k1.idle(&sent);
     assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
-    let done = handle.get_run(&run).await.expect("the run");
+    let done = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     assert!(done.queued_ms >= 60_000, "{}", done.queued_ms);
     let notices = done.notices.join(" ");
     assert!(notices.contains("Waited 60"), "{notices}");
     assert!(!notices.contains("Queued:"), "{notices}");
     assert_eq!(k1.interrupted(), 0);
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -121,7 +131,10 @@ async fn queue_timeout_cancels_a_run_held_behind_another_clients_cell_without_to
         RunStatus::Cancelled
     );
     assert_eq!(t0.elapsed(), Duration::from_secs(3));
-    let r = handle.get_run(&run).await.expect("the run");
+    let r = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     let notices = r.notices.join(" ");
     assert!(
         notices.contains("queue_timeout_s") && notices.contains("never ran"),
@@ -143,18 +156,25 @@ async fn queue_timeout_cancels_a_run_held_behind_another_clients_cell_without_to
         settle(&mut next, Duration::from_secs(5)).await,
         RunStatus::Ok
     );
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
 async fn interrupt_session_leaves_another_clients_cell_alone_and_says_whose_it_is() {
     let (handle, _kernels, k1) = session(false).await;
-    handle.note_client("jlab-2", "a person through the Jupyter API");
+    handle.tell(cmd::NoteClient {
+        session: "jlab-2".into(),
+        who: "a person through the Jupyter API".into(),
+    });
     tokio::time::sleep(Duration::from_millis(10)).await;
     let cell = person_cell(&k1, "jlab-2");
     tokio::time::sleep(Duration::from_millis(10)).await;
     let (run, _rx) = submit(&handle, ExecuteRequest::new("1")).await;
-    let (_, interrupted, notice) = handle.interrupt_explained().await.expect("interrupt");
+    let cmd::Interrupted {
+        run: interrupted,
+        notice,
+        ..
+    } = handle.call(cmd::Interrupt).await.expect("interrupt");
     assert_eq!(interrupted, None);
     let notice = notice.expect("a notice");
     assert!(
@@ -164,12 +184,14 @@ async fn interrupt_session_leaves_another_clients_cell_alone_and_says_whose_it_i
     assert_eq!(k1.interrupted(), 0);
     // A person's interrupt through the Jupyter API does reach the kernel.
     handle
-        .interrupt_kernel("a person through the Jupyter API")
+        .call(cmd::InterruptKernel {
+            by: "a person through the Jupyter API".into(),
+        })
         .await
         .expect("interrupt");
     assert_eq!(k1.interrupted(), 1);
     ends(&k1, &cell);
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -186,11 +208,18 @@ async fn a_run_the_kernel_queued_behind_another_clients_cell_is_stopped_only_onc
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(k1.interrupted(), 0, "the timeout counted the other cell");
     assert_eq!(
-        handle.get_run(&run).await.expect("run").status,
+        handle
+            .call(cmd::GetRun { run: run.clone() })
+            .await
+            .expect("run")
+            .status,
         RunStatus::Running
     );
     // Cancelling it does not interrupt the other cell either.
-    handle.cancel(&run).await.expect("cancel");
+    handle
+        .call(cmd::Cancel { run: run.clone() })
+        .await
+        .expect("cancel");
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(k1.interrupted(), 0);
     // The other cell ends and ours begins: it is interrupted at once.
@@ -209,7 +238,10 @@ async fn a_run_the_kernel_queued_behind_another_clients_cell_is_stopped_only_onc
         settle(&mut rx, Duration::from_secs(10)).await,
         RunStatus::Cancelled
     );
-    let r = handle.get_run(&run).await.expect("run");
+    let r = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("run");
     let notices = r.notices.join(" ");
     assert!(
         notices.contains("behind another client's cell"),
@@ -220,7 +252,7 @@ async fn a_run_the_kernel_queued_behind_another_clients_cell_is_stopped_only_onc
         "the wait in the kernel is queue time: {}",
         r.queued_ms
     );
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -228,17 +260,27 @@ async fn a_restart_is_the_one_way_to_stop_another_clients_cell_and_the_next_run_
     let (handle, mut kernels, k1) = session(false).await;
     let _cell = person_cell(&k1, "console-5");
     tokio::time::sleep(Duration::from_millis(10)).await;
-    handle.restart(false).await.expect("restarted");
+    handle
+        .call(cmd::Restart {
+            clear_history: false,
+        })
+        .await
+        .expect("restarted");
     let mut k2 = kernels.recv().await.expect("a new kernel");
     let (run, mut rx) = submit(&handle, ExecuteRequest::new("1")).await;
     let sent = k2.next_execute().await;
     k2.reply(&sent, "ok");
     k2.idle(&sent);
     assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
-    let notices = handle.get_run(&run).await.expect("run").notices.join(" ");
+    let notices = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("run")
+        .notices
+        .join(" ");
     assert!(
         notices.contains("also stopped another client's cell") && notices.contains("console-"),
         "{notices}"
     );
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }

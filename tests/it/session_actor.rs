@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::common::scripted::*;
 use kernel_mcp::config::Limits;
 use kernel_mcp::kernel::{Channel, ExitInfo, KernelEvent, ShutdownRung};
+use kernel_mcp::session::cmd;
 use kernel_mcp::session::{ExecuteRequest, RunStatus};
 use serde_json::json;
 use tokio::time::Instant;
@@ -42,7 +43,10 @@ async fn a_timeout_interrupts_repeats_the_interrupt_then_restarts_the_kernel_aft
         1,
         "the old kernel is shut down"
     );
-    let result = handle.get_run(&run).await.expect("the run");
+    let result = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     assert!(
         result.notices.iter().any(|n| n.contains("restarted")),
         "{:?}",
@@ -57,9 +61,9 @@ async fn a_timeout_interrupts_repeats_the_interrupt_then_restarts_the_kernel_aft
         settle(&mut next, Duration::from_secs(10)).await,
         RunStatus::Ok
     );
-    let info = handle.info().await.expect("info");
+    let info = handle.call(cmd::Info).await.expect("info");
     assert_eq!(info.generation, 2);
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -81,7 +85,10 @@ async fn a_timeout_in_an_adopted_kernel_ends_the_run_but_never_replaces_the_kern
         0,
         "an adopted kernel is never shut down to replace it"
     );
-    let result = handle.get_run(&run).await.expect("the run");
+    let result = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     let notices = result.notices.join(" ");
     assert!(notices.contains("cannot restart"), "{notices}");
     assert!(!notices.contains("state in it is lost"), "{notices}");
@@ -99,11 +106,16 @@ async fn a_timeout_in_an_adopted_kernel_ends_the_run_but_never_replaces_the_kern
         settle(&mut next, Duration::from_secs(10)).await,
         RunStatus::Ok
     );
-    let r = handle.get_run(&next_run).await.expect("the run");
+    let r = handle
+        .call(cmd::GetRun {
+            run: next_run.clone(),
+        })
+        .await
+        .expect("the run");
     assert!(!r.state_reset, "{:?}", r.notices);
     assert_eq!(r.generation, 1);
-    assert_eq!(handle.info().await.expect("info").generation, 1);
-    handle.destroy().await.expect("destroyed");
+    assert_eq!(handle.call(cmd::Info).await.expect("info").generation, 1);
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -111,7 +123,7 @@ async fn an_interrupt_is_resent_until_the_run_stops_and_keeps_the_kernel() {
     let (handle, mut kernels, mut k1) = session(false).await;
     let (_, mut rx) = submit(&handle, ExecuteRequest::new("sleep")).await;
     let req = k1.next_execute().await;
-    let (_, interrupted) = handle.interrupt().await.expect("interrupt");
+    let interrupted = handle.call(cmd::Interrupt).await.expect("interrupt").run;
     assert!(interrupted.is_some());
     assert_eq!(k1.interrupted(), 1);
     // The first two are lost (sent before the code started); the third stops it.
@@ -130,9 +142,9 @@ async fn an_interrupt_is_resent_until_the_run_stops_and_keeps_the_kernel() {
         settle(&mut rx, Duration::from_secs(10)).await,
         RunStatus::Interrupted
     );
-    assert_eq!(handle.info().await.expect("info").generation, 1);
+    assert_eq!(handle.call(cmd::Info).await.expect("info").generation, 1);
     assert!(kernels.try_recv().is_err(), "no new kernel was started");
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -140,7 +152,7 @@ async fn an_interrupt_that_never_takes_leaves_the_run_running_and_never_restarts
     let (handle, mut kernels, mut k1) = session(false).await;
     let (run, mut rx) = submit(&handle, ExecuteRequest::new("ignore SIGINT")).await;
     let req = k1.next_execute().await;
-    handle.interrupt().await.expect("interrupt");
+    handle.call(cmd::Interrupt).await.expect("interrupt");
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(*rx.borrow_and_update(), RunStatus::Running);
     assert_eq!(
@@ -149,7 +161,10 @@ async fn an_interrupt_that_never_takes_leaves_the_run_running_and_never_restarts
         "repeated until the 5 s grace ended, then no more"
     );
     assert!(kernels.try_recv().is_err(), "no restart");
-    let r = handle.get_run(&run).await.expect("the run");
+    let r = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     assert!(
         r.notices.iter().any(|n| n.contains("still going")),
         "the result says the run goes on: {:?}",
@@ -160,8 +175,8 @@ async fn an_interrupt_that_never_takes_leaves_the_run_running_and_never_restarts
     k1.reply(&req, "ok");
     k1.idle(&req);
     settle(&mut rx, Duration::from_secs(10)).await;
-    assert_eq!(handle.info().await.expect("info").generation, 1);
-    handle.destroy().await.expect("destroyed");
+    assert_eq!(handle.call(cmd::Info).await.expect("info").generation, 1);
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 /// Once a restart stops a run the interrupt could not, its notices no longer say it goes on.
@@ -170,11 +185,16 @@ async fn a_restart_after_an_interrupt_that_never_took_says_the_run_was_stopped()
     let (handle, mut kernels, mut k1) = session(false).await;
     let (run, mut rx) = submit(&handle, ExecuteRequest::new("ignore SIGINT")).await;
     k1.next_execute().await;
-    handle.interrupt().await.expect("interrupt");
+    handle.call(cmd::Interrupt).await.expect("interrupt");
     tokio::time::sleep(Duration::from_secs(30)).await;
     let restarting = {
         let h = handle.clone();
-        tokio::spawn(async move { h.restart(false).await })
+        tokio::spawn(async move {
+            h.call(cmd::Restart {
+                clear_history: false,
+            })
+            .await
+        })
     };
     let _k2 = kernels.recv().await.expect("a new kernel");
     restarting.await.expect("joined").expect("restarted");
@@ -182,7 +202,11 @@ async fn a_restart_after_an_interrupt_that_never_took_says_the_run_was_stopped()
         settle(&mut rx, Duration::from_secs(10)).await,
         RunStatus::Cancelled
     );
-    let notices = handle.get_run(&run).await.expect("the run").notices;
+    let notices = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run")
+        .notices;
     assert!(
         !notices.iter().any(|n| n.contains("still going")),
         "{notices:?}"
@@ -191,7 +215,7 @@ async fn a_restart_after_an_interrupt_that_never_took_says_the_run_was_stopped()
         notices.iter().any(|n| n.contains("that stopped it")),
         "{notices:?}"
     );
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -215,7 +239,10 @@ async fn death_ends_the_running_run_cancels_the_queued_ones_and_starts_a_new_ker
         settle(&mut third, Duration::from_secs(5)).await,
         RunStatus::Cancelled
     );
-    let q = handle.get_run(&q1).await.expect("the queued run");
+    let q = handle
+        .call(cmd::GetRun { run: q1.clone() })
+        .await
+        .expect("the queued run");
     assert!(
         q.notices
             .iter()
@@ -232,8 +259,8 @@ async fn death_ends_the_running_run_cancels_the_queued_ones_and_starts_a_new_ker
         settle(&mut next, Duration::from_secs(5)).await,
         RunStatus::Ok
     );
-    assert_eq!(handle.info().await.expect("info").generation, 2);
-    handle.destroy().await.expect("destroyed");
+    assert_eq!(handle.call(cmd::Info).await.expect("info").generation, 2);
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -249,14 +276,17 @@ async fn a_reply_without_idle_finishes_after_the_iopub_grace_with_a_notice() {
         RunStatus::Ok
     );
     assert_eq!(t0.elapsed(), Limits::default().iopub_grace());
-    let r = handle.get_run(&run).await.expect("the run");
+    let r = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     assert_eq!(r.stdout, "out\n");
     assert!(
         r.notices.iter().any(|n| n.contains("never reported idle")),
         "{:?}",
         r.notices
     );
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -273,7 +303,7 @@ async fn an_idle_without_a_reply_keeps_the_run_going_until_the_reply() {
     );
     k1.reply(&req, "ok");
     assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 /// Seen in CI and the soak: a SIGINT that lands in ipykernel's request handler outside the
@@ -287,7 +317,7 @@ async fn an_interrupt_that_made_the_kernel_drop_its_reply_ends_the_run_once_a_la
     let (run, mut rx) = submit(&handle, ExecuteRequest::new("while True: pass")).await;
     let (_, mut queued) = submit(&handle, ExecuteRequest::new("keep")).await;
     let req = k1.next_execute().await;
-    handle.interrupt().await.expect("interrupt");
+    handle.call(cmd::Interrupt).await.expect("interrupt");
     let t0 = Instant::now();
     k1.idle(&req);
     let (ch, probe) = k1.next_sent().await;
@@ -308,7 +338,10 @@ async fn an_interrupt_that_made_the_kernel_drop_its_reply_ends_the_run_once_a_la
         settle(&mut rx, Duration::from_secs(1)).await,
         RunStatus::Interrupted
     );
-    let result = handle.get_run(&run).await.expect("the run");
+    let result = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     assert!(
         result.notices.iter().any(|n| n.contains("without a reply")),
         "{:?}",
@@ -323,7 +356,7 @@ async fn an_interrupt_that_made_the_kernel_drop_its_reply_ends_the_run_once_a_la
         "the queue goes on in the same kernel"
     );
     assert_eq!(k1.shutdowns.load(Ordering::SeqCst), 0, "no restart");
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -342,7 +375,7 @@ async fn a_reply_that_comes_after_the_probe_was_sent_still_decides_the_run() {
         json!({"status": "ok"}),
     );
     assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -350,7 +383,7 @@ async fn an_interrupt_is_not_repeated_once_the_kernel_reported_the_error() {
     let (handle, _kernels, mut k1) = session(false).await;
     let (_, mut rx) = submit(&handle, ExecuteRequest::new("sleep")).await;
     let req = k1.next_execute().await;
-    handle.interrupt().await.expect("interrupt");
+    handle.call(cmd::Interrupt).await.expect("interrupt");
     assert_eq!(k1.interrupted(), 1);
     k1.emit(
         Channel::Iopub,
@@ -367,7 +400,7 @@ async fn an_interrupt_is_not_repeated_once_the_kernel_reported_the_error() {
         settle(&mut rx, Duration::from_secs(10)).await,
         RunStatus::Interrupted
     );
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -376,12 +409,12 @@ async fn a_kernel_that_takes_no_messages_never_blocks_the_actor_and_destroy_retu
     let (_, mut rx) = submit(&handle, ExecuteRequest::new("x")).await;
     k1.next_execute().await;
     // The send hangs; the actor gives up on it and keeps answering.
-    let info = tokio::time::timeout(Duration::from_secs(30), handle.info())
+    let info = tokio::time::timeout(Duration::from_secs(30), handle.call(cmd::Info))
         .await
         .expect("info answers")
         .expect("info");
     assert_eq!(info.session_id, "s");
-    let rung = tokio::time::timeout(Duration::from_secs(30), handle.destroy())
+    let rung = tokio::time::timeout(Duration::from_secs(30), handle.call(cmd::Destroy))
         .await
         .expect("destroy returns")
         .expect("destroyed");
@@ -397,12 +430,12 @@ async fn an_unanswered_shell_request_is_forgotten_at_its_deadline() {
     let (handle, _kernels, mut k1) = session(false).await;
     let t0 = Instant::now();
     let err = handle
-        .request(
-            "complete_request",
-            json!({"code": "x", "cursor_pos": 1}),
-            kernel_mcp::session::WhileBusy::Refuse,
-            Duration::from_secs(10),
-        )
+        .call(cmd::Request {
+            msg_type: "complete_request".into(),
+            content: json!({"code": "x", "cursor_pos": 1}),
+            busy: kernel_mcp::session::WhileBusy::Refuse,
+            timeout: Duration::from_secs(10),
+        })
         .await
         .expect_err("no reply came");
     assert_eq!(t0.elapsed(), Duration::from_secs(10));
@@ -416,8 +449,8 @@ async fn an_unanswered_shell_request_is_forgotten_at_its_deadline() {
         "complete_reply",
         json!({"matches": []}),
     );
-    assert_eq!(handle.info().await.expect("info").session_id, "s");
-    handle.destroy().await.expect("destroyed");
+    assert_eq!(handle.call(cmd::Info).await.expect("info").session_id, "s");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -448,10 +481,16 @@ async fn input_requests_are_answered_from_the_stdin_list_then_awaited() {
         settle(&mut rx, Duration::from_secs(5)).await,
         RunStatus::AwaitingInput
     );
-    let r = handle.get_run(&run).await.expect("the run");
+    let r = handle
+        .call(cmd::GetRun { run: run.clone() })
+        .await
+        .expect("the run");
     assert_eq!(r.prompt.map(|p| p.text).as_deref(), Some("age? "));
     let mut rx = handle
-        .send_input(&run, "36".into())
+        .call(cmd::SendInput {
+            run: run.clone(),
+            value: "36".into(),
+        })
         .await
         .expect("answered");
     let (_, answer) = k1.next_sent().await;
@@ -459,7 +498,7 @@ async fn input_requests_are_answered_from_the_stdin_list_then_awaited() {
     k1.reply(&exec, "ok");
     k1.idle(&exec);
     assert_eq!(settle(&mut rx, Duration::from_secs(5)).await, RunStatus::Ok);
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 /// `execute` waits on this receiver: the record must arrive by itself when the run settles,
@@ -467,10 +506,8 @@ async fn input_requests_are_answered_from_the_stdin_list_then_awaited() {
 #[tokio::test(start_paused = true)]
 async fn a_settled_receiver_gets_the_record_when_the_run_asks_for_input_and_when_it_ends() {
     let (handle, _kernels, mut k1) = session(false).await;
-    let ((run, _rx), settled) = handle
-        .submit_settled(ExecuteRequest::new("input()"))
-        .await
-        .expect("queued");
+    let (submit, settled) = cmd::Submit::settled(ExecuteRequest::new("input()"));
+    let (run, _rx) = handle.call(submit).await.expect("queued");
     let exec = k1.next_execute().await;
     k1.stdout(&exec, "asking\n");
     k1.emit(
@@ -487,15 +524,16 @@ async fn a_settled_receiver_gets_the_record_when_the_run_asks_for_input_and_when
     assert_eq!(asked.status, RunStatus::AwaitingInput);
     assert_eq!(asked.stdout, "asking\n");
     handle
-        .send_input(&run, "Ada".into())
+        .call(cmd::SendInput {
+            run: run.clone(),
+            value: "Ada".into(),
+        })
         .await
         .expect("answered");
     k1.reply(&exec, "ok");
     k1.idle(&exec);
-    let ((_, _), settled) = handle
-        .submit_settled(ExecuteRequest::new("2"))
-        .await
-        .expect("queued");
+    let (submit, settled) = cmd::Submit::settled(ExecuteRequest::new("2"));
+    handle.call(submit).await.expect("queued");
     let next = k1.next_execute().await;
     k1.stdout(&next, "two\n");
     k1.reply(&next, "ok");
@@ -506,7 +544,7 @@ async fn a_settled_receiver_gets_the_record_when_the_run_asks_for_input_and_when
         .expect("a record");
     assert_eq!(done.status, RunStatus::Ok);
     assert_eq!(done.stdout, "two\n");
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -542,12 +580,18 @@ async fn another_clients_cell_enters_the_history_marked_and_never_the_agents_run
         settle(&mut rx, Duration::from_secs(10)).await,
         RunStatus::Ok
     );
-    let result = handle.get_run(&run).await.unwrap();
+    let result = handle.call(cmd::GetRun { run: run.clone() }).await.unwrap();
     assert_eq!(
         result.stdout, "agent\n",
         "nothing of the person's in the agent's run"
     );
-    let (entries, total) = handle.history(None, None).await.unwrap();
+    let cmd::HistoryPage { entries, total } = handle
+        .call(cmd::History {
+            start: None,
+            end: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(total, 2, "{entries:?}");
     let (_, person) = &entries[0];
     assert!(person.other_client);
@@ -563,5 +607,15 @@ async fn another_clients_cell_enters_the_history_marked_and_never_the_agents_run
     k1.stdout(&silent, "quiet\n");
     k1.idle(&silent);
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert_eq!(handle.history(None, None).await.unwrap().1, 2);
+    assert_eq!(
+        handle
+            .call(cmd::History {
+                start: None,
+                end: None
+            })
+            .await
+            .unwrap()
+            .total,
+        2
+    );
 }

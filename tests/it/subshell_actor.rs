@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::common::scripted::*;
 use kernel_mcp::kernel::Channel;
+use kernel_mcp::session::cmd;
 use kernel_mcp::session::{ErrorCode, ExecuteRequest, RunStatus, SessionHandle, WhileBusy};
 use kernel_mcp::wire::Message;
 use serde_json::{Value, json};
@@ -28,12 +29,12 @@ fn complete(
     let handle = handle.clone();
     tokio::spawn(async move {
         handle
-            .request(
-                "complete_request",
-                json!({"code": "x.", "cursor_pos": 2}),
-                WhileBusy::Subshell,
-                Duration::from_secs(10),
-            )
+            .call(cmd::Request {
+                msg_type: "complete_request".into(),
+                content: json!({"code": "x.", "cursor_pos": 2}),
+                busy: WhileBusy::Subshell,
+                timeout: Duration::from_secs(10),
+            })
             .await
     })
 }
@@ -102,11 +103,16 @@ async fn while_a_run_executes_requests_and_side_runs_go_to_one_subshell_and_keep
         RunStatus::Ok
     );
     assert_eq!(t0.elapsed(), Duration::ZERO, "never queued behind the run");
-    let side_result = handle.get_run(&side_id).await.expect("side run");
+    let side_result = handle
+        .call(cmd::GetRun {
+            run: side_id.clone(),
+        })
+        .await
+        .expect("side run");
     assert_eq!(side_result.stdout, "tag\n");
     assert_eq!(side_result.result.as_deref(), Some("'tag'"));
     assert_eq!(
-        handle.info().await.expect("info").current_run_id,
+        handle.call(cmd::Info).await.expect("info").current_run_id,
         Some(busy_id.to_string()),
         "the busy run goes on"
     );
@@ -117,10 +123,24 @@ async fn while_a_run_executes_requests_and_side_runs_go_to_one_subshell_and_keep
         settle(&mut busy_rx, Duration::from_secs(10)).await,
         RunStatus::Ok
     );
-    let busy_result = handle.get_run(&busy_id).await.expect("busy run");
+    let busy_result = handle
+        .call(cmd::GetRun {
+            run: busy_id.clone(),
+        })
+        .await
+        .expect("busy run");
     assert_eq!(busy_result.stdout, "main 1\nmain 2\n");
     assert_eq!(busy_result.result, None);
-    let (history, total) = handle.history(None, None).await.expect("history");
+    let cmd::HistoryPage {
+        entries: history,
+        total,
+    } = handle
+        .call(cmd::History {
+            start: None,
+            end: None,
+        })
+        .await
+        .expect("history");
     assert_eq!(total, 1, "side runs stay out of history: {history:?}");
 
     // Idle again: requests go to the main shell.
@@ -134,7 +154,7 @@ async fn while_a_run_executes_requests_and_side_runs_go_to_one_subshell_and_keep
         json!({"matches": []}),
     );
     idle_ask.await.expect("joined").expect("answered");
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -152,7 +172,10 @@ async fn a_kernel_without_subshells_keeps_session_busy_and_runs_an_idle_side_run
         subshell: true,
         ..ExecuteRequest::new("tag")
     };
-    let err = handle.submit(side.clone()).await.expect_err("busy");
+    let err = handle
+        .call(cmd::Submit::new(side.clone()))
+        .await
+        .expect_err("busy");
     assert_eq!(err.code(), ErrorCode::SessionBusy);
     k.reply(&busy, "ok");
     k.idle(&busy);
@@ -168,13 +191,16 @@ async fn a_kernel_without_subshells_keeps_session_busy_and_runs_an_idle_side_run
         settle(&mut rx, Duration::from_secs(10)).await,
         RunStatus::Ok
     );
-    let r = handle.get_run(&id).await.expect("run");
+    let r = handle
+        .call(cmd::GetRun { run: id.clone() })
+        .await
+        .expect("run");
     assert!(
         r.notices.iter().any(|n| n.contains("no subshells")),
         "{:?}",
         r.notices
     );
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -208,7 +234,10 @@ async fn a_side_run_past_its_limit_is_given_up_without_an_interrupt_and_the_next
         0,
         "the main shell's run is not interrupted"
     );
-    let r = handle.get_run(&id).await.expect("run");
+    let r = handle
+        .call(cmd::GetRun { run: id.clone() })
+        .await
+        .expect("run");
     assert!(
         r.notices
             .iter()
@@ -229,7 +258,7 @@ async fn a_side_run_past_its_limit_is_given_up_without_an_interrupt_and_the_next
         json!({"matches": []}),
     );
     ask.await.expect("joined").expect("answered");
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -248,5 +277,5 @@ async fn a_kernel_that_does_not_answer_create_subshell_gives_session_busy_after_
     let err = complete(&handle).await.expect("joined").expect_err("busy");
     assert_eq!(err.code(), ErrorCode::SessionBusy);
     assert_eq!(t1.elapsed(), Duration::ZERO);
-    handle.destroy().await.expect("destroyed");
+    handle.call(cmd::Destroy).await.expect("destroyed");
 }

@@ -16,6 +16,7 @@ use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::session::WhileBusy;
+use crate::session::cmd;
 use crate::session::text::clean_text;
 
 /// How long complete/inspect wait for the kernel.
@@ -130,12 +131,12 @@ impl KernelMcp {
         let handle = caller.session(&p.session_id)?;
         let content = json!({"code": p.code, "cursor_pos": cursor});
         let reply = handle
-            .request(
-                "complete_request",
+            .call(cmd::Request {
+                msg_type: "complete_request".into(),
                 content,
-                WhileBusy::Subshell,
-                INTROSPECTION_TIMEOUT,
-            )
+                busy: WhileBusy::Subshell,
+                timeout: INTROSPECTION_TIMEOUT,
+            })
             .await?;
         let matches: Vec<String> = reply["matches"]
             .as_array()
@@ -162,12 +163,12 @@ impl KernelMcp {
     ) -> Result<Json<Completeness>, ToolError> {
         let handle = caller.session(&p.session_id)?;
         let reply = handle
-            .request(
-                "is_complete_request",
-                json!({"code": p.code}),
-                WhileBusy::Subshell,
-                INTROSPECTION_TIMEOUT,
-            )
+            .call(cmd::Request {
+                msg_type: "is_complete_request".into(),
+                content: json!({"code": p.code}),
+                busy: WhileBusy::Subshell,
+                timeout: INTROSPECTION_TIMEOUT,
+            })
             .await?;
         Ok(Json(Completeness {
             status: reply["status"].as_str().unwrap_or("unknown").to_string(),
@@ -187,12 +188,12 @@ impl KernelMcp {
         let detail_level = p.detail_level.unwrap_or(0).min(1);
         let content = json!({"code": p.code, "cursor_pos": cursor, "detail_level": detail_level});
         let reply = handle
-            .request(
-                "inspect_request",
+            .call(cmd::Request {
+                msg_type: "inspect_request".into(),
                 content,
-                WhileBusy::Subshell,
-                INTROSPECTION_TIMEOUT,
-            )
+                busy: WhileBusy::Subshell,
+                timeout: INTROSPECTION_TIMEOUT,
+            })
             .await?;
         let text = reply["data"]["text/plain"]
             .as_str()

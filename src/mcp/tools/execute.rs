@@ -17,6 +17,7 @@ use super::out::{Json, Run};
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
+use crate::session::cmd;
 use crate::session::{ErrorCode, ExecuteRequest};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -136,7 +137,7 @@ impl KernelMcp {
         let argv = p.argv.unwrap_or_default();
         let max = caller.limits().max_code_bytes;
         let code = crate::ops::file_code(&handle, &PathBuf::from(&p.path), &argv, max).await?;
-        let remote = handle.info().await?.location != "local";
+        let remote = handle.call(cmd::Info).await?.location != "local";
         let req = ExecuteRequest {
             timeout: p.timeout_s.and_then(|t| t.limit()),
             notices: remote

@@ -17,6 +17,7 @@ use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::registry::scope::key::{RunKey, SessionKey};
+use crate::session::cmd;
 use crate::session::{
     ExecuteRequest, ExecutionResult, RunStatus, SessionHandle, Settled, wait_settled,
 };
@@ -135,7 +136,11 @@ impl KernelMcp {
                     if !asked {
                         tracing::info!(parent: handle.span(), run = %run_id, "the client's connection ended while a call waited; the run goes on");
                     } else if cancel_on_abort {
-                        let _ = handle.cancel(run_id).await;
+                        let _ = handle
+                            .call(cmd::Cancel {
+                                run: run_id.clone(),
+                            })
+                            .await;
                     }
                     let r = run_record(caller, handle, run).await?;
                     return Ok((r, asked));
@@ -144,7 +149,9 @@ impl KernelMcp {
             if let Some(t) = &token {
                 ticks += 1;
                 let message = handle
-                    .run_tail(run_id)
+                    .call(cmd::RunTail {
+                        run: run_id.clone(),
+                    })
                     .await
                     .ok()
                     .flatten()
@@ -169,7 +176,12 @@ pub(super) async fn run_record(
     handle: &SessionHandle,
     run: &RunKey,
 ) -> Result<ExecutionResult, ToolError> {
-    match handle.get_run(run.run()).await {
+    match handle
+        .call(cmd::GetRun {
+            run: run.run().clone(),
+        })
+        .await
+    {
         Ok(r) => Ok(r),
         Err(e) => caller.registry().finished_run(run).ok_or(e.into()),
     }

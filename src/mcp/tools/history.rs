@@ -15,6 +15,7 @@ use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::ops::history::{self as ops_history, HistorySelect, Replay};
 use crate::session::RunStatus;
+use crate::session::cmd;
 use crate::session::history::{self, HistoryEntry};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -177,7 +178,12 @@ impl KernelMcp {
         Parameters(p): Parameters<DeleteHistoryParams>,
     ) -> Result<Json<Deleted>, ToolError> {
         let handle = caller.session(&p.session_id)?;
-        let deleted = handle.delete_history(Some(p.start), p.end).await?;
+        let deleted = handle
+            .call(cmd::DeleteHistory {
+                start: Some(p.start),
+                end: p.end,
+            })
+            .await?;
         Ok(Json(Deleted { deleted }))
     }
 

@@ -14,6 +14,7 @@ use super::sessions::{SessionIdParams, line};
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
+use crate::session::cmd;
 use crate::session::{RunId, RunStatus, SessionHandle, SessionInfo};
 
 /// `interrupt_session`: SessionInfo (after the wait), the run it interrupted, and whether
@@ -53,13 +54,17 @@ impl KernelMcp {
         Parameters(p): Parameters<SessionIdParams>,
     ) -> Result<Json<Interrupted>, ToolError> {
         let handle = caller.session(&p.session_id)?;
-        let (_, run, other_cell) = handle.interrupt_explained().await?;
+        let cmd::Interrupted {
+            run,
+            notice: other_cell,
+            ..
+        } = handle.call(cmd::Interrupt).await?;
         let grace = caller.limits().interrupt_grace();
         let outcome = match &run {
             Some(r) => Some(stop_outcome(&handle, r, grace).await),
             None => None,
         };
-        let info = handle.info().await?;
+        let info = handle.call(cmd::Info).await?;
         let (run_status, stopped, notice) = match (&run, outcome) {
             (Some(r), Some((status, waited))) => {
                 let stopped = status.is_final();
@@ -107,7 +112,7 @@ async fn stop_outcome(
     grace: Duration,
 ) -> (RunStatus, Duration) {
     let started = tokio::time::Instant::now();
-    let Ok(mut rx) = handle.watch_run(run).await else {
+    let Ok(mut rx) = handle.call(cmd::WatchRun { run: run.clone() }).await else {
         return (RunStatus::Interrupted, started.elapsed());
     };
     // An input() after the KeyboardInterrupt is a prompt, not a stop: only a final status

@@ -17,6 +17,7 @@ use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::registry::RunRef;
+use crate::session::cmd;
 use crate::session::text::StreamPage;
 use crate::session::{Part, RunId, SessionError, SessionHandle, wait_settled};
 
@@ -100,7 +101,11 @@ impl KernelMcp {
             return Ok(Json(RunOr::Other(page)));
         }
         let wait = p.wait_s.map(|w| w.get()).unwrap_or(Duration::ZERO);
-        let rx = handle.watch_run(run_id).await?;
+        let rx = handle
+            .call(cmd::WatchRun {
+                run: run_id.clone(),
+            })
+            .await?;
         let run = self
             .wait_and_render(&caller, &handle, &key, rx, wait, &ctx)
             .await?;
@@ -126,7 +131,12 @@ impl KernelMcp {
                 .into());
             }
         };
-        let rx = handle.send_input(key.run(), p.value).await?;
+        let rx = handle
+            .call(cmd::SendInput {
+                run: key.run().clone(),
+                value: p.value,
+            })
+            .await?;
         let wait = Duration::from_secs_f64(caller.limits().default_wait_s);
         let run = self
             .wait_and_render(&caller, &handle, &key, rx, wait, &ctx)
@@ -146,9 +156,18 @@ impl KernelMcp {
             RunRef::Finished(r) => return Ok(Json(Run::render(&r, caller.limits()).await)),
             RunRef::Live(handle) => handle,
         };
-        handle.cancel(key.run()).await?;
+        handle
+            .call(cmd::Cancel {
+                run: key.run().clone(),
+            })
+            .await?;
         // Give an interrupt a moment to land before reporting.
-        if let Ok(mut rx) = handle.watch_run(key.run()).await {
+        if let Ok(mut rx) = handle
+            .call(cmd::WatchRun {
+                run: key.run().clone(),
+            })
+            .await
+        {
             wait_settled(&mut rx, Duration::from_secs(2)).await;
         }
         let r = run_record(&caller, &handle, &key).await?;
@@ -175,7 +194,12 @@ async fn page(
         .unwrap_or(caller.limits().stream_bytes)
         .clamp(1, MAX_PAGE_BYTES);
     let page = handle
-        .page(run_id, part, offset.unwrap_or(0), limit)
+        .call(cmd::Page {
+            run: run_id.clone(),
+            part,
+            offset: offset.unwrap_or(0),
+            limit,
+        })
         .await?;
     Ok(RunPage {
         run_id: run_id.clone(),

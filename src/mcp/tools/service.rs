@@ -13,6 +13,7 @@ use super::sessions::{SessionIdParams, line};
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
+use crate::session::cmd;
 use crate::session::{RunId, SessionInfo};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -63,7 +64,13 @@ impl KernelMcp {
     ) -> Result<Json<Renewed>, ToolError> {
         let handle = caller.session(&p.session_id)?;
         let after = p.expires_after_s.map(|s| s.limit());
-        Ok(Json(Renewed(handle.renew(after).await?)))
+        Ok(Json(Renewed(
+            handle
+                .call(cmd::Renew {
+                    expires_after: after,
+                })
+                .await?,
+        )))
     }
 
     /// Cancel every run waiting in a session's queue (the running one goes on). Returns the cancelled run ids.
@@ -74,7 +81,7 @@ impl KernelMcp {
         Parameters(p): Parameters<SessionIdParams>,
     ) -> Result<Json<QueueCleared>, ToolError> {
         let handle = caller.session(&p.session_id)?;
-        let cancelled = handle.clear_queue().await?;
+        let cancelled = handle.call(cmd::ClearQueue).await?;
         Ok(Json(QueueCleared {
             session_id: p.session_id,
             cancelled,

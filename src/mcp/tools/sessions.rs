@@ -16,6 +16,7 @@ use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::ops::variables_note;
 use crate::session::SessionInfo;
+use crate::session::cmd;
 
 /// One line per session field that matters.
 pub(super) fn line(s: &SessionInfo) -> String {
@@ -154,7 +155,7 @@ impl KernelMcp {
     ) -> Result<Json<SessionDetail>, ToolError> {
         let handle = caller.session(&p.session_id)?;
         let mut detail = SessionDetail {
-            info: handle.info().await?,
+            info: handle.call(cmd::Info).await?,
             variables: None,
             variables_note: None,
         };
@@ -204,7 +205,11 @@ impl KernelMcp {
     ) -> Result<Json<SessionInfo>, ToolError> {
         let handle = caller.session(&p.session_id)?;
         Ok(Json(
-            handle.restart(p.clear_history.unwrap_or(false)).await?,
+            handle
+                .call(cmd::Restart {
+                    clear_history: p.clear_history.unwrap_or(false),
+                })
+                .await?,
         ))
     }
 

@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use super::{ExportContext, ExportFormat, render};
 use crate::ops::files::{self, FileError, FileMode, Reach, WriteOptions};
+use crate::session::cmd;
 use crate::session::history::HistoryEntry;
 use crate::session::{SessionError, SessionHandle, SessionInfo};
 
@@ -89,7 +90,7 @@ impl Mirrors {
         handle: &SessionHandle,
         path: &Path,
     ) -> Result<Mirrored, SessionError> {
-        let info = handle.info().await?;
+        let info = handle.call(cmd::Info).await?;
         let path = notebook_path(path, Path::new(&info.cwd));
         let reach = Reach::of_session(&info);
         let (entries, bytes) = write_once(handle, &path, &reach).await?;
@@ -164,8 +165,13 @@ async fn write_once(
     path: &Path,
     reach: &Reach,
 ) -> Result<(usize, usize), SessionError> {
-    let (entries, _) = handle.history(None, None).await?;
-    let info = handle.info().await?;
+    let cmd::HistoryPage { entries, .. } = handle
+        .call(cmd::History {
+            start: None,
+            end: None,
+        })
+        .await?;
+    let info = handle.call(cmd::Info).await?;
     let mut ctx = ExportContext::from_info(&info);
     // The session's own kernelspec on the Jupyter face: a JupyterLab on `--gateway-url` of
     // the service opens the live notebook attached to this session's kernel.

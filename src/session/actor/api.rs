@@ -1,18 +1,13 @@
-//! What callers send the session actor: a validated [`ExecuteRequest`], the [`Command`]s
-//! (each with the oneshot its answer goes back on), and what a submitted run hands back.
+//! What callers hand the session actor besides its commands (`cmd/`): a validated
+//! [`ExecuteRequest`], what a shell request does while a run executes, and what a submitted
+//! run hands back.
 
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::kernel::ShutdownRung;
-use crate::session::error::SessionError;
-use crate::session::history::HistoryEntry;
 use crate::session::ids::RunId;
-use crate::session::run::Part;
-use crate::session::text::StreamPage;
-use crate::session::types::{ExecutionResult, RunStatus, SessionInfo};
+use crate::session::types::{ExecutionResult, RunStatus};
 
 /// A validated execute request.
 #[derive(Debug, Clone)]
@@ -70,91 +65,3 @@ pub type Submitted = (RunId, watch::Receiver<RunStatus>);
 pub type Settled = oneshot::Receiver<ExecutionResult>;
 
 pub(super) type Reply<T> = oneshot::Sender<T>;
-
-/// Commands to the actor; each carries its reply channel.
-pub enum Command {
-    /// Queue a run; with a sender, also deliver its record once it settles.
-    Submit(
-        ExecuteRequest,
-        Reply<Result<Submitted, SessionError>>,
-        Option<Reply<ExecutionResult>>,
-    ),
-    GetRun(RunId, Reply<Option<ExecutionResult>>),
-    WatchRun(RunId, Reply<Option<watch::Receiver<RunStatus>>>),
-    /// A page of one part of a run (stdout, stderr, result, traceback).
-    Page {
-        run: RunId,
-        part: Part,
-        offset: usize,
-        limit: usize,
-        reply: Reply<Option<StreamPage>>,
-    },
-    RunTail(RunId, Reply<Option<String>>),
-    Info(Reply<SessionInfo>),
-    /// Interrupt the current run; replies with the session, that run's id, and a notice when
-    /// the kernel is in another client's cell, which is not interrupted (see `foreign.rs`).
-    Interrupt(Reply<(SessionInfo, Option<RunId>, Option<String>)>),
-    Restart {
-        clear_history: bool,
-        reply: Reply<Result<SessionInfo, SessionError>>,
-    },
-    SendInput(
-        RunId,
-        String,
-        Reply<Result<watch::Receiver<RunStatus>, SessionError>>,
-    ),
-    Cancel(RunId, Reply<Result<(), SessionError>>),
-    Destroy(Reply<ShutdownRung>),
-    /// Entries `[start, end)` (Python slice) with their indices, and the total count.
-    History {
-        start: Option<i64>,
-        end: Option<i64>,
-        reply: Reply<(Vec<(usize, HistoryEntry)>, usize)>,
-    },
-    /// Set the idle expiry (`Some(None)`: never; `None`: keep it) and restart its clock.
-    Renew(Option<Option<Duration>>, Reply<SessionInfo>),
-    /// True when the session has been idle for its whole expiry (not counted as activity).
-    CheckExpired(Reply<bool>),
-    /// Cancel every queued run (not the running one); replies with their ids.
-    ClearQueue(Reply<Vec<RunId>>),
-    /// Send the fork helper's request (`content`, a silent execute_request) to the idle main
-    /// shell and hold every run until [`Command::EndFork`] (see `fork.rs`).
-    Fork {
-        content: Value,
-        timeout: Duration,
-        reply: Reply<Result<Value, SessionError>>,
-    },
-    /// The fork is taken (or failed): runs may start again.
-    EndFork(Reply<()>),
-    /// Append entries to the history (a fork's copy of its source's), journalled.
-    SeedHistory(Vec<HistoryEntry>, Reply<()>),
-    /// Interrupt whatever the kernel runs, for the client named first (e.g. "a person through
-    /// the Jupyter API"): the current run as [`Command::Interrupt`] does, its notices naming
-    /// who, else the kernel itself (another client's cell, e.g. a person's in Jupyter).
-    InterruptKernel(String, Reply<(SessionInfo, Option<RunId>)>),
-    /// True when an MCP client has worked in the session (runs, requests, queued or running
-    /// work), whether or not it left history.
-    UsedByAgents(Reply<bool>),
-    /// A face names the client with this Jupyter session id (see `foreign.rs`).
-    NoteClient {
-        session: String,
-        who: String,
-    },
-    /// Delete entries `[start, end)` (only `start` when `end` is `None`); replies with the
-    /// count, or `INVALID_ARGUMENT` for indices that name no entry (nothing deleted).
-    DeleteHistory {
-        start: Option<i64>,
-        end: Option<i64>,
-        reply: Reply<Result<usize, SessionError>>,
-    },
-    /// A shell request (`complete_request`, `inspect_request`, a silent `execute_request`…)
-    /// answered with the reply's content, or an error at `timeout`; while a run executes, as
-    /// `busy` says.
-    Request {
-        msg_type: String,
-        content: Value,
-        busy: WhileBusy,
-        timeout: Duration,
-        reply: Reply<Result<Value, SessionError>>,
-    },
-}

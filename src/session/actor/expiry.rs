@@ -1,4 +1,4 @@
-//! Idle expiry (the clock the registry's reaper reads) and clearing the queue.
+//! Idle expiry: the clock the registry's reaper reads.
 //!
 //! A session with `expires_after` set expires once it has been idle that long: no run
 //! executing or queued, no command from a client (reading `get_session`/`list_sessions`
@@ -33,19 +33,5 @@ impl Actor {
             return false;
         }
         self.expires_at().is_some_and(|at| at <= now)
-    }
-
-    /// Cancel every queued run; the running one goes on.
-    pub(super) fn clear_queue(&mut self) -> Vec<RunId> {
-        let ids = self.runs.drain_queue();
-        for id in &ids {
-            if let Some(run) = self.runs.get_mut(id.as_str()) {
-                run.notices
-                    .push("Cancelled by clear_queue before it started; it never ran.".into());
-                run.set_status(RunStatus::Cancelled);
-            }
-            self.record_finished(id.clone());
-        }
-        ids
     }
 }

@@ -50,12 +50,4 @@ impl Actor {
             self.fork_hold = None;
         }
     }
-
-    /// Append a copy of another session's history (in order), journalled.
-    pub(super) fn seed_history(&mut self, entries: Vec<HistoryEntry>) {
-        for entry in entries {
-            self.journal_append(&JournalRecord::Entry(entry.clone()));
-            self.history.push(entry);
-        }
-    }
 }

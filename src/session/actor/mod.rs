@@ -16,8 +16,10 @@
 //! and if still busy after the grace, its kernel is restarted. An interrupt asked for by a
 //! caller never restarts the kernel.
 //!
-//! This file holds the state, the loop and the records it hands out; `api.rs` the requests
-//! and commands callers send it; `commands.rs` answers commands; `lifecycle.rs` starts, replaces and stops kernels; `running.rs` runs code;
+//! This file holds the state, the loop and the records it hands out; `cmd/` the commands
+//! callers send it, each a type with its answer and the method that applies it (and the
+//! dispatch); `api.rs` the requests they hand it; `lifecycle.rs` starts, replaces and stops
+//! kernels; `running.rs` runs code;
 //! `subshell.rs` answers requests and runs side runs on a kernel subshell while a run
 //! executes; `others.rs` records other clients' cells in history and `foreign.rs` keeps the
 //! session's runs from waiting on, timing or stopping them.
@@ -47,7 +49,7 @@ use crate::kernel::{
 use crate::wire::Message;
 
 mod api;
-mod commands;
+pub mod cmd;
 mod expiry;
 mod foreign;
 mod fork;
@@ -57,7 +59,8 @@ mod running;
 mod subshell;
 
 use api::Reply;
-pub use api::{Command, ExecuteRequest, Settled, Submitted, WhileBusy};
+pub use api::{ExecuteRequest, Settled, Submitted, WhileBusy};
+use cmd::Command;
 pub use subshell::{MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT};
 
 /// Longest a message may take to be handed to the kernel's transport.

@@ -213,7 +213,7 @@ impl Actor {
         req.notices.push(
             "This kernel has no subshells (they need ipykernel 7 or later), so the code ran on the main shell; the session was idle.".into(),
         );
-        let submitted = self.submit(req);
+        let submitted = self.enqueue(req);
         self.answer_submit(submitted, reply, settled);
     }
 

@@ -11,6 +11,7 @@ use kernel_mcp::config::Limits;
 use kernel_mcp::kernel::{
     Channel, KernelEvent, KernelIo, KernelLauncher, KernelSpec, ShutdownRung, StartError,
 };
+use kernel_mcp::session::cmd;
 use kernel_mcp::session::{
     ExecuteRequest, RunId, RunStatus, SessionDesc, SessionHandle, wait_settled,
 };
@@ -261,7 +262,7 @@ pub async fn submit(
     handle: &SessionHandle,
     req: ExecuteRequest,
 ) -> (RunId, watch::Receiver<RunStatus>) {
-    handle.submit(req).await.expect("queued")
+    handle.call(cmd::Submit::new(req)).await.expect("queued")
 }
 
 /// Wait (virtual time) for the run to settle; its status.
