@@ -14,10 +14,9 @@
 use rmcp::ErrorData as McpError;
 use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 
-use crate::registry::RunRef;
+use crate::registry::RunHandle;
 use crate::registry::scope::Scope;
-use crate::session::cmd;
-use crate::session::{Part, SessionHandle};
+use crate::session::Part;
 
 /// The URI scheme and authority of every run resource.
 pub const PREFIX: &str = "kernel-mcp://runs/";
@@ -137,27 +136,17 @@ pub fn templates() -> Vec<ResourceTemplate> {
 /// does not see.
 pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, McpError> {
     let target = parse(uri).map_err(|m| McpError::invalid_params(m, None))?;
-    let run_of = |run: &str| -> Result<(SessionHandle, crate::session::RunId), McpError> {
+    let run_of = |run: &str| -> Result<RunHandle, McpError> {
         let key = scope.run_key(run.to_string());
-        let gone = |what: String| McpError::resource_not_found(format!("{what} ({uri})"), None);
-        match scope.registry().run(&key) {
-            Ok(RunRef::Live(h)) => Ok((h, key.run().clone())),
-            Ok(RunRef::Finished(_)) => Err(gone(format!(
-                "Run {run} ran in a fresh kernel that has been shut down; its output is no longer kept as resources"
-            ))),
-            Err(e) => Err(gone(e.to_string())),
-        }
+        scope
+            .registry()
+            .run(&key)
+            .map_err(|e| McpError::resource_not_found(format!("{e} ({uri})"), None))
     };
     match target {
         Target::Stream { run, part, offset } => {
-            let (handle, id) = run_of(&run)?;
-            let page = handle
-                .call(cmd::Page {
-                    run: id.clone(),
-                    part,
-                    offset,
-                    limit: MAX_READ_BYTES,
-                })
+            let page = run_of(&run)?
+                .page(part, offset, MAX_READ_BYTES)
                 .await
                 .map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
             let mut contents = vec![ResourceContents::text(page.text, uri)];
@@ -176,9 +165,8 @@ pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, Mcp
             Ok(contents)
         }
         Target::Output { run, index } => {
-            let (handle, id) = run_of(&run)?;
-            let r = handle
-                .call(cmd::GetRun { run: id.clone() })
+            let r = run_of(&run)?
+                .record()
                 .await
                 .map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
             let output = r.outputs.iter().find(|o| o.index == index).ok_or_else(|| {

@@ -23,9 +23,7 @@ use rmcp::model::{
 };
 
 use super::render;
-use crate::registry::RunRef;
 use crate::registry::scope::Scope;
-use crate::session::cmd;
 use crate::session::{ExecutionResult, RunStatus, SessionError};
 
 /// Suggested `tasks/get` polling interval (ms).
@@ -156,22 +154,10 @@ fn not_found(task_id: &str) -> McpError {
 /// The run behind task `task_id` as it stands now (no waiting), for a caller that sees it.
 async fn task_run(scope: &Scope, task_id: &str) -> Result<ExecutionResult, McpError> {
     let key = scope.run_key(task_id.to_string());
-    let registry = scope.registry();
-    let handle = match registry.run(&key) {
-        Ok(RunRef::Finished(r)) => return Ok((*r).clone()),
-        Ok(RunRef::Live(handle)) => handle,
-        Err(_) => return Err(not_found(task_id)),
-    };
-    match handle
-        .call(cmd::GetRun {
-            run: key.run().clone(),
-        })
-        .await
-    {
+    let run = scope.registry().run(&key).map_err(|_| not_found(task_id))?;
+    match run.record().await {
         Ok(r) => Ok(r),
-        Err(SessionError::RunNotFound(_)) => registry
-            .finished_run(&key)
-            .ok_or_else(|| not_found(task_id)),
+        Err(SessionError::RunNotFound(_)) => Err(not_found(task_id)),
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),
     }
 }
@@ -194,17 +180,8 @@ pub(crate) async fn detailed(scope: &Scope, task_id: &str) -> Result<DetailedTas
 /// interrupted), as `cancel_execution` does. Cancelling a finished run is a no-op.
 pub(crate) async fn cancel(scope: &Scope, task_id: &str) -> Result<(), McpError> {
     let key = scope.run_key(task_id.to_string());
-    let handle = match scope.registry().run(&key) {
-        Ok(RunRef::Finished(_)) => return Ok(()),
-        Ok(RunRef::Live(handle)) => handle,
-        Err(_) => return Err(not_found(task_id)),
-    };
-    match handle
-        .call(cmd::Cancel {
-            run: key.run().clone(),
-        })
-        .await
-    {
+    let run = scope.registry().run(&key).map_err(|_| not_found(task_id))?;
+    match run.cancel().await {
         Ok(()) => Ok(()),
         Err(SessionError::RunNotFound(_)) => Err(not_found(task_id)),
         Err(_) => Ok(()),

@@ -30,7 +30,6 @@ use serde_json::{Value, json};
 use super::caller::Caller;
 use super::error::ToolError;
 use super::tools::out::{Json, Output};
-use crate::registry::RunRef;
 use crate::session::RunStatus;
 use crate::session::cmd;
 
@@ -202,23 +201,17 @@ async fn view_run_result(caller: &Caller, args: JsonObject) -> Result<RunView, T
     let p: Params = serde_json::from_value(Value::Object(args))
         .map_err(|e| ToolError::invalid(format!("Invalid arguments for view_run: {e}.")))?;
     let key = caller.scope.run_key(p.run_id.clone());
-    let handle = match caller.registry().run(&key)? {
-        RunRef::Live(h) => h,
-        RunRef::Finished(_) => {
-            return Err(ToolError::new(
-                crate::session::ErrorCode::ExecutionNotFound,
-                format!(
-                    "Run {} ran in a fresh kernel that is gone; get_execution has its result.",
-                    p.run_id
-                ),
-            ));
-        }
+    let found = caller.registry().run(&key)?;
+    let Some(handle) = found.session() else {
+        return Err(ToolError::new(
+            crate::session::ErrorCode::ExecutionNotFound,
+            format!(
+                "Run {} ran in a fresh kernel that is gone; get_execution has its result.",
+                p.run_id
+            ),
+        ));
     };
-    let run = handle
-        .call(cmd::GetRun {
-            run: key.run().clone(),
-        })
-        .await?;
+    let run = found.record().await?;
     let info = handle.call(cmd::Info).await?;
     let mut view = RunView {
         run_id: run.run_id.clone(),
@@ -234,7 +227,7 @@ async fn view_run_result(caller: &Caller, args: JsonObject) -> Result<RunView, T
         language: info.language,
     };
     if run.status.is_final()
-        && let Some(entry) = entry_of(&handle, &p.run_id).await?
+        && let Some(entry) = entry_of(handle, &p.run_id).await?
     {
         let cell = crate::ops::export::notebook_cell(&entry, p.run_id.clone());
         view.code = cell["source"].as_str().map(String::from);

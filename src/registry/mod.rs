@@ -22,32 +22,27 @@ use crate::kernel::{Sandbox, ShutdownRung};
 use crate::session::cmd;
 use crate::session::history::Journal;
 use crate::session::{
-    Created, ExecuteRequest, ExecutionResult, SessionDesc, SessionError, SessionHandle,
-    SessionInfo, Settled, Submitted,
+    Created, ExecuteRequest, SessionDesc, SessionError, SessionHandle, SessionInfo, Settled,
+    Submitted,
 };
 
 pub mod expiry;
 pub mod floors;
 mod fork;
 pub mod fresh;
+mod run_handle;
 pub mod runs;
 pub mod scope;
 pub mod sources;
 pub mod table;
 
 use floors::Floors;
+use run_handle::Held;
+pub use run_handle::RunHandle;
 use runs::{Holder, RunIndex};
 use scope::key::{ConnectionId, RunKey, SessionKey, Slot, Viewer};
 pub use sources::{KernelSource, SessionOptions, Sources};
 use table::{Live, Table};
-
-/// What a run id resolves to for a caller that may see it.
-pub enum RunRef {
-    /// The session (or fresh-run helper) that holds the run's record.
-    Live(SessionHandle),
-    /// A fresh-mode run whose helper kernel is gone: its final record.
-    Finished(Arc<ExecutionResult>),
-}
 
 /// Where the history of a session that is not live is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -438,29 +433,21 @@ impl Registry {
     /// Who holds run `key` now, for a caller that sees its session. A run of a session the
     /// caller does not see answers exactly like one that never existed.
     /// Errors: `EXECUTION_NOT_FOUND`.
-    pub fn run(&self, key: &RunKey) -> Result<RunRef, SessionError> {
+    pub fn run(&self, key: &RunKey) -> Result<RunHandle, SessionError> {
         let not_found = || SessionError::RunNotFound(key.run().to_string());
         let entry = self
             .runs
             .get(key.run(), key.viewer())
             .ok_or_else(not_found)?;
-        match entry.holder {
+        let held = match entry.holder {
             Holder::Session => lock(&self.table)
                 .live(&entry.owner)
-                .map(|l| RunRef::Live(l.handle.clone()))
-                .ok_or_else(not_found),
-            Holder::Helper(h) => Ok(RunRef::Live(h)),
-            Holder::Finished(r) => Ok(RunRef::Finished(r)),
-        }
-    }
-
-    /// The final record of a fresh-mode run whose helper just went away (a read of its live
-    /// helper raced with its end).
-    pub fn finished_run(&self, key: &RunKey) -> Option<ExecutionResult> {
-        match self.run(key) {
-            Ok(RunRef::Finished(r)) => Some((*r).clone()),
-            _ => None,
-        }
+                .map(|l| Held::Live(l.handle.clone()))
+                .ok_or_else(not_found)?,
+            Holder::Helper(h) => Held::Live(h),
+            Holder::Finished(r) => Held::Finished(r),
+        };
+        Ok(RunHandle::new(key.clone(), held, self.runs.clone()))
     }
 
     /// True while `owner` has a `default` session, live or recently expired.

@@ -16,11 +16,9 @@ use super::out::Run;
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
-use crate::registry::scope::key::{RunKey, SessionKey};
-use crate::session::cmd;
-use crate::session::{
-    ExecuteRequest, ExecutionResult, RunStatus, SessionHandle, Settled, wait_settled,
-};
+use crate::registry::RunHandle;
+use crate::registry::scope::key::SessionKey;
+use crate::session::{ExecuteRequest, ExecutionResult, RunStatus, Settled, wait_settled};
 
 /// How a wait for a run ends, step by step.
 enum Step {
@@ -47,9 +45,11 @@ impl KernelMcp {
         let t0 = Instant::now();
         let (handle, (run_id, rx), settled) = caller.registry().submit_settled(key, req).await?;
         let submitted = t0.elapsed();
-        let run = caller.scope.run_key(run_id);
+        let run = caller
+            .registry()
+            .held_run(caller.scope.run_key(run_id), handle);
         let (r, _) = self
-            .follow_run(caller, &handle, &run, rx, Some(settled), wait, ctx, true)
+            .follow_run(&run, rx, Some(settled), wait, ctx, true)
             .await?;
         let settled = t0.elapsed();
         let out = Run::render(&r, limits).await;
@@ -68,15 +68,12 @@ impl KernelMcp {
     pub(super) async fn wait_and_render(
         &self,
         caller: &Caller,
-        handle: &SessionHandle,
-        run: &RunKey,
+        run: &RunHandle,
         rx: watch::Receiver<RunStatus>,
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Run, ToolError> {
-        let (r, _) = self
-            .follow_run(caller, handle, run, rx, None, wait, ctx, false)
-            .await?;
+        let (r, _) = self.follow_run(run, rx, None, wait, ctx, false).await?;
         Ok(Run::render(&r, caller.limits()).await)
     }
 
@@ -85,20 +82,17 @@ impl KernelMcp {
     /// client cancelled the call (not when its connection ended, see [`crate::mcp::cancel`]) and
     /// `cancel_on_abort`, the run is cancelled too. Returns the run's record at the end of the
     /// wait — the one `settled` delivers when given (no further call to the session), else a
-    /// fresh `get_run` — and whether the client cancelled.
-    #[allow(clippy::too_many_arguments)]
+    /// fresh read of its record — and whether the client cancelled.
     pub(super) async fn follow_run(
         &self,
-        caller: &Caller,
-        handle: &SessionHandle,
-        run: &RunKey,
+        run: &RunHandle,
         mut rx: watch::Receiver<RunStatus>,
         mut settled: Option<Settled>,
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
         cancel_on_abort: bool,
     ) -> Result<(ExecutionResult, bool), ToolError> {
-        let run_id = run.run();
+        let run_id = run.id();
         let deadline = tokio::time::Instant::now() + wait;
         let token = ctx.meta.get_progress_token();
         let mut ticks = 0u32;
@@ -134,28 +128,17 @@ impl KernelMcp {
                 Step::TokenFired => {
                     let asked = self.cancels.asked(&ctx.id).await;
                     if !asked {
-                        tracing::info!(parent: handle.span(), run = %run_id, "the client's connection ended while a call waited; the run goes on");
+                        tracing::info!(parent: run.span(), run = %run_id, "the client's connection ended while a call waited; the run goes on");
                     } else if cancel_on_abort {
-                        let _ = handle
-                            .call(cmd::Cancel {
-                                run: run_id.clone(),
-                            })
-                            .await;
+                        let _ = run.cancel().await;
                     }
-                    let r = run_record(caller, handle, run).await?;
+                    let r = run.record().await?;
                     return Ok((r, asked));
                 }
             }
             if let Some(t) = &token {
                 ticks += 1;
-                let message = handle
-                    .call(cmd::RunTail {
-                        run: run_id.clone(),
-                    })
-                    .await
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default();
+                let message = run.tail().await.unwrap_or_default();
                 let _ = ctx
                     .peer
                     .notify_progress(
@@ -165,24 +148,6 @@ impl KernelMcp {
                     .await;
             }
         }
-        Ok((run_record(caller, handle, run).await?, false))
-    }
-}
-
-/// The run's record; for a fresh run whose helper kernel was just shut down, its kept
-/// final result.
-pub(super) async fn run_record(
-    caller: &Caller,
-    handle: &SessionHandle,
-    run: &RunKey,
-) -> Result<ExecutionResult, ToolError> {
-    match handle
-        .call(cmd::GetRun {
-            run: run.run().clone(),
-        })
-        .await
-    {
-        Ok(r) => Ok(r),
-        Err(e) => caller.registry().finished_run(run).ok_or(e.into()),
+        Ok((run.record().await?, false))
     }
 }

@@ -10,13 +10,12 @@ use rmcp::service::RequestContext;
 
 use super::args::{Seconds, WaitS};
 use super::out::Run;
-use crate::config::Limits;
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::registry::fresh::FreshRun;
 use crate::registry::scope::key::SessionKey;
-use crate::session::{ErrorCode, ExecuteRequest, ExecutionResult};
+use crate::session::{ErrorCode, ExecuteRequest};
 
 impl KernelMcp {
     /// Run `req` in a fresh kernel like the one of `key`'s session and wait for it like
@@ -49,18 +48,12 @@ impl KernelMcp {
             }
         };
         let mut fresh = started?;
-        let run = caller.scope.run_key(fresh.run_id.clone());
+        let run = caller.registry().held_run(
+            caller.scope.run_key(fresh.run_id.clone()),
+            fresh.helper.clone(),
+        );
         let followed = self
-            .follow_run(
-                caller,
-                &fresh.helper,
-                &run,
-                fresh.rx.clone(),
-                None,
-                wait,
-                ctx,
-                true,
-            )
+            .follow_run(&run, fresh.rx.clone(), None, wait, ctx, true)
             .await;
         let (mut r, cancelled) = match followed {
             Ok(f) => f,
@@ -79,23 +72,4 @@ impl KernelMcp {
         r.notices.push(FreshRun::notice(fresh.pid, finished));
         Ok(Run::render(&r, limits).await)
     }
-}
-
-/// `get_execution` of a fresh run whose kernel is gone: its kept final result. Paging is not
-/// possible any more (the full output went with the helper).
-pub(super) async fn finished_fresh(
-    r: &ExecutionResult,
-    paging: bool,
-    limits: &Limits,
-) -> Result<Run, ToolError> {
-    if paging {
-        return Err(ToolError::new(
-            ErrorCode::Unsupported,
-            format!(
-                "Run {} ran in a fresh kernel that has been shut down; only its final result (head and tail of each stream) is kept. Call get_execution without stream, or write large output to a file from the script.",
-                r.run_id
-            ),
-        ));
-    }
-    Ok(Run::render(r, limits).await)
 }

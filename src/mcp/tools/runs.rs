@@ -11,15 +11,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::args::{Choice, Seconds, WaitS};
-use super::follow::run_record;
 use super::out::{Json, Output, Run, RunOr};
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
-use crate::registry::RunRef;
-use crate::session::cmd;
+use crate::registry::RunHandle;
 use crate::session::text::StreamPage;
-use crate::session::{Part, RunId, SessionError, SessionHandle, wait_settled};
+use crate::session::{Part, RunId, wait_settled};
 
 /// Largest page `get_execution` returns at once (bytes).
 const MAX_PAGE_BYTES: usize = 1024 * 1024;
@@ -83,31 +81,20 @@ impl KernelMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<RunOr<RunPage>>, ToolError> {
         let key = caller.scope.run_key(p.run_id);
-        let handle = match caller.registry().run(&key)? {
-            RunRef::Finished(r) => {
-                let run = super::fresh::finished_fresh(&r, p.stream.is_some(), caller.limits());
-                return Ok(Json(RunOr::Run(run.await?)));
-            }
-            RunRef::Live(handle) => handle,
-        };
-        let run_id = key.run();
+        let found = caller.registry().run(&key)?;
         if let Some(stream) = p.stream {
             let stream = stream.get(|s| {
                 ToolError::invalid(format!(
                     "stream must be \"stdout\", \"stderr\", \"result\" or \"traceback\", not {s:?}."
                 ))
             })?;
-            let page = page(&caller, &handle, run_id, stream, p.offset, p.limit).await?;
+            let page = page(&caller, &found, stream, p.offset, p.limit).await?;
             return Ok(Json(RunOr::Other(page)));
         }
         let wait = p.wait_s.map(|w| w.get()).unwrap_or(Duration::ZERO);
-        let rx = handle
-            .call(cmd::WatchRun {
-                run: run_id.clone(),
-            })
-            .await?;
+        let rx = found.watch().await?;
         let run = self
-            .wait_and_render(&caller, &handle, &key, rx, wait, &ctx)
+            .wait_and_render(&caller, &found, rx, wait, &ctx)
             .await?;
         Ok(Json(RunOr::Run(run)))
     }
@@ -121,25 +108,11 @@ impl KernelMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Run>, ToolError> {
         let key = caller.scope.run_key(p.run_id);
-        let handle = match caller.registry().run(&key)? {
-            RunRef::Live(handle) => handle,
-            RunRef::Finished(r) => {
-                return Err(SessionError::NotAwaitingInput {
-                    run: key.run().clone(),
-                    status: r.status.as_str(),
-                }
-                .into());
-            }
-        };
-        let rx = handle
-            .call(cmd::SendInput {
-                run: key.run().clone(),
-                value: p.value,
-            })
-            .await?;
+        let found = caller.registry().run(&key)?;
+        let rx = found.send_input(p.value).await?;
         let wait = Duration::from_secs_f64(caller.limits().default_wait_s);
         let run = self
-            .wait_and_render(&caller, &handle, &key, rx, wait, &ctx)
+            .wait_and_render(&caller, &found, rx, wait, &ctx)
             .await?;
         Ok(Json(run))
     }
@@ -152,25 +125,13 @@ impl KernelMcp {
         Parameters(p): Parameters<RunIdParams>,
     ) -> Result<Json<Run>, ToolError> {
         let key = caller.scope.run_key(p.run_id);
-        let handle = match caller.registry().run(&key)? {
-            RunRef::Finished(r) => return Ok(Json(Run::render(&r, caller.limits()).await)),
-            RunRef::Live(handle) => handle,
-        };
-        handle
-            .call(cmd::Cancel {
-                run: key.run().clone(),
-            })
-            .await?;
+        let found = caller.registry().run(&key)?;
+        found.cancel().await?;
         // Give an interrupt a moment to land before reporting.
-        if let Ok(mut rx) = handle
-            .call(cmd::WatchRun {
-                run: key.run().clone(),
-            })
-            .await
-        {
+        if let Ok(mut rx) = found.watch().await {
             wait_settled(&mut rx, Duration::from_secs(2)).await;
         }
-        let r = run_record(&caller, &handle, &key).await?;
+        let r = found.record().await?;
         Ok(Json(Run::render(&r, caller.limits()).await))
     }
 }
@@ -179,8 +140,7 @@ impl KernelMcp {
 /// [`MAX_PAGE_BYTES`]) from byte `offset`. Errors: `INVALID_ARGUMENT` for a limit of 0.
 async fn page(
     caller: &Caller,
-    handle: &SessionHandle,
-    run_id: &RunId,
+    run: &RunHandle,
     part: Part,
     offset: Option<usize>,
     limit: Option<usize>,
@@ -193,16 +153,9 @@ async fn page(
     let limit = limit
         .unwrap_or(caller.limits().stream_bytes)
         .clamp(1, MAX_PAGE_BYTES);
-    let page = handle
-        .call(cmd::Page {
-            run: run_id.clone(),
-            part,
-            offset: offset.unwrap_or(0),
-            limit,
-        })
-        .await?;
+    let page = run.page(part, offset.unwrap_or(0), limit).await?;
     Ok(RunPage {
-        run_id: run_id.clone(),
+        run_id: run.id().clone(),
         stream: part,
         page,
     })
