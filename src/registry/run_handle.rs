@@ -178,3 +178,43 @@ impl Registry {
         RunHandle::new(key, Held::Live(session), self.runs.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Limits;
+    use crate::kernel::discovery::KernelSearch;
+    use crate::registry::runs::tests::record;
+    use crate::registry::scope::Scope;
+    use crate::registry::scope::key::Slot;
+    use crate::session::ErrorCode;
+
+    #[tokio::test]
+    async fn a_fresh_runs_kept_record_answers_every_operation_without_its_kernel() {
+        let registry = Arc::new(Registry::new(
+            KernelSearch::new(&[], None, None),
+            None,
+            Limits::default(),
+            tokio::runtime::Handle::current(),
+        ));
+        let key = Scope::standalone(registry.clone()).run_key("run-f");
+        let runs = &registry.runs;
+        runs.track(key.run().clone(), Slot::Named("s".into()), Holder::Session);
+        runs.finish(key.run(), record("run-f"));
+        let run = registry.run(&key).expect("the kept record");
+        assert!(run.session().is_none());
+        assert_eq!(run.record().await.expect("its record").run_id, "run-f");
+        assert_eq!(*run.watch().await.expect("a watch").borrow(), RunStatus::Ok);
+        run.cancel()
+            .await
+            .expect("cancelling a finished run is a no-op");
+        let input = run.send_input("x".into()).await.expect_err("no prompt");
+        assert_eq!(input.code(), ErrorCode::NotAwaitingInput);
+        let page = run
+            .page(Part::Stdout, 0, 10)
+            .await
+            .expect_err("no full text");
+        assert_eq!(page.code(), ErrorCode::Unsupported);
+        assert!(run.tail().await.is_none());
+    }
+}

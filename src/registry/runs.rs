@@ -151,12 +151,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::registry::scope::key::ConnectionId;
     use crate::session::RunStatus;
 
-    fn record(run: &str) -> ExecutionResult {
+    /// A final record of run `run` (status ok, no output).
+    pub(in crate::registry) fn record(run: &str) -> ExecutionResult {
         ExecutionResult {
             run_id: run.into(),
             session_id: "s".into(),
