@@ -10,6 +10,7 @@
 //! cannot be forked (another language, a gateway's, an adopted one, ipykernel before 7, a
 //! sandboxed one) are `UNSUPPORTED`, saying why and what to use instead.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,15 +19,30 @@ use tokio::time::Instant;
 use super::scope::key::{DEFAULT_SESSION, SessionKey};
 use super::table::Live;
 use super::{Registry, lock, session_span};
-use crate::kernel::fork::{ForkError, ForkPlan, ForkedLauncher, parse_scheduled};
+use crate::kernel::fork::{ForkError, ForkPlan, ForkedChild, ForkedLauncher, parse_scheduled};
+use crate::kernel::{Kernel, LaunchOptions, StartError};
 use crate::session::cmd;
-use crate::session::{SessionDesc, SessionError, SessionInfo, StartFailure};
+use crate::session::{SessionDesc, SessionError, SessionHandle, SessionInfo, StartFailure};
 
 /// How long the source may take to answer the helper's scheduling request.
 const SCHEDULE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What to use where a kernel cannot be forked.
 const INSTEAD: &str = "To carry state to a new session otherwise, checkpoint_session / restore it, or create_session and rerun_history.";
+
+/// The session a fork is taken from, and what the fork runs under.
+struct ForkSource {
+    handle: SessionHandle,
+    info: SessionInfo,
+    desc: SessionDesc,
+    /// The source kernel's pid.
+    pid: u32,
+    /// The source's launch options (none for a launcher without them).
+    opts: Option<LaunchOptions>,
+    startup_timeout: Duration,
+    /// The fork's memory ceiling: the source's, within the caller's floors.
+    max_memory_mib: u64,
+}
 
 impl Registry {
     /// Fork the session of `source` into a new session filed under `new`. The source is not
@@ -42,6 +58,22 @@ impl Registry {
         new: &SessionKey,
     ) -> Result<SessionInfo, SessionError> {
         let source = self.get(source)?;
+        self.room_for_fork(new)?;
+        let source = self.fork_source(source, new).await?;
+        let child = source.take_copy().await?;
+        tracing::info!(source = %source.info.session_id, fork = new.name(), pid = child.pid(), "kernel forked");
+        let deadline = Instant::now() + source.startup_timeout;
+        let supervised = source.supervisor().is_some();
+        let kernel = child
+            .start(&source.desc.spec, source.info.sandbox, supervised, deadline)
+            .await
+            .map_err(|e| source.start_failed(e))?;
+        self.file_fork(new, &source, kernel).await
+    }
+
+    /// Fails unless a fork may be filed under `new`: not `default`, within the session limit,
+    /// and the name free.
+    fn room_for_fork(&self, new: &SessionKey) -> Result<(), SessionError> {
         if new.name() == DEFAULT_SESSION {
             return Err(SessionError::InvalidArgument(
                 "`default` is each connection's implicit session; give the fork another name."
@@ -57,9 +89,19 @@ impl Registry {
         if lock(&self.table).live(new.slot()).is_some() {
             return Err(SessionError::AlreadyExists(new.name().to_string()));
         }
-        let info = source.call(cmd::Info).await?;
-        let desc = source.desc().clone();
-        let source_pid = forkable(&info, &desc)?;
+        Ok(())
+    }
+
+    /// What the fork of `handle`'s session, for the caller of `new`, is taken from and runs
+    /// under. Errors: `UNSUPPORTED`, `SESSION_DEAD` (see [`forkable`]).
+    async fn fork_source(
+        &self,
+        handle: SessionHandle,
+        new: &SessionKey,
+    ) -> Result<ForkSource, SessionError> {
+        let info = handle.call(cmd::Info).await?;
+        let desc = handle.desc().clone();
+        let pid = forkable(&info, &desc)?;
         let opts = desc.launcher.launch_options().cloned();
         let startup_timeout = opts
             .as_ref()
@@ -75,66 +117,26 @@ impl Registry {
         }
         .stricter(self.floors(new.viewer()))
         .max_memory_mib;
-        let started = |e: crate::kernel::StartError| {
-            SessionError::KernelStartFailed(StartFailure::Fork {
-                kernel: info.kernel.clone(),
-                forked_from: info.session_id.clone(),
-                error: Arc::new(e),
-            })
-        };
+        Ok(ForkSource {
+            handle,
+            info,
+            desc,
+            pid,
+            opts,
+            startup_timeout,
+            max_memory_mib,
+        })
+    }
 
-        let supervisor = opts.as_ref().and_then(|o| o.supervisor.clone());
-        let plan = ForkPlan::prepare(&desc.spec.name).map_err(started)?;
-        let env_hook = opts.as_ref().and_then(|o| o.env_hook.as_ref());
-        let content = plan.request_content(
-            supervisor.as_deref().map(|s| (s, max_memory_mib)),
-            &desc.spec,
-            env_hook,
-        );
-        let reply = match source
-            .call(cmd::Fork {
-                content,
-                timeout: SCHEDULE_TIMEOUT,
-            })
-            .await
-        {
-            Ok(reply) => reply,
-            // Refused: nothing of ours holds the source.
-            Err(e @ (SessionError::Busy { .. } | SessionError::Forking { .. })) => return Err(e),
-            Err(e) => {
-                let _ = source.call(cmd::EndFork).await;
-                return Err(e);
-            }
-        };
-        let child = match parse_scheduled(&reply, &desc.spec.name) {
-            Ok(pid) if pid == source_pid => {
-                let deadline = Instant::now() + startup_timeout;
-                plan.meet(source_pid, deadline).await.map_err(started)
-            }
-            Ok(pid) => Err(SessionError::Internal(format!(
-                "The fork helper ran in pid {pid}, not in the session's kernel (pid {source_pid})."
-            ))),
-            Err(ForkError::Unsupported(why)) => Err(SessionError::Unsupported(format!(
-                "Session '{}' cannot be forked: {why}. {INSTEAD}",
-                info.session_id
-            ))),
-            Err(ForkError::Start(e)) => Err(started(e)),
-        };
-        if let Ok(child) = &child
-            && supervisor.is_some()
-        {
-            // The fork has a supervisor of its own: the source's lets go of it.
-            crate::kernel::fork::release_from_source(source_pid, child.pid());
-        }
-        // The copy is taken (or will not be): the source's runs go on.
-        let _ = source.call(cmd::EndFork).await;
-        let child = child?;
-        tracing::info!(source = %info.session_id, fork = new.name(), pid = child.pid(), "kernel forked");
-        let deadline = Instant::now() + startup_timeout;
-        let kernel = child
-            .start(&desc.spec, info.sandbox, supervisor.is_some(), deadline)
-            .await
-            .map_err(started)?;
+    /// File the session whose first kernel is the fork's `kernel` under `new`, with a copy of
+    /// the source's history; answers the new session.
+    async fn file_fork(
+        &self,
+        new: &SessionKey,
+        source: &ForkSource,
+        kernel: Kernel,
+    ) -> Result<SessionInfo, SessionError> {
+        let (info, desc) = (&source.info, &source.desc);
         let launcher = ForkedLauncher::new(kernel, desc.launcher.clone(), info.session_id.clone());
         let observer = self
             .broker
@@ -152,20 +154,18 @@ impl Registry {
             // A kernel of its own for Jupyter clients, as any new session's.
             kernel_id: uuid::Uuid::new_v4().to_string(),
         };
-        let cmd::HistoryPage { entries, .. } = source
-            .call(cmd::History {
-                start: None,
-                end: None,
-            })
-            .await
-            .unwrap_or_default();
+        let all = cmd::History {
+            start: None,
+            end: None,
+        };
+        let cmd::HistoryPage { entries, .. } = source.handle.call(all).await.unwrap_or_default();
         let (handle, created) = {
             let mut table = lock(&self.table);
             if table.live(new.slot()).is_some() {
                 return Err(SessionError::AlreadyExists(new.name().to_string()));
             }
             let (handle, created) =
-                crate::session::SessionHandle::spawn(&self.runtime, fork_desc, self.limits.clone());
+                SessionHandle::spawn(&self.runtime, fork_desc, self.limits.clone());
             let live = Live {
                 handle: handle.clone(),
                 journal: None,
@@ -175,12 +175,76 @@ impl Registry {
             (handle, created)
         };
         self.started(new.slot(), &handle, created, None).await?;
-        let _ = handle
-            .call(cmd::SeedHistory {
-                entries: entries.into_iter().map(|(_, e)| e).collect(),
-            })
-            .await;
+        let entries = entries.into_iter().map(|(_, e)| e).collect();
+        let _ = handle.call(cmd::SeedHistory { entries }).await;
         handle.call(cmd::Info).await
+    }
+}
+
+impl ForkSource {
+    /// The supervisor the source's kernels run under, which the fork gets one of.
+    fn supervisor(&self) -> Option<&Path> {
+        self.opts.as_ref()?.supervisor.as_deref()
+    }
+
+    /// `KERNEL_START_FAILED` for the fork, from the kernel's own error.
+    fn start_failed(&self, e: StartError) -> SessionError {
+        SessionError::KernelStartFailed(StartFailure::Fork {
+            kernel: self.info.kernel.clone(),
+            forked_from: self.info.session_id.clone(),
+            error: Arc::new(e),
+        })
+    }
+
+    /// Have the source's kernel fork itself between two runs and meet the copy; the source's
+    /// runs go on afterwards whatever happened. Errors: `SESSION_BUSY`, `UNSUPPORTED`,
+    /// `KERNEL_START_FAILED`.
+    async fn take_copy(&self) -> Result<ForkedChild, SessionError> {
+        let (source, source_pid) = (&self.handle, self.pid);
+        let plan = ForkPlan::prepare(&self.desc.spec.name).map_err(|e| self.start_failed(e))?;
+        let env_hook = self.opts.as_ref().and_then(|o| o.env_hook.as_ref());
+        let content = plan.request_content(
+            self.supervisor().map(|s| (s, self.max_memory_mib)),
+            &self.desc.spec,
+            env_hook,
+        );
+        let fork = cmd::Fork {
+            content,
+            timeout: SCHEDULE_TIMEOUT,
+        };
+        let reply = match source.call(fork).await {
+            Ok(reply) => reply,
+            // Refused: nothing of ours holds the source.
+            Err(e @ (SessionError::Busy { .. } | SessionError::Forking { .. })) => return Err(e),
+            Err(e) => {
+                let _ = source.call(cmd::EndFork).await;
+                return Err(e);
+            }
+        };
+        let child = match parse_scheduled(&reply, &self.desc.spec.name) {
+            Ok(pid) if pid == source_pid => {
+                let deadline = Instant::now() + self.startup_timeout;
+                let met = plan.meet(source_pid, deadline).await;
+                met.map_err(|e| self.start_failed(e))
+            }
+            Ok(pid) => Err(SessionError::Internal(format!(
+                "The fork helper ran in pid {pid}, not in the session's kernel (pid {source_pid})."
+            ))),
+            Err(ForkError::Unsupported(why)) => Err(SessionError::Unsupported(format!(
+                "Session '{}' cannot be forked: {why}. {INSTEAD}",
+                self.info.session_id
+            ))),
+            Err(ForkError::Start(e)) => Err(self.start_failed(e)),
+        };
+        if let Ok(child) = &child
+            && self.supervisor().is_some()
+        {
+            // The fork has a supervisor of its own: the source's lets go of it.
+            crate::kernel::fork::release_from_source(source_pid, child.pid());
+        }
+        // The copy is taken (or will not be): the source's runs go on.
+        let _ = source.call(cmd::EndFork).await;
+        child
     }
 }
 

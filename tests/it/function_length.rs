@@ -14,12 +14,6 @@ const MAX_LINES: usize = 100;
 /// coordinator empties this list; an entry that is no longer over the limit fails the test, so
 /// the list only shrinks.
 const ALLOWED: &[(&str, &str)] = &[
-    // The sandbox issue rewrites the supervisor.
-    ("src/kernel/supervise/mod.rs", "run"),
-    // The timeout and queue defects rework the run's deadline.
-    ("src/session/actor/running.rs", "run_deadline"),
-    // One run handle from the registry (issue 48, session commands).
-    ("src/registry/fork.rs", "fork_session"),
     // The identity issue rewrites the service's listener.
     ("src/service/listener.rs", "run"),
 ];

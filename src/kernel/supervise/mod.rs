@@ -39,12 +39,13 @@ pub mod adopt;
 mod leftovers;
 pub mod report;
 mod spawn;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
@@ -54,8 +55,9 @@ use super::sandbox::apply::Prepared;
 use super::sandbox::paths::{Plan, PlanInput};
 use super::sandbox::rules::Protected;
 use super::sandbox::{HostSupport, Policy, Sandbox};
-use adopt::{RELEASE_SIGNAL, Released, ServerWatch, wait_signal_info};
+use adopt::{RELEASE_SIGNAL, Released, ServerWatch};
 use report::{Report, Reporter};
+use watch::{Server, Supervision};
 
 /// How often the supervisor samples memory and checks that the server is alive.
 const TICK: Duration = Duration::from_millis(250);
@@ -114,50 +116,17 @@ pub struct SuperviseArgs {
 /// Run the supervisor to the kernel's end; the exit mirrors the kernel's.
 pub fn run(args: SuperviseArgs) -> ExitCode {
     let mut reporter = Reporter::new(args.report_fd);
-    let parent = nix::unistd::getppid();
-    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        eprintln!("kernel-mcp supervise: cannot become a child subreaper: {e}");
-    }
-    // A forked kernel's supervisor has the source kernel as parent: it watches the server.
-    let server = args.server_pid.map(ServerWatch::open);
-    if server.is_none() {
-        let _ = nix::sys::prctl::set_pdeathsig(SERVER_DEATH_SIGNAL);
-        if nix::unistd::getppid() != parent {
-            return ExitCode::from(1); // The server died before we armed the signal.
-        }
-    }
-    let server_pid = server.as_ref().map_or(parent.as_raw(), |s| s.pid());
-    let mut watched = SigSet::empty();
-    watched.add(Signal::SIGCHLD);
-    watched.add(RELEASE_SIGNAL);
-    for s in FORWARDED {
-        watched.add(s);
-    }
-    watched.add(Signal::SIGUSR1);
-    watched.add(SERVER_DEATH_SIGNAL);
-    // Blocked here, consumed by `sigtimedwait`; the kernel gets an unblocked mask.
-    let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None);
-
+    let (server, watched) = match arm(&args) {
+        Ok(armed) => armed,
+        Err(code) => return code,
+    };
     let host = HostSupport::detect();
     if let Err(e) = host.check(args.sandbox) {
         eprintln!("kernel-mcp supervise: {e}");
         reporter.send(&Report::Refused { missing: e.missing });
         return ExitCode::from(126);
     }
-    let mut limit_mib = args.max_memory_mib;
-    let mut limit = limit_mib.saturating_mul(1024 * 1024);
-    let create = match args.adopt_child {
-        Some(_) => Cgroup::create_beside_own,
-        None => Cgroup::create,
-    };
-    let cgroup = match host.memory_cgroup {
-        Some(_) => create((limit > 0).then_some(limit))
-            .inspect_err(|e| {
-                eprintln!("kernel-mcp supervise: no cgroup ({e}); counting memory as PSS")
-            })
-            .ok(),
-        None => None,
-    };
+    let cgroup = memory_cgroup(&args, &host);
     let mut cleanup = Cleanup {
         cgroup: cgroup.clone(),
         tmp: None,
@@ -189,101 +158,61 @@ pub fn run(args: SuperviseArgs) -> ExitCode {
         },
         signal_scoped,
     });
-    let server_gone = || match &server {
-        Some(s) => s.gone(),
-        None => nix::unistd::getppid() != parent,
+    let supervision = Supervision {
+        args: &args,
+        kernel,
+        cgroup,
+        server,
+        cleanup,
+        reporter,
+        limit_mib: args.max_memory_mib,
+        peak: 0,
+        released: Released::default(),
     };
-    // Once the server is gone nobody else removes the kernel's files (a server that ends
-    // cleanly removes them itself): whichever way the kernel then ends, they go with it.
-    let finish = |cleanup: &mut Cleanup| {
-        cleanup.run();
-        if let Some(cf) = &args.connection_file
-            && server_gone()
-        {
-            leftovers::remove(cf);
-        }
-    };
-    let mut peak = 0u64;
-    let mut released = Released::default();
-    loop {
-        match wait_signal_info(&watched, TICK) {
-            // A subtree with a supervisor of its own (a fork) is no longer ours.
-            Some((sig, info)) if sig == RELEASE_SIGNAL => released.note(&info, server_pid),
-            Some((Signal::SIGUSR1, _)) => {
-                // A new limit applies at once (it may already be exceeded).
-                if let Some(mib) = args.limit_file.as_deref().and_then(read_limit)
-                    && mib != limit_mib
-                {
-                    limit_mib = mib;
-                    limit = mib.saturating_mul(1024 * 1024);
-                    if let Some(g) = &cgroup
-                        && let Err(e) = g.change_limit((limit > 0).then_some(limit))
-                    {
-                        eprintln!("kernel-mcp supervise: cannot change the cgroup's limit: {e}");
-                    }
-                }
-                // The acknowledgement the server waits for: the limit is in force.
-                if let Some(file) = &args.limit_file {
-                    let _ = std::fs::remove_file(file);
-                }
-            }
-            Some((SERVER_DEATH_SIGNAL, _)) => {
-                // The server is exiting: the check below ends the tree once it is gone.
-                let deadline = Instant::now() + SERVER_EXIT_GRACE;
-                while !server_gone() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            }
-            // The server's interrupt and shutdown ladder: the kernel's group decides.
-            Some((sig, _)) if FORWARDED.contains(&sig) => {
-                let _ = killpg(kernel, sig);
-            }
-            _ => {}
-        }
-        let exited = reap(kernel);
-        let used = match &cgroup {
-            Some(g) => g.peak_bytes().or_else(|| g.usage_bytes()).unwrap_or(0),
-            None if limit > 0 => {
-                super::usage::tree_bytes_except(std::process::id() as i32, &released.excluded())
-            }
-            None => 0,
-        };
-        peak = peak.max(used);
-        // The kernel's OOM killer acted in the group (it may have killed the kernel itself,
-        // or one worker), or the PSS count went over: either way the tree is over its limit.
-        let over = limit > 0
-            && match &cgroup {
-                Some(g) => g.oom_kills() > 0,
-                None => used > limit,
-            };
-        if over {
-            let used_mib = peak.max(limit) / (1024 * 1024);
-            eprintln!(
-                "kernel-mcp: memory limit exceeded: the kernel's processes {}; they were stopped",
-                crate::kernel::process::memory_use_words(used_mib, limit_mib)
-            );
-            reporter.send(&Report::MemoryLimit {
-                used_mib,
-                limit_mib,
-            });
-            end_tree(cgroup.as_ref(), &released);
-            let status = exited.or_else(|| reap_blocking(kernel));
-            reporter.send(&exit_report(status));
-            finish(&mut cleanup);
-            return ExitCode::from(137);
-        }
-        if let Some(status) = exited {
-            end_tree(cgroup.as_ref(), &released);
-            reporter.send(&exit_report(Some(status)));
-            finish(&mut cleanup);
-            return mirror(status);
-        }
-        if server_gone() {
-            end_tree(cgroup.as_ref(), &released);
-            finish(&mut cleanup);
-            return ExitCode::from(1);
+    supervision.watch(&watched)
+}
+
+/// Become the kernel tree's subreaper, watch the server (the parent-death signal, or a
+/// forked kernel's server by pid), and block the signals the supervisor waits for.
+/// Errors: exit code 1 when the server died before the signal was armed.
+fn arm(args: &SuperviseArgs) -> Result<(Server, SigSet), ExitCode> {
+    let parent = nix::unistd::getppid();
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        eprintln!("kernel-mcp supervise: cannot become a child subreaper: {e}");
+    }
+    // A forked kernel's supervisor has the source kernel as parent: it watches the server.
+    let watch = args.server_pid.map(ServerWatch::open);
+    if watch.is_none() {
+        let _ = nix::sys::prctl::set_pdeathsig(SERVER_DEATH_SIGNAL);
+        if nix::unistd::getppid() != parent {
+            return Err(ExitCode::from(1)); // The server died before we armed the signal.
         }
     }
+    let mut watched = SigSet::empty();
+    watched.add(Signal::SIGCHLD);
+    watched.add(RELEASE_SIGNAL);
+    for s in FORWARDED {
+        watched.add(s);
+    }
+    watched.add(Signal::SIGUSR1);
+    watched.add(SERVER_DEATH_SIGNAL);
+    // Blocked here, consumed by `sigtimedwait`; the kernel gets an unblocked mask.
+    let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None);
+    Ok((Server { watch, parent }, watched))
+}
+
+/// The kernel's cgroup, with the memory limit, where the host can make one (beside the
+/// supervisor's own for an adopted kernel); `None`: memory is counted as PSS.
+fn memory_cgroup(args: &SuperviseArgs, host: &HostSupport) -> Option<Cgroup> {
+    host.memory_cgroup?;
+    let limit = args.max_memory_mib.saturating_mul(1024 * 1024);
+    let create = match args.adopt_child {
+        Some(_) => Cgroup::create_beside_own,
+        None => Cgroup::create,
+    };
+    create((limit > 0).then_some(limit))
+        .inspect_err(|e| eprintln!("kernel-mcp supervise: no cgroup ({e}); counting memory as PSS"))
+        .ok()
 }
 
 /// The limit (MiB) in `file`, if it holds a number.

@@ -286,129 +286,156 @@ impl Actor {
     /// A run deadline came: the single place each is handled.
     pub(super) async fn run_deadline(&mut self, due: Deadline) {
         let now = Instant::now();
-        let grace = self.limits.interrupt_grace();
-        let Some(run) = self.runs.current_mut() else {
+        if self.runs.current().is_none() {
             return;
-        };
+        }
         match due {
             Deadline::CompletenessUnknown => self.completeness_known(None).await,
-            Deadline::IdleMissing => {
-                run.notices.push(
-                    "The kernel replied but never reported idle; output may be incomplete.".into(),
-                );
-                if let Some(e) = run.phase.executing_mut() {
-                    e.idle = true;
-                }
-            }
-            Deadline::RunTimeout => {
-                let limit = run.timeout.unwrap_or_default();
-                run.notices.push(format!(
-                    "Timed out after {} s; the kernel was interrupted.",
-                    limit.as_secs_f64()
-                ));
-                if let Some(e) = run.phase.executing_mut() {
-                    e.timed_out = true;
-                    // An interrupt that gave up starts over, so the grace counts from now.
-                    if e.interrupt.is_none_or(|i| i.gave_up) {
-                        e.interrupt = Some(Interrupting::new(now));
-                    }
-                }
-                if run.status() == RunStatus::AwaitingInput {
-                    run.set_status(RunStatus::Running);
-                }
-                run.input = None;
-                self.interrupt_kernel().await;
-            }
+            Deadline::IdleMissing => self.idle_missing(),
+            Deadline::RunTimeout => self.run_timed_out(now).await,
             Deadline::RepeatInterrupt => {
                 // A signal that arrives before the kernel starts the code is ignored (ipykernel
                 // only turns SIGINT into KeyboardInterrupt while executing): send it again.
-                if let Some(i) = run.phase.executing_mut().and_then(|e| e.interrupt.as_mut()) {
+                if let Some(i) = self.executing_mut().and_then(|e| e.interrupt.as_mut()) {
                     i.last_sent = now;
                 }
                 self.interrupt_kernel().await;
             }
-            Deadline::InterruptGraceOver => {
-                let not_ours = self.not_ours();
-                let Some(run) = self.runs.current_mut() else {
-                    return;
-                };
-                let Some(e) = run.phase.executing_mut() else {
-                    return;
-                };
-                let grace = grace.as_secs();
-                match (e.timed_out, not_ours) {
-                    (true, None) => {
-                        run.notices.push(format!(
-                            "The kernel did not stop within {grace} s of the interrupt, so it was restarted; all state in it is lost."
-                        ));
-                        run.set_status(RunStatus::Timeout);
-                        self.finish_current();
-                        self.pending_notices.push(
-                            "The previous kernel was restarted after an interrupt did not take effect; this run executed in a new kernel.".into(),
-                        );
-                        let old = self.kernel.take();
-                        self.start_kernel(StartReason::Recover, old);
-                    }
-                    // Someone else's kernel: the run ends, the kernel and its state stay as
-                    // they are (still running the code), and the person has to stop it.
-                    (true, Some(why)) => {
-                        run.notices.push(format!(
-                            "The kernel did not stop within {grace} s of the interrupt. {why} The kernel is still running this code, with its state kept: stop the code (or restart the kernel) where the kernel was started."
-                        ));
-                        run.set_status(RunStatus::Timeout);
-                        self.finish_current();
-                        self.pending_notices.push(
-                            "An earlier run timed out while the adopted kernel kept running its code; this run executed once the kernel was free (its state was kept).".into(),
-                        );
-                    }
-                    (false, not_ours) => {
-                        if let Some(i) = e.interrupt.as_mut() {
-                            i.gave_up = true;
-                        }
-                        run.notices.push(match not_ours {
-                            None => format!(
-                                "The kernel did not stop within {grace} s of the interrupt; {STILL_GOING} Restarting the session stops it, and loses the kernel's state."
-                            ),
-                            Some(why) => format!(
-                                "The kernel did not stop within {grace} s of the interrupt; {STILL_GOING} {why} Stop the code where the kernel was started."
-                            ),
-                        });
-                    }
-                }
+            Deadline::InterruptGraceOver => self.interrupt_grace_over(),
+            Deadline::ProbeReply => self.probe_reply().await,
+            Deadline::TerminalProbe => self.terminal_probe(now).await,
+        }
+    }
+
+    /// The current run's executing phase, if it executes.
+    fn executing_mut(&mut self) -> Option<&mut Executing> {
+        self.runs.current_mut()?.phase.executing_mut()
+    }
+
+    /// The kernel replied but never reported idle: the run ends without waiting for it.
+    fn idle_missing(&mut self) {
+        let Some(run) = self.runs.current_mut() else {
+            return;
+        };
+        run.notices
+            .push("The kernel replied but never reported idle; output may be incomplete.".into());
+        if let Some(e) = run.phase.executing_mut() {
+            e.idle = true;
+        }
+    }
+
+    /// The run passed its `timeout_s`: interrupt the kernel (the grace counts from now).
+    async fn run_timed_out(&mut self, now: Instant) {
+        let Some(run) = self.runs.current_mut() else {
+            return;
+        };
+        let limit = run.timeout.unwrap_or_default();
+        run.notices.push(format!(
+            "Timed out after {} s; the kernel was interrupted.",
+            limit.as_secs_f64()
+        ));
+        if let Some(e) = run.phase.executing_mut() {
+            e.timed_out = true;
+            // An interrupt that gave up starts over, so the grace counts from now.
+            if e.interrupt.is_none_or(|i| i.gave_up) {
+                e.interrupt = Some(Interrupting::new(now));
             }
-            Deadline::ProbeReply => {
-                let Some(kernel) = self.kernel.as_ref() else {
-                    return;
-                };
-                let msg = kernel.request("kernel_info_request", json!({}));
-                if let Some(e) = run.phase.executing_mut() {
-                    e.reply_probe = Some(MsgId::from(msg.msg_id()));
-                }
-                tracing::debug!(session = %self.desc.id, "idle without execute_reply; probing with kernel_info_request");
-                if let Err(e) = self.send(Channel::Shell, &msg).await {
-                    tracing::warn!(session = %self.desc.id, "kernel_info_request not sent: {e}");
-                }
+        }
+        if run.status() == RunStatus::AwaitingInput {
+            run.set_status(RunStatus::Running);
+        }
+        run.input = None;
+        self.interrupt_kernel().await;
+    }
+
+    /// The kernel did not stop within the interrupt's grace: a timed-out run ends (its kernel
+    /// restarted when it is ours), a caller's interrupt gives up and says the code goes on.
+    fn interrupt_grace_over(&mut self) {
+        let grace = self.limits.interrupt_grace().as_secs();
+        let not_ours = self.not_ours();
+        let Some(run) = self.runs.current_mut() else {
+            return;
+        };
+        let Some(e) = run.phase.executing_mut() else {
+            return;
+        };
+        match (e.timed_out, not_ours) {
+            (true, None) => {
+                run.notices.push(format!(
+                    "The kernel did not stop within {grace} s of the interrupt, so it was restarted; all state in it is lost."
+                ));
+                run.set_status(RunStatus::Timeout);
+                self.finish_current();
+                self.pending_notices.push(
+                    "The previous kernel was restarted after an interrupt did not take effect; this run executed in a new kernel.".into(),
+                );
+                let old = self.kernel.take();
+                self.start_kernel(StartReason::Recover, old);
             }
-            Deadline::TerminalProbe => {
-                let reading = self.kernel.as_ref().is_some_and(|k| k.reads_terminal());
-                let Some(run) = self.runs.current_mut() else {
-                    return;
-                };
-                let Some(e) = run.phase.executing_mut() else {
-                    return;
-                };
-                e.probe = (now, if reading { e.probe.1 + 1 } else { 0 });
-                if e.probe.1 >= 2 {
-                    e.stdin_refused = true;
-                    e.interrupt = Some(Interrupting::new(now));
-                    run.output.error = Some(ErrorInfo {
-                        ename: "StdinNotSupported".into(),
-                        evalue: "the code waited for input on the kernel's terminal, which this kernel (bash_kernel) never forwards; it was interrupted".into(),
-                        traceback: vec!["Pass input another way, e.g. `read x <<< 'value'` or `echo value | cmd`.".into()],
-                    });
-                    self.interrupt_kernel().await;
-                }
+            // Someone else's kernel: the run ends, the kernel and its state stay as they are
+            // (still running the code), and the person has to stop it.
+            (true, Some(why)) => {
+                run.notices.push(format!(
+                    "The kernel did not stop within {grace} s of the interrupt. {why} The kernel is still running this code, with its state kept: stop the code (or restart the kernel) where the kernel was started."
+                ));
+                run.set_status(RunStatus::Timeout);
+                self.finish_current();
+                self.pending_notices.push(
+                    "An earlier run timed out while the adopted kernel kept running its code; this run executed once the kernel was free (its state was kept).".into(),
+                );
             }
+            (false, not_ours) => {
+                if let Some(i) = e.interrupt.as_mut() {
+                    i.gave_up = true;
+                }
+                run.notices.push(match not_ours {
+                    None => format!(
+                        "The kernel did not stop within {grace} s of the interrupt; {STILL_GOING} Restarting the session stops it, and loses the kernel's state."
+                    ),
+                    Some(why) => format!(
+                        "The kernel did not stop within {grace} s of the interrupt; {STILL_GOING} {why} Stop the code where the kernel was started."
+                    ),
+                });
+            }
+        }
+    }
+
+    /// The kernel went idle without an execute_reply: ask `kernel_info_request` to learn
+    /// whether the reply is only late.
+    async fn probe_reply(&mut self) {
+        let Some(kernel) = self.kernel.as_ref() else {
+            return;
+        };
+        let msg = kernel.request("kernel_info_request", json!({}));
+        if let Some(e) = self.executing_mut() {
+            e.reply_probe = Some(MsgId::from(msg.msg_id()));
+        }
+        tracing::debug!(session = %self.desc.id, "idle without execute_reply; probing with kernel_info_request");
+        if let Err(e) = self.send(Channel::Shell, &msg).await {
+            tracing::warn!(session = %self.desc.id, "kernel_info_request not sent: {e}");
+        }
+    }
+
+    /// Check whether the code reads the kernel's terminal (which bash_kernel never forwards):
+    /// two checks in a row that say so stop the run with `StdinNotSupported`.
+    async fn terminal_probe(&mut self, now: Instant) {
+        let reading = self.kernel.as_ref().is_some_and(|k| k.reads_terminal());
+        let Some(run) = self.runs.current_mut() else {
+            return;
+        };
+        let Some(e) = run.phase.executing_mut() else {
+            return;
+        };
+        e.probe = (now, if reading { e.probe.1 + 1 } else { 0 });
+        if e.probe.1 >= 2 {
+            e.stdin_refused = true;
+            e.interrupt = Some(Interrupting::new(now));
+            run.output.error = Some(ErrorInfo {
+                ename: "StdinNotSupported".into(),
+                evalue: "the code waited for input on the kernel's terminal, which this kernel (bash_kernel) never forwards; it was interrupted".into(),
+                traceback: vec!["Pass input another way, e.g. `read x <<< 'value'` or `echo value | cmd`.".into()],
+            });
+            self.interrupt_kernel().await;
         }
     }
 
