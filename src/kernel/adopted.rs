@@ -19,11 +19,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use zeromq::{ReqSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
-use super::seam::{InterruptError, SendError};
-use super::{
-    Channel, Channels, ConnectionInfo, ExitInfo, KernelEvent, KernelIo, KernelLauncher,
-    ShutdownRung, StartError,
-};
+use super::channels::Channels;
+use super::connection::ConnectionInfo;
+use super::seam::{KernelIo, KernelLauncher};
+use super::types::ExitInfo;
+use super::types::{Channel, KernelEvent};
+use super::types::{InterruptError, SendError};
+use super::types::{ShutdownRung, StartError};
 use crate::wire::Message;
 
 /// How often the heartbeat pings.
@@ -161,10 +163,12 @@ impl Adopted {
                 kernel: name.clone(),
                 source,
             })?;
-        let kernel_info =
-            tokio::time::timeout(timeout, super::wait_ready(&mut channels, &mut events))
-                .await
-                .map_err(|_| timed_out())?;
+        let kernel_info = tokio::time::timeout(
+            timeout,
+            super::ready::wait_ready(&mut channels, &mut events),
+        )
+        .await
+        .map_err(|_| timed_out())?;
         let unresponsive = Arc::new(AtomicBool::new(false));
         let gone: OnGone = Box::new(move || {
             tracing::warn!("adopted kernel is gone: its ports are closed");

@@ -5,8 +5,6 @@
 //!
 //! Spec: <https://jupyter-client.readthedocs.io/en/latest/messaging.html#introduction> (channels).
 
-use std::fmt;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,51 +16,9 @@ use zeromq::{
 };
 
 use super::connection::ConnectionInfo;
-use super::iopub::{Iopub, IopubError};
-use super::seam::SendError;
+use super::iopub::Iopub;
+use super::types::{Channel, KernelEvent, SendError, SocketError};
 use crate::wire::{self, Message, Signer};
-
-/// A Jupyter channel we read from or write to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Channel {
-    Shell,
-    Control,
-    Stdin,
-    Iopub,
-}
-
-impl fmt::Display for Channel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Channel::Shell => "shell",
-            Channel::Control => "control",
-            Channel::Stdin => "stdin",
-            Channel::Iopub => "iopub",
-        })
-    }
-}
-
-/// What the reader tasks deliver, in arrival order per socket.
-// `ChannelClosed` is rare; boxing the common variant would cost an allocation per message.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum KernelEvent {
-    Message(Channel, Message),
-    /// A socket's reader stopped (the socket closed or failed).
-    ChannelClosed(Channel, SocketError),
-    /// The kernel is gone (its process exited, or a remote server says so). Sent once, after
-    /// the messages it sent before.
-    Exited(super::ExitInfo),
-}
-
-/// Why the kernel's sockets could not be connected, or why a socket's reader stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum SocketError {
-    #[error("{0}")]
-    Zmq(#[from] zeromq::ZmqError),
-    #[error("{0}")]
-    Iopub(#[from] IopubError),
-}
 
 /// The iopub socket: ours over TCP, `zeromq`'s for other transports.
 enum Either {

@@ -12,94 +12,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::process::KernelProcess;
-use super::{
-    CLOSED_SOCKETS_NOTE, Channel, Channels, ConnectionInfo, ExitInfo, Kernel, KernelEvent,
-    KernelSpec, Sandbox, StartError, adopted,
-};
-
-/// A kernel process just started (spawned from its kernelspec, or forked), with what its
-/// start made for it.
-pub(super) struct Launched<'a> {
-    pub spec: &'a KernelSpec,
-    pub info: ConnectionInfo,
-    pub process: KernelProcess,
-    pub sandbox: Sandbox,
-    /// Removed (with its directory) unless the kernel becomes ready.
-    pub connection_file: FileGuard,
-    pub limit_file: Option<PathBuf>,
-}
-
-/// How a start that did not become ready is told (each start words its errors its own way).
-pub(super) struct Failed<E, T> {
-    pub exited: E,
-    pub timed_out: T,
-    /// Logged when the ready kernel later closes its sockets but lives on (it is stopped).
-    pub closed_sockets: &'static str,
-}
-
-/// Connect to a started kernel's sockets and wait until it is ready, each step racing the
-/// process's exit and `deadline`; then a heartbeat watches it. Errors:
-/// [`StartError::Connect`], else as `failed` words them.
-pub(super) async fn connect_ready<E, T>(
-    launched: Launched<'_>,
-    deadline: Instant,
-    failed: Failed<E, T>,
-) -> Result<Kernel, StartError>
-where
-    E: Fn(&KernelProcess) -> StartError,
-    T: Fn(&KernelProcess) -> StartError,
-{
-    let Launched {
-        spec,
-        info,
-        process,
-        sandbox,
-        connection_file,
-        limit_file,
-    } = launched;
-    let (tx, rx) = mpsc::unbounded_channel();
-    let mut exit = process.exit_watch();
-    let channels = tokio::select! {
-        r = Channels::connect(&info, tx) => r.map_err(|source| StartError::Connect { kernel: spec.name.clone(), source })?,
-        _ = until_exit(&mut exit) => return Err((failed.exited)(&process)),
-        _ = tokio::time::sleep_until(deadline) => return Err((failed.timed_out)(&process)),
-    };
-    let mut kernel = Kernel {
-        spec: spec.clone(),
-        info: Value::Null,
-        exit: process.exit_watch(),
-        process,
-        channels,
-        events: rx,
-        events_open: true,
-        exit_reported: false,
-        sandbox,
-        connection_dir: connection_file.dir.clone(),
-        connection_file: connection_file.keep(),
-        limit_file,
-        unresponsive: Default::default(),
-        heartbeat: None,
-    };
-    tokio::select! {
-        r = kernel.wait_ready() => {
-            kernel.info = r;
-            let stop = kernel.process.stopper(CLOSED_SOCKETS_NOTE);
-            let closed = failed.closed_sockets;
-            kernel.heartbeat = Some(tokio::spawn(adopted::heartbeat(
-                info,
-                kernel.unresponsive.clone(),
-                Some(Box::new(move || {
-                    tracing::warn!("{closed}");
-                    stop();
-                })),
-            )));
-            Ok(kernel)
-        }
-        _ = until_exit(&mut exit) => Err((failed.exited)(&kernel.process)),
-        _ = tokio::time::sleep_until(deadline) => Err((failed.timed_out)(&kernel.process)),
-    }
-}
+use super::channels::Channels;
+use super::types::ExitInfo;
+use super::types::{Channel, KernelEvent};
 
 /// Loop `kernel_info_request` until a reply and proof of our iopub subscription arrive.
 /// Returns the reply content. Unbounded: the caller races it with exit and a deadline.

@@ -3,7 +3,7 @@
 //! A session's policy (queue, deadlines, interrupts, escalation, death) lives in `session/`
 //! and talks to its kernel only through [`KernelIo`]; a new kernel (first start, restart,
 //! recovery) comes from a [`KernelLauncher`]. Today's implementation is the local ZeroMQ
-//! kernel ([`super::Kernel`], started by [`LocalLauncher`]); an adopted kernel (a connection
+//! kernel ([`super::local::Kernel`], started by [`super::seam_local::LocalLauncher`]); an adopted kernel (a connection
 //! file someone else started) or a kernel on a Jupyter gateway plugs in here, and the session
 //! tests drive the actor through a scripted in-process fake.
 //!
@@ -18,42 +18,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{Channel, KernelEvent, KernelSpec, LaunchOptions, ShutdownRung, StartError};
+use super::types::{Channel, KernelEvent};
+use super::types::{InterruptError, LaunchOptions, SendError, ShutdownRung, StartError};
 use crate::wire::Message;
-
-/// Why a message could not be handed to a kernel ([`KernelIo::send`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SendError {
-    /// iopub is the kernel's broadcast channel: nothing is sent there.
-    #[error("cannot send on {0}: the kernel only publishes there")]
-    ReadOnlyChannel(Channel),
-    /// The message could not be turned into frames.
-    #[error("the message could not be framed: {0}")]
-    Frame(String),
-    /// The socket (or websocket) refused the message.
-    #[error("the {channel} socket did not take the message: {reason}")]
-    Transport { channel: Channel, reason: String },
-    /// The connection has ended: the kernel is gone.
-    #[error("the kernel's connection is closed (the kernel is gone)")]
-    Closed,
-    /// The transport did not take the message within the caller's deadline.
-    #[error("the kernel did not take the message on {channel} within {after_s} s")]
-    Timeout { channel: Channel, after_s: u64 },
-    /// There is no kernel to send to (it is starting, or its start failed).
-    #[error("the session has no kernel")]
-    NoKernel,
-}
-
-/// Why an interrupt could not be delivered ([`KernelIo::interrupt`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InterruptError {
-    /// `interrupt_request` on the control channel could not be sent.
-    #[error("interrupt_request not sent: {0}")]
-    Send(#[from] SendError),
-    /// The gateway's `POST …/interrupt` failed (the message names the gateway, never a token).
-    #[error("the gateway did not interrupt the kernel: {0}")]
-    Gateway(String),
-}
 
 /// One live kernel connection, as the session actor sees it.
 ///
@@ -202,31 +169,6 @@ pub(crate) fn refuse_replace() -> StartError {
     StartError::Launch {
         kernel: "adopted kernel".into(),
         detail: "kernel-mcp did not start this kernel, so it never restarts or replaces it".into(),
-    }
-}
-
-/// Launches local kernels from a kernelspec (see [`super::Kernel::start`]).
-#[derive(Debug, Clone)]
-pub struct LocalLauncher {
-    pub spec: KernelSpec,
-    pub opts: LaunchOptions,
-}
-
-impl KernelLauncher for LocalLauncher {
-    fn sandbox(&self) -> crate::kernel::sandbox::Sandbox {
-        self.opts.sandbox
-    }
-
-    fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
-        let (spec, opts) = (self.spec.clone(), self.opts.clone());
-        Box::pin(async move {
-            let kernel = super::Kernel::start(&spec, &opts).await?;
-            Ok(Box::new(kernel) as Box<dyn KernelIo>)
-        })
-    }
-
-    fn launch_options(&self) -> Option<&LaunchOptions> {
-        Some(&self.opts)
     }
 }
 

@@ -1,6 +1,7 @@
 //! [`KernelIo`] for a local [`Kernel`]: what the session actor asks of a kernel process it
 //! launched (or adopted by connection file) — send, the next event, interrupt by signal or
-//! `interrupt_request` as the kernelspec says, the shutdown ladder, memory and terminal reads.
+//! `interrupt_request` as the kernelspec says, the shutdown ladder, memory and terminal reads;
+//! and [`LocalLauncher`], which starts one from a kernelspec.
 
 use std::time::Duration;
 
@@ -8,10 +9,14 @@ use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use super::{
-    Channel, InterruptError, InterruptMode, Kernel, KernelEvent, KernelIo, Sandbox, SendError,
-    ShutdownRung, process, usage,
-};
+use super::local::Kernel;
+use super::sandbox::Sandbox;
+use super::seam::{KernelIo, KernelLauncher};
+use super::spec::{InterruptMode, KernelSpec};
+use super::types::ShutdownRung;
+use super::types::{Channel, KernelEvent};
+use super::types::{InterruptError, LaunchOptions, SendError, StartError};
+use super::{process, usage};
 use crate::wire::Message;
 
 impl KernelIo for Kernel {
@@ -107,5 +112,30 @@ impl KernelIo for Kernel {
 
     fn reads_terminal(&self) -> bool {
         process::any_reads_terminal(&process::descendants(self.process.pid() as i32))
+    }
+}
+
+/// Launches local kernels from a kernelspec (see [`super::local::Kernel::start`]).
+#[derive(Debug, Clone)]
+pub struct LocalLauncher {
+    pub spec: KernelSpec,
+    pub opts: LaunchOptions,
+}
+
+impl KernelLauncher for LocalLauncher {
+    fn sandbox(&self) -> crate::kernel::sandbox::Sandbox {
+        self.opts.sandbox
+    }
+
+    fn start(&self) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
+        let (spec, opts) = (self.spec.clone(), self.opts.clone());
+        Box::pin(async move {
+            let kernel = Kernel::start(&spec, &opts).await?;
+            Ok(Box::new(kernel) as Box<dyn KernelIo>)
+        })
+    }
+
+    fn launch_options(&self) -> Option<&LaunchOptions> {
+        Some(&self.opts)
     }
 }

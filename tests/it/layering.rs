@@ -6,7 +6,9 @@
 //! edges. Test modules (`#[cfg(test)] mod tests`) are not counted.
 //!
 //! `src/lib.rs`'s list of layers is this test's [`LAYERS`] (the same modules, in the same
-//! order).
+//! order). Inside `kernel/`, no module names an item of `kernel/mod.rs` (its own or one it
+//! re-exports): children import from the module that defines what they use (`types.rs` for
+//! the shared types), and `mod.rs` re-exports for outside users.
 //!
 //! Run with `--nocapture` to print the figures.
 
@@ -164,9 +166,10 @@ fn path_at(code: &str, mut i: usize, mut segs: Vec<String>, out: &mut Vec<Vec<St
     i
 }
 
-/// The modules `module` names, its own parent and children left out.
-fn references(mods: &BTreeMap<Module, PathBuf>, module: &Module, code: &str) -> BTreeSet<Module> {
-    let mut out = BTreeSet::new();
+/// The full paths `module` names (`crate::…`, `self::…`, `super::…`, and paths through its
+/// own children), from the crate root.
+fn full_paths(mods: &BTreeMap<Module, PathBuf>, module: &Module, code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
     for segs in paths(code) {
         let (base, rest): (Module, &[String]) = match segs[0].as_str() {
             "crate" => (Vec::new(), &segs[1..]),
@@ -192,6 +195,15 @@ fn references(mods: &BTreeMap<Module, PathBuf>, module: &Module, code: &str) -> 
         };
         let mut full = base;
         full.extend(rest.iter().cloned());
+        out.push(full);
+    }
+    out
+}
+
+/// The modules `module` names, its own parent and children left out.
+fn references(mods: &BTreeMap<Module, PathBuf>, module: &Module, code: &str) -> BTreeSet<Module> {
+    let mut out = BTreeSet::new();
+    for full in full_paths(mods, module, code) {
         let Some(target) = resolve(mods, &full) else {
             continue;
         };
@@ -201,6 +213,24 @@ fn references(mods: &BTreeMap<Module, PathBuf>, module: &Module, code: &str) -> 
         }
     }
     out
+}
+
+/// The paths by which a module below `parent` names an item of `parent`'s own file (not one
+/// of its modules), as `module: path`.
+fn imports_from_parent_file(mods: &BTreeMap<Module, PathBuf>, parent: &Module) -> Vec<String> {
+    let mut found = Vec::new();
+    for (module, path) in mods {
+        if module.len() <= parent.len() || !module.starts_with(parent) {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(path).expect("read a module"));
+        for full in full_paths(mods, module, &code) {
+            if full.len() > parent.len() && resolve(mods, &full).as_ref() == Some(parent) {
+                found.push(format!("{}: {}", module.join("/"), full.join("::")));
+            }
+        }
+    }
+    found
 }
 
 fn layer(m: &Module) -> usize {
@@ -319,6 +349,17 @@ fn the_session_layer_is_small_nothing_imports_upwards_and_no_modules_import_in_a
     assert!(
         cycles.is_empty(),
         "modules importing each other: {cycles:#?}"
+    );
+}
+
+#[test]
+fn no_module_inside_kernel_imports_from_kernel_mod_rs() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mods = modules(&src);
+    let found = imports_from_parent_file(&mods, &vec!["kernel".to_string()]);
+    assert!(
+        found.is_empty(),
+        "modules inside kernel/ naming items of kernel/mod.rs (import them from the module that defines them): {found:#?}"
     );
 }
 

@@ -5,7 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
-use crate::kernel::{Kernel, KernelIo, KernelLauncher, LaunchOptions, Sandbox, StartError};
+use crate::kernel::local::Kernel;
+use crate::kernel::sandbox::Sandbox;
+use crate::kernel::seam::{KernelIo, KernelLauncher};
+use crate::kernel::types::{LaunchOptions, StartError};
 
 /// The fork session's launcher: the fork first, then fresh kernels the way `cold` starts them.
 pub struct ForkedLauncher {

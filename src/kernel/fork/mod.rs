@@ -44,11 +44,15 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::time::Instant;
 
+use super::connection;
+use super::connection::ConnectionInfo;
+use super::local::Kernel;
 use super::process::KernelProcess;
-use super::{
-    ConnectionInfo, ExitInfo, FileGuard, Kernel, KernelEnvHook, KernelSpec, Sandbox, StartError,
-    connection,
-};
+use super::ready::FileGuard;
+use super::sandbox::Sandbox;
+use super::spec::KernelSpec;
+use super::types::ExitInfo;
+use super::types::{KernelEnvHook, StartError};
 
 /// The helper's Python source (`helper.py`), sent into the source kernel.
 pub const HELPER: &str = include_str!("helper.py");
@@ -156,7 +160,7 @@ impl ForkPlan {
         };
         let mut env = std::collections::BTreeMap::new();
         if let Some(hook) = env_hook {
-            let launch = super::HookLaunch {
+            let launch = super::types::HookLaunch {
                 spec,
                 connection_file: self.connection_file.path(),
                 private_dir: None,
@@ -346,7 +350,7 @@ async fn connect(
         output_tail: process.output_tail(),
         hint: String::new(),
     };
-    let launched = super::ready::Launched {
+    let launched = super::local::Launched {
         spec,
         info,
         process,
@@ -354,12 +358,12 @@ async fn connect(
         connection_file,
         limit_file: None,
     };
-    let failed = super::ready::Failed {
+    let failed = super::local::Failed {
         exited,
         timed_out,
         closed_sockets: "the forked kernel closed its sockets but lives on; stopping it",
     };
-    super::ready::connect_ready(launched, deadline, failed).await
+    super::local::connect_ready(launched, deadline, failed).await
 }
 
 /// Tell the supervisor of the source kernel `source_pid` (its parent, when that runs this

@@ -36,7 +36,8 @@ use tokio_tungstenite::tungstenite::protocol::Message as WsMessage;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{GatewayError, Rest, gone, redact};
-use crate::kernel::{Channel, KernelEvent, SendError};
+use crate::kernel::types::SendError;
+use crate::kernel::types::{Channel, KernelEvent};
 use crate::wire::websocket::{self as ws, V1_SUBPROTOCOL};
 use crate::wire::{Message, WireError};
 

@@ -25,8 +25,11 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::seam::{InterruptError, SendError};
-use super::{Channel, ExitInfo, KernelEvent, KernelIo, KernelLauncher, ShutdownRung, StartError};
+use super::seam::{KernelIo, KernelLauncher};
+use super::types::ExitInfo;
+use super::types::{Channel, KernelEvent};
+use super::types::{InterruptError, SendError};
+use super::types::{ShutdownRung, StartError};
 use crate::wire::Message;
 pub use channels::LinkError;
 pub use config::{ConfigError, Gateway, Token, parse_gateways};

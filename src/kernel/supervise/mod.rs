@@ -269,7 +269,7 @@ fn prepare(
     let Some(connection_file) = &args.connection_file else {
         return Err("a sandboxed kernel needs --connection-file".into());
     };
-    let info: super::ConnectionInfo = std::fs::read(connection_file)
+    let info: super::connection::ConnectionInfo = std::fs::read(connection_file)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or_else(|| format!("cannot read {}", connection_file.display()))?;

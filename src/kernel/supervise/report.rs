@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
 
 use crate::kernel::cgroup::Cgroup;
-use crate::kernel::{ExitCause, ExitInfo};
+use crate::kernel::types::{ExitCause, ExitInfo};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())

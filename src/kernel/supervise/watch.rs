@@ -136,7 +136,7 @@ impl Supervision<'_> {
             let used_mib = self.peak.max(limit) / (1024 * 1024);
             eprintln!(
                 "kernel-mcp: memory limit exceeded: the kernel's processes {}; they were stopped",
-                crate::kernel::process::memory_use_words(used_mib, self.limit_mib)
+                crate::kernel::types::memory_use_words(used_mib, self.limit_mib)
             );
             self.reporter.send(&Report::MemoryLimit {
                 used_mib,

@@ -173,7 +173,7 @@ impl Actor {
                 };
                 run.notices.push(format!(
                     "kernel-mcp: memory limit exceeded: the kernel's processes {}; they were stopped. Use less memory, or create the session with a larger max_memory_mib{ceiling}.",
-                    crate::kernel::process::memory_use_words(used_mib, limit_mib)
+                    crate::kernel::memory_use_words(used_mib, limit_mib)
                 ));
             }
             run.notices.push(if not_ours {
