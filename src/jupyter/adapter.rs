@@ -68,7 +68,7 @@ impl Sessions {
 
     /// Every session the face may show (the named ones), sorted by session id.
     pub async fn list(&self) -> Vec<SessionInfo> {
-        self.scope.registry().list(self.scope.viewer()).await
+        self.scope.registry().list(&self.scope.viewer()).await
     }
 
     /// The session whose kernel is `kernel_id`, if any.

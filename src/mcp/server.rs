@@ -89,11 +89,23 @@ impl KernelMcp {
         self.connection.close().await;
     }
 
-    /// Who makes the request of `context`: the one place that decides it. Today every
-    /// request of a connection comes from the connection's client (its [`Scope`]); a server
-    /// that authenticates each request builds the caller from the request here.
-    fn caller(&self, _context: &RequestContext<RoleServer>) -> Caller {
-        Caller::new(self.connection.clone())
+    /// Who makes the request of `context`: the one place that decides it. The principal and
+    /// its access are what the request's face decided ([`crate::auth::authenticated`]; a
+    /// request no face stamped, an in-process handler's, is the owner's). A request over
+    /// HTTP without an `Mcp-Session-Id` (a 2026-07-28 stateless request) has no connection
+    /// of its own: its `default` is its principal's (DESIGN §19).
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        let who = crate::auth::authenticated(&context.extensions)
+            .cloned()
+            .unwrap_or_else(crate::principal::Authenticated::owner);
+        let stateless = self.is_stateless(&context.extensions);
+        Caller::new(self.connection.for_request(who, stateless))
+    }
+
+    /// True for an HTTP request that names no `Mcp-Session-Id`.
+    fn is_stateless(&self, extensions: &Extensions) -> bool {
+        extensions.get::<axum::http::request::Parts>().is_some()
+            && self.http_session(extensions).is_none()
     }
 
     /// Over HTTP: the `Mcp-Session-Id` of a request to this connection.
@@ -242,6 +254,12 @@ impl ServerHandler for KernelMcp {
                 .map(|id| http.call(id, self.connection.downgrade()))
         });
         let caller = self.caller(&context);
+        // A 2026-07-28 request names its log level in `_meta`: it gets the records at that
+        // level or above while it runs (see `logging.rs`); without one, none.
+        #[allow(deprecated)]
+        let _log = context.meta.log_level().map(|level| {
+            super::logging::subscribe_request(caller.listener(), context.peer.clone(), level)
+        });
         context.extensions.insert(caller);
         let wants_task = super::tasks::may_become_task(&tool)
             && context
@@ -364,7 +382,7 @@ impl ServerHandler for KernelMcp {
         let caller = self.caller(&context);
         super::logging::subscribe(
             self.handler,
-            caller.scope.connection_id().map(|c| c.get()),
+            caller.listener(),
             context.peer.clone(),
             request.level,
         );

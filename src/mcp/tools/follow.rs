@@ -63,6 +63,19 @@ impl KernelMcp {
         Ok(out)
     }
 
+    /// True when the client cancelled the request whose token fired: on a connection, only
+    /// an explicit `notifications/cancelled` is one (its end is not, see
+    /// [`crate::mcp::cancel`]); a request without a connection (2026-07-28 over HTTP) has no
+    /// other way to cancel than closing its response stream, and the spec makes that its
+    /// cancellation.
+    pub(super) async fn client_cancelled(
+        &self,
+        caller: &Caller,
+        ctx: &RequestContext<RoleServer>,
+    ) -> bool {
+        caller.scope.is_stateless() || self.cancels.asked(&ctx.id).await
+    }
+
     /// Wait for the run to settle (bounded by `wait`) and render it; see [`Self::follow_run`].
     pub(super) async fn wait_and_render(
         &self,
@@ -131,7 +144,7 @@ impl KernelMcp {
                 Step::Elapsed if tokio::time::Instant::now() >= deadline => break,
                 Step::Elapsed => {}
                 Step::TokenFired => {
-                    let asked = self.cancels.asked(&ctx.id).await;
+                    let asked = self.client_cancelled(caller, ctx).await;
                     if !asked {
                         tracing::info!(parent: handle.span(), run = %run_id, "the client's connection ended while a call waited; the run goes on");
                     } else if cancel_on_abort {

@@ -39,7 +39,7 @@ impl KernelMcp {
         let started = tokio::select! {
             started = &mut start => started,
             _ = ctx.ct.cancelled() => {
-                if self.cancels.asked(&ctx.id).await {
+                if self.client_cancelled(caller, ctx).await {
                     return Err(ToolError::new(
                         ErrorCode::InternalError,
                         "The call was cancelled while the fresh kernel started; it was shut down.",
