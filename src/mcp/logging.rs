@@ -189,9 +189,28 @@ pub fn subscribe(handler: u64, who: Listener, peer: Peer<RoleServer>, level: Log
     }
 }
 
+/// Records handed to the forwarder and not yet sent.
+static PENDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// How long a request that named a log level waits, at its end, for the records it caused to
+/// be sent (its response stream closes after its answer).
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// A request's own subscription (a 2026-07-28 request's `_meta` log level): it ends when
 /// this is dropped, at the end of the request.
 pub struct RequestSubscription(u64);
+
+impl RequestSubscription {
+    /// Wait (at most [`FLUSH_WAIT`]) until the records logged so far are sent, so the ones
+    /// this request caused reach its response before its answer closes it.
+    pub async fn flush(&self) {
+        let deadline = tokio::time::Instant::now() + FLUSH_WAIT;
+        while PENDING.load(std::sync::atomic::Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+}
 
 impl Drop for RequestSubscription {
     fn drop(&mut self) {
@@ -231,6 +250,7 @@ async fn forward(mut rx: mpsc::Receiver<Record>) {
                 .with_logger(r.logger.clone());
             let _ = peer.notify_logging_message(param).await;
         }
+        PENDING.fetch_sub(1, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -281,12 +301,15 @@ where
             message.truncate(cut);
             message.push('…');
         }
-        let _ = hub.tx.try_send(Record {
+        let sent = hub.tx.try_send(Record {
             level,
             logger: meta.target().to_string(),
             message,
             audience: audience(event, &ctx),
         });
+        if sent.is_ok() {
+            PENDING.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 }
 

@@ -213,6 +213,7 @@ fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
                 props.retain(|param, _| toolset.lists_param(&t.name, param));
             }
             super::schema::compact_input(&mut schema, toolset.describes_params());
+            super::schema::route_by_session(&mut schema);
             t.input_schema = Arc::new(schema);
             if toolset.terse_outputs() {
                 t.output_schema = Some(super::schema::terse_output());
@@ -273,6 +274,9 @@ impl ServerHandler for KernelMcp {
             Ok(r) => r?,
             Err(panic) => return Ok(panicked(&tool, panic.as_ref()).to_result().into()),
         };
+        if let Some(log) = &_log {
+            log.flush().await;
+        }
         if let CallToolResponse::Complete(r) = &mut response
             && r.is_error == Some(true)
             && r.structured_content.is_none()

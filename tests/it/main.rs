@@ -59,6 +59,7 @@ mod output_fidelity;
 mod packaging;
 mod person_and_agent;
 mod pool;
+mod principals;
 mod regression;
 mod resources;
 mod sandbox;
