@@ -315,6 +315,8 @@ pub enum Command {
     Install(super::install::InstallArgs),
     /// Print the token of the service's HTTP face (`service --http`), and where it is.
     Token(super::token::TokenArgs),
+    /// The service log, or its audit trail (`--audit`: one line per tool call).
+    Log(super::log::LogArgs),
     /// Run code in a session of the service. Exit 0 ok, 1 error, 3 timeout/interrupted/
     /// cancelled/kernel died, 4 tool error (e.g. unknown session), 2 usage.
     Exec(super::exec::ExecArgs),

@@ -174,67 +174,15 @@ impl KernelMcp {
         }
         Ok(())
     }
-}
 
-/// A tool's panic as the model sees it: `INTERNAL_ERROR` naming the tool and saying the
-/// server goes on, never the panic's text (it may hold anything the tool had at hand, and
-/// is no use to the model); that text goes to the log.
-fn panicked(tool: &str, payload: &(dyn std::any::Any + Send)) -> ToolError {
-    let what = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("(no message)");
-    tracing::error!(
-        tool,
-        panic = what,
-        "a tool panicked; the call answers INTERNAL_ERROR"
-    );
-    ToolError {
-        code: ErrorCode::InternalError,
-        message: format!(
-            "Internal error in {tool}: the tool failed unexpectedly (a bug in kernel-mcp; the server's log has the details). \
-             The server is still running and other calls work; please report this."
-        ),
-        details: serde_json::json!({"tool": tool}),
-    }
-}
-
-/// The tools `toolset` lists, in the router's order (by name): its parameters only, schemas
-/// compacted (see `schema.rs`).
-fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
-    router
-        .list_all()
-        .into_iter()
-        .filter(|t| toolset.offers(&t.name))
-        .map(|mut t| {
-            let mut schema = t.input_schema.as_ref().clone();
-            if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
-                props.retain(|param, _| toolset.lists_param(&t.name, param));
-            }
-            super::schema::compact_input(&mut schema, toolset.describes_params());
-            super::schema::route_by_session(&mut schema);
-            t.input_schema = Arc::new(schema);
-            if toolset.terse_outputs() {
-                t.output_schema = Some(super::schema::terse_output());
-            }
-            t
-        })
-        .collect()
-}
-
-#[tool_handler(router = self.tool_router)]
-impl ServerHandler for KernelMcp {
-    /// The router's dispatch under a panic guard (a bug answers `INTERNAL_ERROR` instead of
-    /// leaving the call unanswered), plus one fix-up: arguments that do not deserialize are
-    /// rejected by rmcp before any tool runs, as a bare `isError` text; give them the
-    /// contract's `{error_code: INVALID_ARGUMENT, message, details}` like every other error.
-    async fn call_tool(
+    /// A tool call, as `call_tool` describes it (without its audit line).
+    async fn dispatch(
         &self,
         request: CallToolRequestParams,
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let tool = request.name.to_string();
+
         let toolset = self.toolset_of(&context);
         if tool == super::ui::VIEW_RUN
             && super::ui::declared(context.client_capabilities().as_ref())
@@ -297,6 +245,71 @@ impl ServerHandler for KernelMcp {
             response = super::tasks::into_task(response);
         }
         Ok(response)
+    }
+}
+
+/// A tool's panic as the model sees it: `INTERNAL_ERROR` naming the tool and saying the
+/// server goes on, never the panic's text (it may hold anything the tool had at hand, and
+/// is no use to the model); that text goes to the log.
+fn panicked(tool: &str, payload: &(dyn std::any::Any + Send)) -> ToolError {
+    let what = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    tracing::error!(
+        tool,
+        panic = what,
+        "a tool panicked; the call answers INTERNAL_ERROR"
+    );
+    ToolError {
+        code: ErrorCode::InternalError,
+        message: format!(
+            "Internal error in {tool}: the tool failed unexpectedly (a bug in kernel-mcp; the server's log has the details). \
+             The server is still running and other calls work; please report this."
+        ),
+        details: serde_json::json!({"tool": tool}),
+    }
+}
+
+/// The tools `toolset` lists, in the router's order (by name): its parameters only, schemas
+/// compacted (see `schema.rs`).
+fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
+    router
+        .list_all()
+        .into_iter()
+        .filter(|t| toolset.offers(&t.name))
+        .map(|mut t| {
+            let mut schema = t.input_schema.as_ref().clone();
+            if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+                props.retain(|param, _| toolset.lists_param(&t.name, param));
+            }
+            super::schema::compact_input(&mut schema, toolset.describes_params());
+            super::schema::route_by_session(&mut schema);
+            t.input_schema = Arc::new(schema);
+            if toolset.terse_outputs() {
+                t.output_schema = Some(super::schema::terse_output());
+            }
+            t
+        })
+        .collect()
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for KernelMcp {
+    /// The router's dispatch under a panic guard (a bug answers `INTERNAL_ERROR` instead of
+    /// leaving the call unanswered), plus one fix-up: arguments that do not deserialize are
+    /// rejected by rmcp before any tool runs, as a bare `isError` text; give them the
+    /// contract's `{error_code: INVALID_ARGUMENT, message, details}` like every other error.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let audit = super::audit::Audit::start(&self.caller(&context), &request);
+        let response = self.dispatch(request, context).await;
+        audit.finish(&response);
+        response
     }
 
     /// `tools/list`: the tools of this request's toolset.

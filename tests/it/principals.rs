@@ -312,6 +312,43 @@ async fn two_principals_reach_only_their_own_sessions_and_an_admin_sees_both_wit
     for token in [&alice, &bob] {
         structured(&call(token, "destroy_session", json!({"session_id": "analysis"})).await);
     }
+
+    // The audit trail: a line per call, who and what, never code or tokens.
+    let cwd = tempfile::tempdir().unwrap();
+    let out = crate::common::cli::run(
+        &svc,
+        cwd.path(),
+        &["log", "--audit", "--json", "--lines", "0"],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let by = |who: &str, tool: &str, outcome: &str| {
+        lines.iter().any(|l| {
+            l["principal"].as_str().is_some_and(|p| p.ends_with(who))
+                && l["tool"] == tool
+                && l["outcome"] == outcome
+        })
+    };
+    assert!(by("#alice", "execute", "ok"), "{}", out.stdout);
+    assert!(
+        by("#bob", "get_session", "SESSION_NOT_FOUND"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines.iter().any(|l| l["run"] == run_id.as_str()),
+        "{}",
+        out.stdout
+    );
+    let log = format!("{}\n{}", service.stderr(), svc.log_text());
+    for secret in [alice.as_str(), bob.as_str(), root.as_str(), "secret = 7"] {
+        assert!(!log.contains(secret), "{secret} is in the service's log");
+    }
     service.stop().await;
 }
 
