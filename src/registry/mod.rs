@@ -251,7 +251,17 @@ impl Registry {
         let floors = self.floors(key.viewer());
         let launch = self
             .sources
-            .launch(&source, &opts, &cwd, &self.limits, live, floors)
+            .launch(
+                &source,
+                &opts,
+                &cwd,
+                &self.limits,
+                sources::Asker {
+                    live,
+                    floors,
+                    username: key.viewer().username(),
+                },
+            )
             .await?;
         let sandbox = launch.launcher.sandbox();
         // The broker's side of the session (see `crate::broker`): an endpoint for a local

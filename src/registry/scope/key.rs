@@ -122,6 +122,8 @@ pub struct Viewer {
     pub(super) owner: Owner,
     pub(super) connection: Option<ConnectionId>,
     pub(super) admin: bool,
+    /// The name a gateway's kernels run as for this caller (`KERNEL_USERNAME`).
+    pub(super) username: Arc<str>,
 }
 
 impl Viewer {
@@ -132,6 +134,7 @@ impl Viewer {
             owner: Owner::process(),
             connection: None,
             admin: false,
+            username: Arc::from("test"),
         }
     }
 
@@ -142,6 +145,7 @@ impl Viewer {
             owner: Owner::process(),
             connection: Some(ConnectionId(n)),
             admin: false,
+            username: Arc::from("test"),
         }
     }
 
@@ -164,6 +168,12 @@ impl Viewer {
     /// The principal asking.
     pub fn owner(&self) -> &Owner {
         &self.owner
+    }
+
+    /// The name a Kernel Gateway or Enterprise Gateway runs this caller's kernels as
+    /// (`KERNEL_USERNAME`): the principal's name.
+    pub fn username(&self) -> &str {
+        &self.username
     }
 
     /// True when the caller sees every principal's sessions.

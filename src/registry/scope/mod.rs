@@ -28,7 +28,7 @@ pub mod key;
 use key::{ConnectionId, DEFAULT_SESSION, Owner, RunKey, SessionKey, Slot, Viewer};
 
 use super::Registry;
-use crate::principal::{Access, Authenticated};
+use crate::principal::{Access, Authenticated, Principal};
 use crate::session::RunId;
 
 /// Numbers the connections of this process.
@@ -124,6 +124,7 @@ impl Scope {
             owner: Owner::of(&self.who.principal),
             connection: self.own_connection(),
             admin: self.who.access >= Access::Admin,
+            username: Arc::from(username(&self.who.principal)),
         }
     }
 
@@ -208,6 +209,33 @@ impl Scope {
             Some(c) if id == DEFAULT_SESSION => Slot::Default(c),
             _ => Slot::Named(own, id.to_string()),
         }
+    }
+}
+
+/// The name `principal`'s gateway kernels run as: the OS user of this process (the owner) or
+/// of a local uid, or an OAuth subject's name.
+/// Login names are looked up once per uid (a `getpwuid` reads the password database).
+fn username(principal: &Principal) -> String {
+    static LOGINS: std::sync::Mutex<Vec<(u32, String)>> = std::sync::Mutex::new(Vec::new());
+    let login = |uid: u32| {
+        let mut known = LOGINS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, name)) = known.iter().find(|(u, _)| *u == uid) {
+            return name.clone();
+        }
+        let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .unwrap_or_else(|| format!("uid-{uid}"));
+        if known.len() < 256 {
+            known.push((uid, name.clone()));
+        }
+        name
+    };
+    match principal {
+        Principal::Owner => login(nix::unistd::getuid().as_raw()),
+        Principal::LocalUser { uid } => login(*uid),
+        p => p.name(),
     }
 }
 
