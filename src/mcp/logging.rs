@@ -318,6 +318,10 @@ fn audience<S>(event: &Event<'_>, ctx: &Context<'_, S>) -> Audience
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
+    // The audit trail is the operator's (every principal's calls): never forwarded.
+    if event.metadata().target() == super::audit::TARGET {
+        return Audience::Nobody;
+    }
     if let Some(scope) = ctx.event_scope(event) {
         for span in scope {
             if let Some(owner) = span.extensions().get::<SessionOwner>() {
@@ -409,12 +413,14 @@ mod tests {
             .with(Probe(seen.clone()));
         tracing::subscriber::with_default(subscriber, || {
             let private = tracing::info_span!(target: "kernel_mcp::session", "session", id = "default", owner = Some(3u64));
-            let named = tracing::info_span!(target: "kernel_mcp::session", "session", id = "s", owner = None::<u64>, principal = "uid:7");
+            let principal = Some("uid:7".to_string());
+            let named = tracing::info_span!(target: "kernel_mcp::session", "session", id = "s", owner = None::<u64>, principal);
             private.in_scope(|| tracing::info!(target: "kernel_mcp::session::actor", "output"));
             named.in_scope(|| tracing::info!(target: "kernel_mcp::session::actor", "output"));
             tracing::info!(target: "kernel_mcp::registry", parent: &private, "expired");
             tracing::info!(target: "kernel_mcp::kernel::process", "stderr line");
             tracing::info!(target: "kernel_mcp::service", "client connected");
+            tracing::info!(target: "kernel_mcp::audit", parent: &named, "tool call");
         });
         assert_eq!(
             *seen.lock().unwrap(),
@@ -424,6 +430,7 @@ mod tests {
                 Audience::Connection(3),
                 Audience::Nobody,
                 Audience::Everyone,
+                Audience::Nobody,
             ]
         );
         let who = |connection, principal: &str, admin| Listener {

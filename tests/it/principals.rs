@@ -459,7 +459,10 @@ impl StdioClient {
             "io.modelcontextprotocol/clientCapabilities": {},
             "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}});
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
         let answer = async {
             while let Ok(Some(l)) = self.lines.next_line().await {
                 let v: Value = serde_json::from_str(&l).unwrap_or(Value::Null);
@@ -469,7 +472,9 @@ impl StdioClient {
             }
             Value::Null
         };
-        let v = tokio::time::timeout(Duration::from_secs(120), answer).await.expect("an answer");
+        let v = tokio::time::timeout(Duration::from_secs(120), answer)
+            .await
+            .expect("an answer");
         assert!(v.get("result").is_some(), "{method}: {v}");
         v["result"].clone()
     }
@@ -491,7 +496,12 @@ async fn a_2026_client_through_the_relay_gets_the_relays_toolset_and_keeps_its_d
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    for t in ["register_environment", "checkpoint_session", "renew_session", "complete"] {
+    for t in [
+        "register_environment",
+        "checkpoint_session",
+        "renew_session",
+        "complete",
+    ] {
         assert!(names.contains(&t), "--tools all lists {t}: {names:?}");
     }
     let call = |code: &str| json!({"name": "execute", "arguments": {"code": code}});
