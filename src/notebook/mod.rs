@@ -9,6 +9,7 @@ pub mod edit;
 pub mod file;
 pub mod merge;
 pub mod model;
+pub mod run;
 
 pub use edit::{EditError, EditOp, EditOutcome};
 pub use file::{NotebookError, NotebookFile, Written};
