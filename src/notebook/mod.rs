@@ -4,6 +4,7 @@
 //! nothing a person wrote is lost; or worked on live with a person in JupyterLab through a
 //! Jupyter Server's collaboration room ([`collab`]).
 
+pub mod bind;
 pub mod collab;
 pub mod edit;
 pub mod file;

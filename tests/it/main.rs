@@ -51,6 +51,7 @@ mod lifetimes;
 mod limits;
 mod mcp_inprocess;
 mod mcp_surface;
+mod notebooks;
 mod oauth;
 mod oauth_faces;
 mod ordering;

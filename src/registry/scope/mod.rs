@@ -118,6 +118,11 @@ impl Scope {
         &self.registry
     }
 
+    /// The registry, for work that outlives the request (a notebook's batch of cells).
+    pub fn registry_arc(&self) -> Arc<Registry> {
+        self.registry.clone()
+    }
+
     /// Who asks.
     pub fn viewer(&self) -> Viewer {
         Viewer {
