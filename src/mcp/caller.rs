@@ -37,16 +37,6 @@ impl Caller {
         self.registry().limits()
     }
 
-    /// Who this caller is to the log forwarder (which records it may receive).
-    pub fn listener(&self) -> super::logging::Listener {
-        let viewer = self.scope.viewer();
-        super::logging::Listener {
-            connection: viewer.connection().map(|c| c.get()),
-            principal: viewer.owner().to_string(),
-            admin: viewer.is_admin(),
-        }
-    }
-
     /// The session `id` names for this caller (`default`: its own).
     /// Errors: `SESSION_NOT_FOUND`, `SESSION_EXPIRED`.
     pub fn session(&self, id: &str) -> Result<SessionHandle, SessionError> {

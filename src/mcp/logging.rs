@@ -108,6 +108,18 @@ struct Hub {
     peers: Mutex<Vec<Subscriber>>,
 }
 
+impl Listener {
+    /// Who `caller` is to the forwarder (which records it may receive).
+    pub fn of(caller: &super::caller::Caller) -> Listener {
+        let viewer = caller.scope.viewer();
+        Listener {
+            connection: viewer.connection().map(|c| c.get()),
+            principal: viewer.owner().to_string(),
+            admin: viewer.is_admin(),
+        }
+    }
+}
+
 /// One subscribed connection, or one request that named a level.
 struct Subscriber {
     /// The subscribing handler (one per MCP connection), or request.

@@ -207,7 +207,11 @@ impl KernelMcp {
         // level or above while it runs (see `logging.rs`); without one, none.
         #[allow(deprecated)]
         let _log = context.meta.log_level().map(|level| {
-            super::logging::subscribe_request(caller.listener(), context.peer.clone(), level)
+            super::logging::subscribe_request(
+                super::logging::Listener::of(&caller),
+                context.peer.clone(),
+                level,
+            )
         });
         context.extensions.insert(caller);
         let wants_task = super::tasks::may_become_task(&tool)
@@ -399,7 +403,7 @@ impl ServerHandler for KernelMcp {
         let caller = self.caller(&context);
         super::logging::subscribe(
             self.handler,
-            caller.listener(),
+            super::logging::Listener::of(&caller),
             context.peer.clone(),
             request.level,
         );
