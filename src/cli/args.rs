@@ -237,6 +237,15 @@ pub struct ServiceArgs {
     /// (one that does lives until the client deletes it or the default expires).
     #[arg(long, env = "KERNEL_MCP_HTTP_KEEP_ALIVE_S", default_value_t = 300)]
     pub http_keep_alive_s: u64,
+    /// Also admit this other user on the socket (repeatable; comma-separated in the env):
+    /// each is a principal of its own, and its code runs as this service's user.
+    #[arg(
+        long = "allow-uid",
+        value_name = "UID",
+        env = "KERNEL_MCP_ALLOW_UIDS",
+        value_delimiter = ','
+    )]
+    pub allow_uids: Vec<u32>,
     #[command(flatten)]
     pub token: TokenArgs,
     #[command(flatten)]

@@ -146,7 +146,7 @@ pub async fn connect_or_start(
 }
 
 /// Connect to the socket of `paths` if its directory passes [`trust::check_dir`] and the
-/// listener's uid is ours; `Ok(None)` when no service listens (no directory, no socket, or
+/// listener's uid is ours (or the one `KERNEL_MCP_SERVICE_UID` names, [`trust::service_uid`]); `Ok(None)` when no service listens (no directory, no socket, or
 /// nobody accepting). Nothing is written to the stream here.
 ///
 /// # Errors
@@ -156,13 +156,14 @@ pub async fn connect_trusted(paths: &ServicePaths) -> Result<Option<UnixStream>,
         socket: paths.socket.display().to_string(),
         source,
     };
-    if !paths.check_dir().map_err(untrusted)? {
+    let owner = trust::service_uid();
+    if !paths.check_dir_of(owner).map_err(untrusted)? {
         return Ok(None);
     }
     let Ok(stream) = UnixStream::connect(&paths.socket).await else {
         return Ok(None);
     };
-    trust::check_peer(&stream, &paths.socket).map_err(untrusted)?;
+    trust::check_peer_is(&stream, &paths.socket, owner).map_err(untrusted)?;
     Ok(Some(stream))
 }
 
