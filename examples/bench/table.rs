@@ -395,6 +395,30 @@ pub fn oauth_rows(a: &crate::oauth::Figures) -> Vec<Row> {
     .collect()
 }
 
+/// (n): executes of many principals at once through OAuth, p50 and p99, and the throughput
+/// (no reference: the raw column is empty).
+pub fn oauth_load_rows(l: &crate::oauth_load::Figures) -> Vec<Row> {
+    let what = format!(
+        "{} principals × {} sessions × {} executes at once, OAuth, stateless HTTP",
+        l.principals, l.sessions, l.per
+    );
+    let mut rows: Vec<Row> = [
+        ("p50", median(&l.execute_ms)),
+        ("p99", percentile(&l.execute_ms, 99)),
+    ]
+    .into_iter()
+    .map(|(q, ms)| Row::new(format!("{what}: execute {q}"), Unit::Ms, ms, None, None))
+    .collect();
+    rows.push(Row::new(
+        format!("{what}: executes/s (kernel starts included)"),
+        Unit::PerS,
+        Some(l.execute_ms.len() as f64 / l.wall_s),
+        None,
+        None,
+    ));
+    rows
+}
+
 /// (k): fork_session next to create_session + the history again (in the raw column: the
 /// ratio is fork / rebuild), and the memory of the source and of a fresh fork.
 pub fn fork_rows(f: &ForkFigures) -> Vec<Row> {

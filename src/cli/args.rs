@@ -237,6 +237,15 @@ pub struct ServiceArgs {
     /// (one that does lives until the client deletes it or the default expires).
     #[arg(long, env = "KERNEL_MCP_HTTP_KEEP_ALIVE_S", default_value_t = 300)]
     pub http_keep_alive_s: u64,
+    /// Also admit this other user on the socket (repeatable; comma-separated in the env):
+    /// each is a principal of its own, and its code runs as this service's user.
+    #[arg(
+        long = "allow-uid",
+        value_name = "UID",
+        env = "KERNEL_MCP_ALLOW_UIDS",
+        value_delimiter = ','
+    )]
+    pub allow_uids: Vec<u32>,
     #[command(flatten)]
     pub token: TokenArgs,
     #[command(flatten)]
@@ -315,6 +324,8 @@ pub enum Command {
     Install(super::install::InstallArgs),
     /// Print the token of the service's HTTP face (`service --http`), and where it is.
     Token(super::token::TokenArgs),
+    /// The service log, or its audit trail (`--audit`: one line per tool call).
+    Log(super::log::LogArgs),
     /// Run code in a session of the service. Exit 0 ok, 1 error, 3 timeout/interrupted/
     /// cancelled/kernel died, 4 tool error (e.g. unknown session), 2 usage.
     Exec(super::exec::ExecArgs),

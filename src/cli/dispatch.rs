@@ -35,6 +35,7 @@ pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
         Command::Kernels => return kernels(&ctx.search),
         Command::Install(args) => return super::install::run(&args, ctx.python_env.as_ref()),
         Command::Token(args) => return super::token::run(args),
+        Command::Log(args) => return super::log::run(args),
         Command::Doctor { json, oauth } => {
             return with_runtime(Flavor::Light, |rt| {
                 super::doctor::run(

@@ -21,6 +21,7 @@ pub mod env_prefix;
 pub mod exec;
 pub mod follow;
 pub mod install;
+pub mod log;
 pub mod oauth;
 pub mod ordered_json;
 pub mod serve;

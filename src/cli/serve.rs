@@ -73,6 +73,7 @@ pub fn service(ctx: Context, args: ServiceArgs) -> Result<(), Failure> {
         idle_exit: (args.idle_exit_s > 0).then(|| std::time::Duration::from_secs(args.idle_exit_s)),
         http,
         http_keep_alive: std::time::Duration::from_secs(args.http_keep_alive_s.max(1)),
+        allow_uids: args.allow_uids.clone(),
     };
     let limits = Limits {
         default_expires_after_s: Some(kernel_mcp::config::SERVICE_EXPIRES_AFTER_S),

@@ -4,9 +4,10 @@
 //! API means changing this file alone.
 //!
 //! What the face sees: it has a connection's [`Scope`] of its own (the face never makes a
-//! `default`, and may not name one), so `/api/kernels` lists the **named** sessions — the
-//! ones every holder of the service's token reaches by name over `/mcp` too — and never an
-//! MCP connection's own `default`, which is private to that connection (DESIGN §12).
+//! `default`, and may not name one), seen per request as the request's principal
+//! ([`Sessions::of`]), so `/api/kernels` lists that principal's **named** sessions — the
+//! ones it reaches by name over `/mcp` too (an admin: every principal's) — and never an
+//! MCP connection's own `default`, which is private to that connection (DESIGN §12, §19).
 //!
 //! Registry calls made here, and nowhere else in `jupyter/`:
 //! - [`Scope::connection`] once, for the face's own view;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use crate::kernel::KernelSpec;
 use crate::kernel::remote::Rest;
+use crate::principal::Authenticated;
 use crate::registry::scope::Scope;
 use crate::registry::scope::key::DEFAULT_SESSION;
 use crate::registry::{KernelSource, Registry, SessionOptions};
@@ -67,9 +69,19 @@ impl Sessions {
         }
     }
 
+    /// The face as the principal of one request sees it (DESIGN §19): its own sessions, and
+    /// an admin every principal's; a session started through it is that principal's.
+    /// `None` (no face stamped the request) is the owner.
+    pub fn of(&self, who: Option<&Authenticated>) -> Sessions {
+        let who = who.cloned().unwrap_or_else(Authenticated::owner);
+        Sessions {
+            scope: self.scope.for_request(who, true),
+        }
+    }
+
     /// Every session the face may show (the named ones), sorted by session id.
     pub async fn list(&self) -> Vec<SessionInfo> {
-        self.scope.registry().list(self.scope.viewer()).await
+        self.scope.registry().list(&self.scope.viewer()).await
     }
 
     /// The session whose kernel is `kernel_id`, if any.

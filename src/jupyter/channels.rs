@@ -25,6 +25,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -39,6 +40,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use super::link::KernelLink;
 use super::{Face, models};
 use crate::kernel::{Channel, KernelEvent};
+use crate::principal::Authenticated;
 use crate::session::SessionHandle;
 use crate::session::cmd;
 use crate::wire::websocket::{self as ws, V1_SUBPROTOCOL};
@@ -61,9 +63,11 @@ enum Framing {
 /// `GET /api/kernels/{id}/channels`: upgrade, then relay (see the module docs).
 pub async fn upgrade(
     State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
     Path(id): Path<String>,
     mut request: Request,
 ) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
     let headers = request.headers();
     let Some(key) = websocket_key(headers) else {
         return models::error(
@@ -76,7 +80,7 @@ pub async fn upgrade(
     } else {
         Framing::Json
     };
-    let Some(found) = face.sessions.by_kernel(&id).await else {
+    let Some(found) = sessions.by_kernel(&id).await else {
         return models::error(
             StatusCode::NOT_FOUND,
             format!("Kernel does not exist: {id}"),

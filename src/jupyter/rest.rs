@@ -20,14 +20,16 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::adapter::{Found, StartKernel};
+use super::adapter::{Found, Sessions, StartKernel};
 use super::{Face, lock, models};
+use crate::principal::Authenticated;
 use crate::session::cmd;
 
 /// The Jupyter Server REST API version the face speaks.
@@ -46,13 +48,17 @@ pub async fn api() -> Response {
 /// `GET /api/kernelspecs`: the local kernelspecs, and one for each session
 /// ([`models::session_spec`]), so that a Jupyter client (JupyterLab's kernel picker) can
 /// choose an agent's session as a notebook's kernel.
-pub async fn kernelspecs(State(face): State<Arc<Face>>) -> Response {
-    let (specs, default) = face.sessions.kernelspecs();
+pub async fn kernelspecs(
+    State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
+) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+    let (specs, default) = sessions.kernelspecs();
     let mut map: serde_json::Map<String, Value> = specs
         .iter()
         .map(|s| (s.name.clone(), models::kernelspec(s)))
         .collect();
-    for info in face.sessions.list().await {
+    for info in sessions.list().await {
         map.insert(
             models::session_spec_name(&info.session_id),
             models::session_spec(&info),
@@ -65,16 +71,21 @@ pub async fn kernelspecs(State(face): State<Arc<Face>>) -> Response {
 }
 
 /// `GET /api/kernelspecs/{name}`.
-pub async fn kernelspec(State(face): State<Arc<Face>>, Path(name): Path<String>) -> Response {
+pub async fn kernelspec(
+    State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
+    Path(name): Path<String>,
+) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
     if let Some(id) = models::session_of_spec(&name) {
-        if let Ok(h) = face.sessions.get(id)
+        if let Ok(h) = sessions.get(id)
             && let Ok(info) = h.call(cmd::Info).await
         {
             return models::ok(StatusCode::OK, models::session_spec(&info));
         }
         return models::error(StatusCode::NOT_FOUND, format!("No session '{id}'"));
     }
-    let (specs, _) = face.sessions.kernelspecs();
+    let (specs, _) = sessions.kernelspecs();
     match specs.iter().find(|s| s.name == name) {
         Some(s) => models::ok(StatusCode::OK, models::kernelspec(s)),
         None => models::error(
@@ -85,9 +96,12 @@ pub async fn kernelspec(State(face): State<Arc<Face>>, Path(name): Path<String>)
 }
 
 /// `GET /api/kernels`: every session the face may show, as a running kernel.
-pub async fn list(State(face): State<Arc<Face>>) -> Response {
-    let kernels: Vec<Value> = face
-        .sessions
+pub async fn list(
+    State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
+) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+    let kernels: Vec<Value> = sessions
         .list()
         .await
         .iter()
@@ -98,8 +112,13 @@ pub async fn list(State(face): State<Arc<Face>>) -> Response {
 }
 
 /// `GET /api/kernels/{id}`.
-pub async fn get(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Response {
-    match face.sessions.by_kernel(&id).await {
+pub async fn get(
+    State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
+    Path(id): Path<String>,
+) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+    match sessions.by_kernel(&id).await {
         Some(f) => models::ok(
             StatusCode::OK,
             models::kernel(&f.info, face.connections(&id)),
@@ -109,7 +128,12 @@ pub async fn get(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Respo
 }
 
 /// `POST /api/kernels`.
-pub async fn start(State(face): State<Arc<Face>>, body: Bytes) -> Response {
+pub async fn start(
+    State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
+    body: Bytes,
+) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
     if body.len() > MAX_BODY {
         return models::error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -135,7 +159,7 @@ pub async fn start(State(face): State<Arc<Face>>, body: Bytes) -> Response {
     };
     // A session's own kernelspec: the notebook attaches to that session's running kernel.
     if let Some(id) = start.kernel.as_deref().and_then(models::session_of_spec) {
-        return match face.sessions.get(id) {
+        return match sessions.get(id) {
             Ok(h) => match h.call(cmd::Info).await {
                 Ok(info) => {
                     tracing::info!(session = %id, "a Jupyter client attached to the session through its kernelspec");
@@ -151,7 +175,7 @@ pub async fn start(State(face): State<Arc<Face>>, body: Bytes) -> Response {
         };
     }
     let kernel_id = start.kernel_id.clone();
-    match face.sessions.start(start).await {
+    match sessions.start(start).await {
         Ok(info) => {
             lock(&face.started).insert(kernel_id.clone());
             tracing::info!(session = %info.session_id, kernel_id = %kernel_id, "kernel started through the Jupyter API");
@@ -207,15 +231,20 @@ fn start_request(req: &Value) -> Result<StartKernel, String> {
 }
 
 /// `DELETE /api/kernels/{id}`.
-pub async fn delete(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Response {
-    let Some(found) = face.sessions.by_kernel(&id).await else {
+pub async fn delete(
+    State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
+    Path(id): Path<String>,
+) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+    let Some(found) = sessions.by_kernel(&id).await else {
         return no_kernel(&id);
     };
-    if let Some(why) = refuse_delete(&face, &found).await {
+    if let Some(why) = refuse_delete(&face, &sessions, &found).await {
         tracing::info!(session = %found.info.session_id, kernel_id = %id, "refused a Jupyter DELETE: {why}");
         return models::error(StatusCode::CONFLICT, why);
     }
-    match face.sessions.destroy(&found.info.session_id).await {
+    match sessions.destroy(&found.info.session_id).await {
         Ok(()) => {
             lock(&face.started).remove(&id);
             StatusCode::NO_CONTENT.into_response()
@@ -225,7 +254,7 @@ pub async fn delete(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Re
 }
 
 /// Why `DELETE` may not end this session, if it may not (DESIGN §15).
-async fn refuse_delete(face: &Face, found: &Found) -> Option<String> {
+async fn refuse_delete(face: &Face, sessions: &Sessions, found: &Found) -> Option<String> {
     let name = &found.info.session_id;
     if found.info.attached {
         return Some(format!(
@@ -237,7 +266,7 @@ async fn refuse_delete(face: &Face, found: &Found) -> Option<String> {
             "Session '{name}' belongs to an MCP client (an agent created it); it keeps running. The agent ends it with destroy_session, or `kernel-mcp session destroy -s {name}`."
         ));
     }
-    if face.sessions.used_by_agents(found).await {
+    if sessions.used_by_agents(found).await {
         return Some(format!(
             "Session '{name}' is in use by another client (an agent has worked in it: run code, restored a checkpoint, or has work queued); it keeps running. End it with destroy_session, or `kernel-mcp session destroy -s {name}`."
         ));
@@ -246,8 +275,13 @@ async fn refuse_delete(face: &Face, found: &Found) -> Option<String> {
 }
 
 /// `POST /api/kernels/{id}/interrupt`.
-pub async fn interrupt(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Response {
-    let Some(found) = face.sessions.by_kernel(&id).await else {
+pub async fn interrupt(
+    State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
+    Path(id): Path<String>,
+) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+    let Some(found) = sessions.by_kernel(&id).await else {
         return no_kernel(&id);
     };
     match found
@@ -263,8 +297,13 @@ pub async fn interrupt(State(face): State<Arc<Face>>, Path(id): Path<String>) ->
 }
 
 /// `POST /api/kernels/{id}/restart`.
-pub async fn restart(State(face): State<Arc<Face>>, Path(id): Path<String>) -> Response {
-    let Some(found) = face.sessions.by_kernel(&id).await else {
+pub async fn restart(
+    State(face): State<Arc<Face>>,
+    who: Option<Extension<Authenticated>>,
+    Path(id): Path<String>,
+) -> Response {
+    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+    let Some(found) = sessions.by_kernel(&id).await else {
         return no_kernel(&id);
     };
     if found.info.attached {

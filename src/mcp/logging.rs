@@ -8,15 +8,18 @@
 //! a peer whose connection is closed is dropped. rmcp's own events are never forwarded (no
 //! feedback loop when sending a notification logs).
 //!
-//! Who may see a record (DESIGN §12): an event inside a session's span (the registry gives
-//! each session one, `session{id, owner}`) goes to the clients that see that session — every
-//! client for a named session, only the owning connection for a connection's own `default`
-//! (whose events can carry a person's console output). An event outside any session span goes
-//! to every client, except those of the session and kernel layers, which are about some
+//! Who may see a record (DESIGN §12, §19): an event inside a session's span (the registry
+//! gives each session one, `session{id, owner, principal}`) goes to the clients that see that
+//! session — its principal's clients (and admins) for a named session, only the owning
+//! connection for a connection's own `default` (whose events can carry a person's console
+//! output). An event outside any session span goes to admins (the owner, in a single-user
+//! setup: every client), except those of the session and kernel layers, which are about some
 //! session's kernel by nature and are dropped when no span says whose.
 //!
-//! Logging is deprecated from MCP 2026-07-28 on; clients of that version never call
-//! `logging/setLevel`, so they never get these notifications.
+//! Logging is deprecated from MCP 2026-07-28 on: clients of that version never call
+//! `logging/setLevel`; they name a level in a request's `_meta`
+//! (`io.modelcontextprotocol/logLevel`), and get the records at that level or above while that
+//! request runs, in its own response ([`subscribe_request`]); a request without one gets none.
 
 #![allow(deprecated)] // rmcp marks the logging types deprecated (SEP-2577); 2025 clients use them
 
@@ -49,17 +52,44 @@ const SESSION_TARGETS: [&str; 3] = [
 ];
 
 /// Who may receive a record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Audience {
+    /// Admins (the server-wide events).
     Everyone,
     /// Connection `n` only (its own `default` session's events).
     Connection(u64),
+    /// The clients of this principal (its named sessions' events), and admins.
+    Principal(String),
     /// Nobody (a session's event that says not whose).
     Nobody,
 }
 
-/// The owner a session span names (`None`: a named session, every client's).
-struct SessionOwner(Option<u64>);
+/// Whose a session span is: its connection's (a connection's own `default`) or its
+/// principal's.
+#[derive(Default)]
+struct SessionOwner {
+    connection: Option<u64>,
+    principal: Option<String>,
+}
+
+impl SessionOwner {
+    fn audience(&self) -> Audience {
+        match (self.connection, &self.principal) {
+            (Some(c), _) => Audience::Connection(c),
+            (None, Some(p)) => Audience::Principal(p.clone()),
+            (None, None) => Audience::Everyone,
+        }
+    }
+}
+
+/// Who a subscribed client is: its service connection (`None`: a standalone server's client,
+/// which sees every connection's records), its principal, and whether it is an admin.
+#[derive(Debug, Clone)]
+pub struct Listener {
+    pub connection: Option<u64>,
+    pub principal: String,
+    pub admin: bool,
+}
 
 /// One log event, as forwarded.
 #[derive(Debug, Clone)]
@@ -78,29 +108,39 @@ struct Hub {
     peers: Mutex<Vec<Subscriber>>,
 }
 
-/// One subscribed connection.
+impl Listener {
+    /// Who `caller` is to the forwarder (which records it may receive).
+    pub fn of(caller: &super::caller::Caller) -> Listener {
+        let viewer = caller.scope.viewer();
+        Listener {
+            connection: viewer.connection().map(|c| c.get()),
+            principal: viewer.owner().to_string(),
+            admin: viewer.is_admin(),
+        }
+    }
+}
+
+/// One subscribed connection, or one request that named a level.
 struct Subscriber {
-    /// The subscribing handler (one per MCP connection).
+    /// The subscribing handler (one per MCP connection), or request.
     handler: u64,
-    /// The service connection it is (`None`: a standalone server's client, which sees every
-    /// session).
-    viewer: Option<u64>,
+    who: Listener,
     peer: Peer<RoleServer>,
     level: LoggingLevel,
 }
 
 impl Subscriber {
-    fn sees(&self, audience: Audience) -> bool {
-        sees(self.viewer, audience)
+    fn sees(&self, audience: &Audience) -> bool {
+        sees(&self.who, audience)
     }
 }
 
-/// True when a client of connection `viewer` (`None`: standalone) may receive a record for
-/// `audience`.
-fn sees(viewer: Option<u64>, audience: Audience) -> bool {
+/// True when `who` may receive a record for `audience`.
+fn sees(who: &Listener, audience: &Audience) -> bool {
     match audience {
-        Audience::Everyone => true,
-        Audience::Connection(c) => viewer.is_none_or(|v| v == c),
+        Audience::Everyone => who.admin,
+        Audience::Connection(c) => who.connection.is_none_or(|v| v == *c),
+        Audience::Principal(p) => who.admin || *p == who.principal,
         Audience::Nobody => false,
     }
 }
@@ -131,10 +171,10 @@ fn rank(level: LoggingLevel) -> u8 {
     }
 }
 
-/// Send `handler`'s `peer` every record at `level` or above that its connection `viewer` may
-/// see (`None`: a standalone client, every record) from now on; a later call replaces the
-/// level. Must be called on the runtime MCP is served on (the forwarder starts there).
-pub fn subscribe(handler: u64, viewer: Option<u64>, peer: Peer<RoleServer>, level: LoggingLevel) {
+/// Send `handler`'s `peer` every record at `level` or above that `who` may see from now
+/// on; a later call replaces the level. Must be called on the runtime MCP is served on (the
+/// forwarder starts there).
+pub fn subscribe(handler: u64, who: Listener, peer: Peer<RoleServer>, level: LoggingLevel) {
     let hub = hub();
     {
         let mut peers = hub.peers.lock().unwrap_or_else(|e| e.into_inner());
@@ -142,13 +182,14 @@ pub fn subscribe(handler: u64, viewer: Option<u64>, peer: Peer<RoleServer>, leve
         if let Some(s) = peers.iter_mut().find(|s| s.handler == handler) {
             s.level = level;
             s.peer = peer;
+            s.who = who;
         } else {
             if peers.len() >= MAX_PEERS {
                 peers.remove(0);
             }
             peers.push(Subscriber {
                 handler,
-                viewer,
+                who,
                 peer,
                 level,
             });
@@ -160,6 +201,50 @@ pub fn subscribe(handler: u64, viewer: Option<u64>, peer: Peer<RoleServer>, leve
     }
 }
 
+/// Records handed to the forwarder and not yet sent.
+static PENDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// How long a request that named a log level waits, at its end, for the records it caused to
+/// be sent (its response stream closes after its answer).
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A request's own subscription (a 2026-07-28 request's `_meta` log level): it ends when
+/// this is dropped, at the end of the request.
+pub struct RequestSubscription(u64);
+
+impl RequestSubscription {
+    /// Wait (at most [`FLUSH_WAIT`]) until the records logged so far are sent, so the ones
+    /// this request caused reach its response before its answer closes it.
+    pub async fn flush(&self) {
+        let deadline = tokio::time::Instant::now() + FLUSH_WAIT;
+        while PENDING.load(std::sync::atomic::Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+}
+
+impl Drop for RequestSubscription {
+    fn drop(&mut self) {
+        let mut peers = hub().peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers.retain(|s| s.handler != self.0);
+    }
+}
+
+/// Send the request's `peer` (its response stream) every record at `level` or above that
+/// `who` may see, until the returned guard is dropped.
+pub fn subscribe_request(
+    who: Listener,
+    peer: Peer<RoleServer>,
+    level: LoggingLevel,
+) -> RequestSubscription {
+    // Request subscriptions are numbered down from the top, apart from handlers' numbers.
+    static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+    let id = REQUESTS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    subscribe(id, who, peer, level);
+    RequestSubscription(id)
+}
+
 /// The forwarder: each record to each peer whose level it meets.
 async fn forward(mut rx: mpsc::Receiver<Record>) {
     while let Some(r) = rx.recv().await {
@@ -168,7 +253,7 @@ async fn forward(mut rx: mpsc::Receiver<Record>) {
             peers.retain(|s| !s.peer.is_transport_closed());
             peers
                 .iter()
-                .filter(|s| rank(r.level) >= rank(s.level) && s.sees(r.audience))
+                .filter(|s| rank(r.level) >= rank(s.level) && s.sees(&r.audience))
                 .map(|s| s.peer.clone())
                 .collect()
         };
@@ -177,6 +262,7 @@ async fn forward(mut rx: mpsc::Receiver<Record>) {
                 .with_logger(r.logger.clone());
             let _ = peer.notify_logging_message(param).await;
         }
+        PENDING.fetch_sub(1, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -192,10 +278,10 @@ where
         if attrs.metadata().name() != "session" {
             return;
         }
-        let mut owner = OwnerField(None);
+        let mut owner = SessionOwner::default();
         attrs.record(&mut owner);
         if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(SessionOwner(owner.0));
+            span.extensions_mut().insert(owner);
         }
     }
 
@@ -227,12 +313,15 @@ where
             message.truncate(cut);
             message.push('…');
         }
-        let _ = hub.tx.try_send(Record {
+        let sent = hub.tx.try_send(Record {
             level,
             logger: meta.target().to_string(),
             message,
             audience: audience(event, &ctx),
         });
+        if sent.is_ok() {
+            PENDING.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 }
 
@@ -241,10 +330,14 @@ fn audience<S>(event: &Event<'_>, ctx: &Context<'_, S>) -> Audience
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
+    // The audit trail is the operator's (every principal's calls): never forwarded.
+    if event.metadata().target() == super::audit::TARGET {
+        return Audience::Nobody;
+    }
     if let Some(scope) = ctx.event_scope(event) {
         for span in scope {
-            if let Some(SessionOwner(owner)) = span.extensions().get::<SessionOwner>() {
-                return owner.map_or(Audience::Everyone, Audience::Connection);
+            if let Some(owner) = span.extensions().get::<SessionOwner>() {
+                return owner.audience();
             }
         }
     }
@@ -259,17 +352,25 @@ where
     }
 }
 
-/// Reads a session span's `owner` field.
-struct OwnerField(Option<u64>);
-
-impl Visit for OwnerField {
+/// Reads a session span's `owner` (connection) and `principal` fields.
+impl Visit for SessionOwner {
     fn record_u64(&mut self, field: &Field, value: u64) {
         if field.name() == "owner" {
-            self.0 = Some(value);
+            self.connection = Some(value);
         }
     }
 
-    fn record_debug(&mut self, _field: &Field, _value: &dyn std::fmt::Debug) {}
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "principal" {
+            self.principal = Some(value.to_string());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "principal" {
+            self.principal = Some(format!("{value:?}").trim_matches('"').to_string());
+        }
+    }
 }
 
 /// An event's `message` followed by its other fields as `name=value`.
@@ -324,27 +425,54 @@ mod tests {
             .with(Probe(seen.clone()));
         tracing::subscriber::with_default(subscriber, || {
             let private = tracing::info_span!(target: "kernel_mcp::session", "session", id = "default", owner = Some(3u64));
-            let named = tracing::info_span!(target: "kernel_mcp::session", "session", id = "s", owner = None::<u64>);
+            let principal = Some("uid:7".to_string());
+            let named = tracing::info_span!(target: "kernel_mcp::session", "session", id = "s", owner = None::<u64>, principal);
             private.in_scope(|| tracing::info!(target: "kernel_mcp::session::actor", "output"));
             named.in_scope(|| tracing::info!(target: "kernel_mcp::session::actor", "output"));
             tracing::info!(target: "kernel_mcp::registry", parent: &private, "expired");
             tracing::info!(target: "kernel_mcp::kernel::process", "stderr line");
             tracing::info!(target: "kernel_mcp::service", "client connected");
+            tracing::info!(target: "kernel_mcp::audit", parent: &named, "tool call");
         });
         assert_eq!(
             *seen.lock().unwrap(),
             [
                 Audience::Connection(3),
-                Audience::Everyone,
+                Audience::Principal("uid:7".into()),
                 Audience::Connection(3),
                 Audience::Nobody,
                 Audience::Everyone,
+                Audience::Nobody,
             ]
         );
-        assert!(sees(Some(3), Audience::Connection(3)));
-        assert!(!sees(Some(4), Audience::Connection(3)));
-        assert!(sees(None, Audience::Connection(3)));
-        assert!(!sees(None, Audience::Nobody));
+        let who = |connection, principal: &str, admin| Listener {
+            connection,
+            principal: principal.into(),
+            admin,
+        };
+        assert!(sees(&who(Some(3), "owner", true), &Audience::Connection(3)));
+        assert!(!sees(
+            &who(Some(4), "owner", true),
+            &Audience::Connection(3)
+        ));
+        assert!(sees(&who(None, "owner", true), &Audience::Connection(3)));
+        assert!(!sees(&who(None, "owner", true), &Audience::Nobody));
+        assert!(sees(
+            &who(None, "uid:7", false),
+            &Audience::Principal("uid:7".into())
+        ));
+        assert!(!sees(
+            &who(None, "uid:8", false),
+            &Audience::Principal("uid:7".into())
+        ));
+        assert!(sees(
+            &who(None, "owner", true),
+            &Audience::Principal("uid:7".into())
+        ));
+        assert!(
+            !sees(&who(None, "uid:8", false), &Audience::Everyone),
+            "server-wide events are for admins"
+        );
     }
 
     #[test]

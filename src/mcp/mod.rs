@@ -9,6 +9,7 @@
 
 pub mod access;
 mod arg_names;
+pub mod audit;
 pub mod caller;
 pub(crate) mod cancel;
 pub(crate) mod error;

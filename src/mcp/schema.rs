@@ -37,6 +37,24 @@ pub fn compact_output(raw: &JsonObject) -> JsonObject {
     from_schema(&Value::Object(raw.clone()))
 }
 
+/// The HTTP header a proxy routes a call by (SEP-2243, MCP 2026-07-28): a tool's
+/// `session_id` argument, mirrored by clients into `Mcp-Param-Session-Id`, so a load
+/// balancer can send a session's requests to the replica that holds it (docs/serving.md).
+pub const SESSION_HEADER: &str = "Session-Id";
+
+/// Mark a tool's `session_id` parameter (when it has one, as a string) with `x-mcp-header`.
+pub fn route_by_session(schema: &mut JsonObject) {
+    let param = schema
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("session_id"))
+        .and_then(Value::as_object_mut);
+    if let Some(param) = param
+        && param.get("type").and_then(Value::as_str) == Some("string")
+    {
+        param.insert("x-mcp-header".into(), json!(SESSION_HEADER));
+    }
+}
+
 /// The output schema of every tool in a terse toolset (`--tools minimal`, `--tools code`):
 /// `{"type": "object"}`, which every result (the error shape included) validates against.
 /// The field lists of [`compact_output`] cost about 300 bytes a tool; docs/tools.md has them.

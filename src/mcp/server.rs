@@ -89,11 +89,23 @@ impl KernelMcp {
         self.connection.close().await;
     }
 
-    /// Who makes the request of `context`: the one place that decides it. Today every
-    /// request of a connection comes from the connection's client (its [`Scope`]); a server
-    /// that authenticates each request builds the caller from the request here.
-    fn caller(&self, _context: &RequestContext<RoleServer>) -> Caller {
-        Caller::new(self.connection.clone())
+    /// Who makes the request of `context`: the one place that decides it. The principal and
+    /// its access are what the request's face decided ([`crate::auth::authenticated`]; a
+    /// request no face stamped, an in-process handler's, is the owner's). A request over
+    /// HTTP without an `Mcp-Session-Id` (a 2026-07-28 stateless request) has no connection
+    /// of its own: its `default` is its principal's (DESIGN §19).
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        let who = crate::auth::authenticated(&context.extensions)
+            .cloned()
+            .unwrap_or_else(crate::principal::Authenticated::owner);
+        let stateless = self.is_stateless(&context.extensions);
+        Caller::new(self.connection.for_request(who, stateless))
+    }
+
+    /// True for an HTTP request that names no `Mcp-Session-Id`.
+    fn is_stateless(&self, extensions: &Extensions) -> bool {
+        extensions.get::<axum::http::request::Parts>().is_some()
+            && self.http_session(extensions).is_none()
     }
 
     /// Over HTTP: the `Mcp-Session-Id` of a request to this connection.
@@ -162,6 +174,82 @@ impl KernelMcp {
         }
         Ok(())
     }
+
+    /// A tool call, as `call_tool` describes it (without its audit line).
+    async fn dispatch(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let tool = request.name.to_string();
+
+        let toolset = self.toolset_of(&context);
+        if tool == super::ui::VIEW_RUN
+            && super::ui::declared(context.client_capabilities().as_ref())
+        {
+            let caller = self.caller(&context);
+            return Ok(super::ui::view_run(&caller, request.arguments).await);
+        }
+        if !toolset.offers(&tool) {
+            // What rmcp's router answers for a tool it does not have.
+            return Err(McpError::invalid_params("tool not found", None));
+        }
+        if let Err(e) = Self::check_set_params(toolset, &request) {
+            return Ok(e.to_result().into());
+        }
+        // Over HTTP, the session is not idle while the client waits for this answer.
+        let _busy = self.http.as_ref().and_then(|http| {
+            self.http_session(&context.extensions)
+                .map(|id| http.call(id, self.connection.downgrade()))
+        });
+        let caller = self.caller(&context);
+        // A 2026-07-28 request names its log level in `_meta`: it gets the records at that
+        // level or above while it runs (see `logging.rs`); without one, none.
+        #[allow(deprecated)]
+        let _log = context.meta.log_level().map(|level| {
+            super::logging::subscribe_request(
+                super::logging::Listener::of(&caller),
+                context.peer.clone(),
+                level,
+            )
+        });
+        context.extensions.insert(caller);
+        let wants_task = super::tasks::may_become_task(&tool)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        let tcc = ToolCallContext::new(self, request, context);
+        let mut response = match AssertUnwindSafe(self.tool_router.call(tcc))
+            .catch_unwind()
+            .await
+        {
+            Ok(r) => r?,
+            Err(panic) => return Ok(panicked(&tool, panic.as_ref()).to_result().into()),
+        };
+        if let Some(log) = &_log {
+            log.flush().await;
+        }
+        if let CallToolResponse::Complete(r) = &mut response
+            && r.is_error == Some(true)
+            && r.structured_content.is_none()
+        {
+            let message: String = r
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let message = message.trim_end_matches('.');
+            *r = ToolError::invalid(format!(
+                "Invalid arguments for {tool}: {message}. See the tool's input schema."
+            ))
+            .to_result();
+        }
+        if wants_task {
+            response = super::tasks::into_task(response);
+        }
+        Ok(response)
+    }
 }
 
 /// A tool's panic as the model sees it: `INTERNAL_ERROR` naming the tool and saying the
@@ -201,6 +289,7 @@ fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
                 props.retain(|param, _| toolset.lists_param(&t.name, param));
             }
             super::schema::compact_input(&mut schema, toolset.describes_params());
+            super::schema::route_by_session(&mut schema);
             t.input_schema = Arc::new(schema);
             if toolset.terse_outputs() {
                 t.output_schema = Some(super::schema::terse_output());
@@ -219,62 +308,12 @@ impl ServerHandler for KernelMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        mut context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let tool = request.name.to_string();
-        let toolset = self.toolset_of(&context);
-        if tool == super::ui::VIEW_RUN
-            && super::ui::declared(context.client_capabilities().as_ref())
-        {
-            let caller = self.caller(&context);
-            return Ok(super::ui::view_run(&caller, request.arguments).await);
-        }
-        if !toolset.offers(&tool) {
-            // What rmcp's router answers for a tool it does not have.
-            return Err(McpError::invalid_params("tool not found", None));
-        }
-        if let Err(e) = Self::check_set_params(toolset, &request) {
-            return Ok(e.to_result().into());
-        }
-        // Over HTTP, the session is not idle while the client waits for this answer.
-        let _busy = self.http.as_ref().and_then(|http| {
-            self.http_session(&context.extensions)
-                .map(|id| http.call(id, self.connection.downgrade()))
-        });
-        let caller = self.caller(&context);
-        context.extensions.insert(caller);
-        let wants_task = super::tasks::may_become_task(&tool)
-            && context
-                .client_capabilities()
-                .is_some_and(|c| c.supports_tasks());
-        let tcc = ToolCallContext::new(self, request, context);
-        let mut response = match AssertUnwindSafe(self.tool_router.call(tcc))
-            .catch_unwind()
-            .await
-        {
-            Ok(r) => r?,
-            Err(panic) => return Ok(panicked(&tool, panic.as_ref()).to_result().into()),
-        };
-        if let CallToolResponse::Complete(r) = &mut response
-            && r.is_error == Some(true)
-            && r.structured_content.is_none()
-        {
-            let message: String = r
-                .content
-                .iter()
-                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let message = message.trim_end_matches('.');
-            *r = ToolError::invalid(format!(
-                "Invalid arguments for {tool}: {message}. See the tool's input schema."
-            ))
-            .to_result();
-        }
-        if wants_task {
-            response = super::tasks::into_task(response);
-        }
-        Ok(response)
+        let audit = super::audit::Audit::start(&self.caller(&context), &request);
+        let response = self.dispatch(request, context).await;
+        audit.finish(&response);
+        response
     }
 
     /// `tools/list`: the tools of this request's toolset.
@@ -364,7 +403,7 @@ impl ServerHandler for KernelMcp {
         let caller = self.caller(&context);
         super::logging::subscribe(
             self.handler,
-            caller.scope.connection_id().map(|c| c.get()),
+            super::logging::Listener::of(&caller),
             context.peer.clone(),
             request.level,
         );

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use super::merge::{Conflict, merge};
 use super::model::{MAX_NOTEBOOK_BYTES, ModelError, Notebook};
-use crate::ops::files::{self, FileError, FileMode};
+use crate::ops::files::{self, FileError, FileMode, Reach};
 
 /// Why a notebook could not be read, changed or written. The file is left as it was.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +51,8 @@ pub enum NotebookError {
 #[derive(Debug)]
 pub struct NotebookFile {
     path: PathBuf,
+    /// What the server may touch for the bound session (a sandboxed session's grants).
+    reach: Reach,
     base: Notebook,
     /// SHA-256 of the bytes `base` was read from or written as.
     base_hash: [u8; 32],
@@ -70,11 +72,12 @@ impl NotebookFile {
     ///
     /// Errors: [`NotebookError::File`] (not found, not a regular file, over 100 MiB,
     /// permissions) or [`NotebookError::Invalid`].
-    pub async fn open(path: &Path) -> Result<NotebookFile, NotebookError> {
-        let bytes = files::read_capped(path, MAX_NOTEBOOK_BYTES).await?;
+    pub async fn open(path: &Path, reach: Reach) -> Result<NotebookFile, NotebookError> {
+        let bytes = files::read_capped_in(&reach, path, MAX_NOTEBOOK_BYTES).await?;
         let base = parse(path, &bytes)?;
         Ok(NotebookFile {
             path: path.to_path_buf(),
+            reach,
             base,
             base_hash: hash(&bytes),
         })
@@ -82,11 +85,16 @@ impl NotebookFile {
 
     /// Create `path` holding `nb` (a new notebook); fails if the file appeared meanwhile
     /// (the caller checked it did not exist).
-    pub async fn create(path: &Path, nb: Notebook) -> Result<NotebookFile, NotebookError> {
+    pub async fn create(
+        path: &Path,
+        nb: Notebook,
+        reach: Reach,
+    ) -> Result<NotebookFile, NotebookError> {
         let text = nb.to_text();
-        files::write_file(path, text.clone().into_bytes(), FileMode::Keep).await?;
+        files::write_file_in(&reach, path, text.clone().into_bytes(), FileMode::Keep).await?;
         Ok(NotebookFile {
             path: path.to_path_buf(),
+            reach,
             base: nb,
             base_hash: hash(text.as_bytes()),
         })
@@ -106,7 +114,7 @@ impl NotebookFile {
     ///
     /// Errors: as [`Self::open`]; the base is then unchanged.
     pub async fn refresh(&mut self) -> Result<bool, NotebookError> {
-        let bytes = files::read_capped(&self.path, MAX_NOTEBOOK_BYTES).await?;
+        let bytes = files::read_capped_in(&self.reach, &self.path, MAX_NOTEBOOK_BYTES).await?;
         let h = hash(&bytes);
         if h == self.base_hash {
             return Ok(false);
@@ -129,7 +137,7 @@ impl NotebookFile {
     where
         E: From<NotebookError>,
     {
-        let disk = files::read_capped(&self.path, MAX_NOTEBOOK_BYTES)
+        let disk = files::read_capped_in(&self.reach, &self.path, MAX_NOTEBOOK_BYTES)
             .await
             .map_err(NotebookError::from)?;
         let disk_hash = hash(&disk);
@@ -157,9 +165,14 @@ impl NotebookFile {
         let text = merged.to_text();
         let wrote = text.as_bytes() != disk.as_slice();
         if wrote {
-            files::write_file(&self.path, text.clone().into_bytes(), FileMode::Keep)
-                .await
-                .map_err(NotebookError::from)?;
+            files::write_file_in(
+                &self.reach,
+                &self.path,
+                text.clone().into_bytes(),
+                FileMode::Keep,
+            )
+            .await
+            .map_err(NotebookError::from)?;
         }
         self.base = merged;
         self.base_hash = hash(text.as_bytes());
@@ -187,7 +200,13 @@ impl NotebookFile {
             }
             n += 1;
         };
-        files::write_file(&kept, ours.to_text().into_bytes(), FileMode::KeepNewPrivate).await?;
+        files::write_file_in(
+            &self.reach,
+            &kept,
+            ours.to_text().into_bytes(),
+            FileMode::KeepNewPrivate,
+        )
+        .await?;
         Ok(kept)
     }
 }

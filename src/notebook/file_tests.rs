@@ -67,7 +67,7 @@ async fn an_edit_is_written_atomically_keeping_the_files_mode_and_validates() {
     let path = dir.path().join("a.ipynb");
     write_nb(&path, &[("a", "1"), ("b", "2")]);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
-    let mut f = NotebookFile::open(&path).await.unwrap();
+    let mut f = NotebookFile::open(&path, Reach::Anywhere).await.unwrap();
     let w = edit(
         &mut f,
         json!([{"op": "insert", "source": "x = 1\ny = 2", "after": "a"}]),
@@ -86,7 +86,7 @@ async fn a_change_that_changes_nothing_does_not_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.ipynb");
     write_nb(&path, &[("a", "1")]);
-    let mut f = NotebookFile::open(&path).await.unwrap();
+    let mut f = NotebookFile::open(&path, Reach::Anywhere).await.unwrap();
     edit(&mut f, json!([{"op": "replace", "id": "a", "source": "1"}]))
         .await
         .unwrap();
@@ -107,7 +107,7 @@ async fn a_persons_save_to_another_cell_is_merged_not_lost() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.ipynb");
     write_nb(&path, &[("a", "1"), ("b", "2")]);
-    let mut f = NotebookFile::open(&path).await.unwrap();
+    let mut f = NotebookFile::open(&path, Reach::Anywhere).await.unwrap();
     write_nb(&path, &[("a", "1"), ("b", "person's")]);
     let w = edit(
         &mut f,
@@ -124,7 +124,7 @@ async fn the_same_cell_changed_by_both_keeps_the_persons_file_and_saves_ours_bes
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.ipynb");
     write_nb(&path, &[("a", "1"), ("b", "2")]);
-    let mut f = NotebookFile::open(&path).await.unwrap();
+    let mut f = NotebookFile::open(&path, Reach::Anywhere).await.unwrap();
     write_nb(&path, &[("a", "1"), ("b", "person's")]);
     let persons = std::fs::read(&path).unwrap();
     let e = edit(
@@ -160,7 +160,7 @@ async fn a_failed_edit_and_a_broken_file_on_disk_leave_the_file_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.ipynb");
     write_nb(&path, &[("a", "1")]);
-    let mut f = NotebookFile::open(&path).await.unwrap();
+    let mut f = NotebookFile::open(&path, Reach::Anywhere).await.unwrap();
     let original = std::fs::read(&path).unwrap();
     assert!(matches!(
         edit(&mut f, json!([{"op": "delete", "id": "zz"}])).await,
@@ -183,9 +183,12 @@ async fn fifos_directories_and_oversized_files_are_refused_before_reading() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("p.ipynb");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let e = NotebookFile::open(&fifo).await.unwrap_err().to_string();
+    let e = NotebookFile::open(&fifo, Reach::Anywhere)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("FIFO"), "{e}");
-    let e = NotebookFile::open(dir.path())
+    let e = NotebookFile::open(dir.path(), Reach::Anywhere)
         .await
         .unwrap_err()
         .to_string();
@@ -195,9 +198,12 @@ async fn fifos_directories_and_oversized_files_are_refused_before_reading() {
         .unwrap()
         .set_len(MAX_NOTEBOOK_BYTES as u64 + 1)
         .unwrap();
-    let e = NotebookFile::open(&big).await.unwrap_err().to_string();
+    let e = NotebookFile::open(&big, Reach::Anywhere)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("over the limit"), "{e}");
-    let e = NotebookFile::open(&dir.path().join("none.ipynb"))
+    let e = NotebookFile::open(&dir.path().join("none.ipynb"), Reach::Anywhere)
         .await
         .unwrap_err()
         .to_string();
@@ -211,7 +217,7 @@ async fn a_symlinked_notebook_is_written_through_to_its_target() {
     let link = dir.path().join("link.ipynb");
     write_nb(&target, &[("a", "1")]);
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let mut f = NotebookFile::open(&link).await.unwrap();
+    let mut f = NotebookFile::open(&link, Reach::Anywhere).await.unwrap();
     edit(&mut f, json!([{"op": "replace", "id": "a", "source": "2"}]))
         .await
         .unwrap();
@@ -229,7 +235,7 @@ async fn refresh_sees_a_change_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.ipynb");
     write_nb(&path, &[("a", "1")]);
-    let mut f = NotebookFile::open(&path).await.unwrap();
+    let mut f = NotebookFile::open(&path, Reach::Anywhere).await.unwrap();
     assert!(!f.refresh().await.unwrap());
     write_nb(&path, &[("a", "1"), ("b", "new")]);
     assert!(f.refresh().await.unwrap());

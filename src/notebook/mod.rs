@@ -4,11 +4,13 @@
 //! nothing a person wrote is lost; or worked on live with a person in JupyterLab through a
 //! Jupyter Server's collaboration room ([`collab`]).
 
+pub mod bind;
 pub mod collab;
 pub mod edit;
 pub mod file;
 pub mod merge;
 pub mod model;
+pub mod run;
 
 pub use edit::{EditError, EditOp, EditOutcome};
 pub use file::{NotebookError, NotebookFile, Written};

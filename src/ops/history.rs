@@ -125,10 +125,7 @@ pub async fn source(
     let read = tokio::task::spawn_blocking(move || {
         let path = match past {
             PastHistory::Journal(path) => path,
-            PastHistory::LatestOf(name) => {
-                let dir = history::Journal::dir().ok()?;
-                history::latest_journal(&dir, &name)?
-            }
+            PastHistory::LatestOf { dir, name } => history::latest_journal(&dir, &name)?,
             PastHistory::Nothing => return None,
         };
         Some(history::read_journal(&path).map_err(|e| (path, e)))

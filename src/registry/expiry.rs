@@ -68,7 +68,7 @@ mod tests {
     #[test]
     fn an_expired_name_answers_session_expired_until_a_new_session_takes_it() {
         let mut t = Tombstones::default();
-        let a = Slot::Named("a".into());
+        let a = Slot::named("a");
         assert!(t.check(&a).is_none());
         t.insert(a.clone());
         let e = t.check(&a).expect("expired");
@@ -81,7 +81,7 @@ mod tests {
     fn tombstones_are_bounded() {
         let mut t = Tombstones::default();
         for i in 0..MAX_TOMBSTONES + 10 {
-            t.insert(Slot::Named(format!("s{i}")));
+            t.insert(Slot::named(&format!("s{i}")));
         }
         assert_eq!(t.0.len(), MAX_TOMBSTONES);
     }

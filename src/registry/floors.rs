@@ -77,7 +77,7 @@ impl Registry {
 
     /// The floors in force for `viewer`'s sessions: the server's, made stricter by what its
     /// connection's client asked for.
-    pub fn floors(&self, viewer: Viewer) -> Floors {
+    pub fn floors(&self, viewer: &Viewer) -> Floors {
         let server = self.server_floors();
         match viewer.connection().and_then(|c| self.client_floor(c)) {
             Some(client) => server.stricter(client),

@@ -40,7 +40,9 @@ use floors::Floors;
 use run_handle::Held;
 pub use run_handle::RunHandle;
 use runs::{Holder, RunIndex};
-use scope::key::{ConnectionId, RunKey, SessionKey, Slot, Viewer};
+use std::os::unix::fs::DirBuilderExt;
+
+use scope::key::{ConnectionId, Owner, RunKey, SessionKey, Slot, Viewer};
 pub use sources::{KernelSource, SessionOptions, Sources};
 use table::{Live, Table};
 
@@ -49,8 +51,8 @@ use table::{Live, Table};
 pub enum PastHistory {
     /// This journal (a connection's own `default` that ended).
     Journal(PathBuf),
-    /// The newest public journal of the session of this name.
-    LatestOf(String),
+    /// The newest public journal in `dir` (its owner's) of the session of this name.
+    LatestOf { dir: PathBuf, name: String },
     /// Nothing: the caller has no past session of that name.
     Nothing,
 }
@@ -177,7 +179,8 @@ impl Registry {
         loop {
             let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
             let name = format!("session-{n}");
-            if lock(&self.table).live(&Slot::Named(name.clone())).is_none() {
+            let taken = lock(&self.table).live_names().any(|n| n == name);
+            if !taken {
                 return name;
             }
         }
@@ -244,7 +247,17 @@ impl Registry {
         let floors = self.floors(key.viewer());
         let launch = self
             .sources
-            .launch(&source, &opts, &cwd, &self.limits, live, floors)
+            .launch(
+                &source,
+                &opts,
+                &cwd,
+                &self.limits,
+                sources::Asker {
+                    live,
+                    floors,
+                    username: key.viewer().username(),
+                },
+            )
             .await?;
         let sandbox = launch.launcher.sandbox();
         // The broker's side of the session (see `crate::broker`): an endpoint for a local
@@ -262,7 +275,10 @@ impl Registry {
             spec: launch.spec,
             cwd,
             launcher: launch.launcher,
-            journal_dir: self.journal_dir.clone(),
+            journal_dir: match key.slot().principal() {
+                Some(owner) => self.journal_dir_of(owner),
+                None => self.journal_dir_of(key.viewer().owner()),
+            },
             journal_private: key.is_private(),
             span: session_span(key.slot()),
             observer,
@@ -328,11 +344,16 @@ impl Registry {
     }
 
     /// The info of every session `viewer` sees, sorted by id.
-    pub async fn list(&self, viewer: Viewer) -> Vec<SessionInfo> {
+    pub async fn list(&self, viewer: &Viewer) -> Vec<SessionInfo> {
         let handles = lock(&self.table).seen_by(viewer);
         let mut out = Vec::new();
-        for h in handles {
-            if let Ok(info) = h.call(cmd::Info).await {
+        for (slot, h) in handles {
+            if let Ok(mut info) = h.call(cmd::Info).await {
+                // An admin's view of another principal's session: named `OWNER/NAME`.
+                if let Some(owner) = slot.principal().filter(|o| *o != viewer.owner()) {
+                    info.session_id = viewer.id_of(&slot);
+                    info.owner = Some(owner.to_string());
+                }
                 out.push(info);
             }
         }
@@ -341,7 +362,7 @@ impl Registry {
     }
 
     /// The ids of the sessions `viewer` sees, sorted.
-    pub fn names(&self, viewer: Viewer) -> Vec<String> {
+    pub fn names(&self, viewer: &Viewer) -> Vec<String> {
         lock(&self.table).names(viewer)
     }
 
@@ -370,10 +391,41 @@ impl Registry {
     /// the newest public journal of that name.
     pub fn past_history(&self, key: &SessionKey) -> PastHistory {
         match key.slot() {
-            Slot::Named(name) => PastHistory::LatestOf(name.clone()),
+            Slot::Named(owner, name) => match self.journal_dir_of(owner) {
+                Some(dir) => PastHistory::LatestOf {
+                    dir,
+                    name: name.clone(),
+                },
+                None => PastHistory::Nothing,
+            },
             Slot::Default(owner) => lock(&self.table)
                 .ended_journal(*owner)
                 .map_or(PastHistory::Nothing, PastHistory::Journal),
+        }
+    }
+
+    /// Where `owner`'s sessions journal their history: the journal directory for the
+    /// process's own user, else a 0700 directory of that principal's in it (`principals/`
+    /// and a digest of its id), so a principal's past history is found by its name only by
+    /// that principal. `None` when journals are off or the directory cannot be made.
+    pub fn journal_dir_of(&self, owner: &Owner) -> Option<PathBuf> {
+        let base = self.journal_dir.as_ref()?;
+        if owner.is_process() {
+            return Some(base.clone());
+        }
+        use sha2::Digest;
+        let digest = hex::encode(&sha2::Sha256::digest(owner.as_str().as_bytes())[..12]);
+        let dir = base.join("principals").join(digest);
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir);
+        match made {
+            Ok(()) => Some(dir),
+            Err(e) => {
+                tracing::warn!(principal = %owner, "cannot make the principal's journal directory {}: {e}", dir.display());
+                None
+            }
         }
     }
 
@@ -561,8 +613,9 @@ fn refuse_variables_we_set(
 /// only that connection may receive (`mcp/logging.rs` reads it); the span is never a child of
 /// the call that created the session.
 fn session_span(slot: &Slot) -> tracing::Span {
-    let owner = slot.owner().map(ConnectionId::get);
-    tracing::info_span!(target: "kernel_mcp::session", parent: None, "session", id = %slot.name(), owner)
+    let owner = slot.connection().map(ConnectionId::get);
+    let principal = slot.principal().map(|o| o.to_string());
+    tracing::info_span!(target: "kernel_mcp::session", parent: None, "session", id = %slot.name(), owner, principal)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -199,7 +199,7 @@ mod tests {
         ));
         let key = Scope::standalone(registry.clone()).run_key("run-f");
         let runs = &registry.runs;
-        runs.track(key.run().clone(), Slot::Named("s".into()), Holder::Session);
+        runs.track(key.run().clone(), Slot::named("s"), Holder::Session);
         runs.finish(key.run(), record("run-f"));
         let run = registry.run(&key).expect("the kept record");
         assert!(run.session().is_none());

@@ -72,7 +72,7 @@ impl RunIndex {
 
     /// The entry of `run` if `viewer` sees the session it was asked of; `None` otherwise,
     /// exactly as for a run that does not exist.
-    pub fn get(&self, run: &RunId, viewer: Viewer) -> Option<Entry> {
+    pub fn get(&self, run: &RunId, viewer: &Viewer) -> Option<Entry> {
         lock(&self.inner)
             .by_id
             .get(run)
@@ -181,7 +181,9 @@ pub(super) mod tests {
         }
     }
 
-    const STANDALONE: Viewer = Viewer::STANDALONE;
+    fn standalone() -> Viewer {
+        Viewer::standalone()
+    }
     fn one() -> Viewer {
         Viewer::of_connection(1)
     }
@@ -198,12 +200,12 @@ pub(super) mod tests {
         let mine = RunId::from("run-mine");
         let shared = RunId::from("run-shared");
         runs.track(mine.clone(), Slot::Default(conn(1)), Holder::Session);
-        runs.track(shared.clone(), Slot::Named("s".into()), Holder::Session);
-        assert!(runs.get(&mine, one()).is_some());
-        assert!(runs.get(&mine, two()).is_none());
-        assert!(runs.get(&mine, STANDALONE).is_none());
-        for viewer in [one(), two(), STANDALONE] {
-            assert!(runs.get(&shared, viewer).is_some());
+        runs.track(shared.clone(), Slot::named("s"), Holder::Session);
+        assert!(runs.get(&mine, &one()).is_some());
+        assert!(runs.get(&mine, &two()).is_none());
+        assert!(runs.get(&mine, &standalone()).is_none());
+        for viewer in [one(), two(), standalone()] {
+            assert!(runs.get(&shared, &viewer).is_some());
         }
     }
 
@@ -215,24 +217,24 @@ pub(super) mod tests {
             runs.track(id.clone(), Slot::Default(conn(1)), Holder::Session);
             runs.finish(&id, record(id.as_str()));
         }
-        assert!(runs.get(&RunId::from("run-0"), one()).is_none());
+        assert!(runs.get(&RunId::from("run-0"), &one()).is_none());
         let last = RunId::from(format!("run-{}", KEEP_FINISHED + 2));
         assert!(matches!(
-            runs.get(&last, one()).map(|e| e.holder),
+            runs.get(&last, &one()).map(|e| e.holder),
             Some(Holder::Finished(_))
         ));
-        assert!(runs.get(&last, two()).is_none());
+        assert!(runs.get(&last, &two()).is_none());
         assert_eq!(runs.len(), KEEP_FINISHED);
     }
 
     #[test]
     fn forgetting_a_session_forgets_its_runs_only() {
         let runs = RunIndex::default();
-        runs.track(RunId::from("a"), Slot::Named("a".into()), Holder::Session);
-        runs.track(RunId::from("b"), Slot::Named("b".into()), Holder::Session);
-        runs.forget_session(&Slot::Named("a".into()));
-        assert!(runs.get(&RunId::from("a"), STANDALONE).is_none());
-        assert!(runs.get(&RunId::from("b"), STANDALONE).is_some());
+        runs.track(RunId::from("a"), Slot::named("a"), Holder::Session);
+        runs.track(RunId::from("b"), Slot::named("b"), Holder::Session);
+        runs.forget_session(&Slot::named("a"));
+        assert!(runs.get(&RunId::from("a"), &standalone()).is_none());
+        assert!(runs.get(&RunId::from("b"), &standalone()).is_some());
     }
 
     #[test]
@@ -241,11 +243,11 @@ pub(super) mod tests {
         for i in 0..MAX_TRACKED_RUNS + 5 {
             runs.track(
                 RunId::from(format!("r{i}")),
-                Slot::Named("s".into()),
+                Slot::named("s"),
                 Holder::Session,
             );
         }
         assert_eq!(runs.len(), MAX_TRACKED_RUNS);
-        assert!(runs.get(&RunId::from("r0"), STANDALONE).is_none());
+        assert!(runs.get(&RunId::from("r0"), &standalone()).is_none());
     }
 }

@@ -31,7 +31,7 @@ pub struct Table {
 impl Table {
     /// The live session in `slot`; else `SESSION_EXPIRED` for a slot that expired recently,
     /// else `SESSION_NOT_FOUND` listing what `viewer` sees.
-    pub fn get(&mut self, slot: &Slot, viewer: Viewer) -> Result<SessionHandle, SessionError> {
+    pub fn get(&mut self, slot: &Slot, viewer: &Viewer) -> Result<SessionHandle, SessionError> {
         if let Some(live) = self.live.get(slot) {
             return Ok(live.handle.clone());
         }
@@ -42,7 +42,7 @@ impl Table {
     }
 
     /// `SESSION_NOT_FOUND` for `slot`, listing the sessions `viewer` sees.
-    pub fn not_found(&self, slot: &Slot, viewer: Viewer, journal_checked: bool) -> SessionError {
+    pub fn not_found(&self, slot: &Slot, viewer: &Viewer, journal_checked: bool) -> SessionError {
         SessionError::NotFound {
             id: slot.name().to_string(),
             known: self.names(viewer),
@@ -61,23 +61,23 @@ impl Table {
     }
 
     /// The session ids `viewer` sees, sorted: every named session and its own `default`.
-    pub fn names(&self, viewer: Viewer) -> Vec<String> {
+    pub fn names(&self, viewer: &Viewer) -> Vec<String> {
         let mut names: Vec<String> = self
             .live
             .keys()
             .filter(|s| viewer.sees(s))
-            .map(|s| s.name().to_string())
+            .map(|s| viewer.id_of(s))
             .collect();
         names.sort();
         names
     }
 
-    /// The handles of the sessions `viewer` sees.
-    pub fn seen_by(&self, viewer: Viewer) -> Vec<SessionHandle> {
+    /// The sessions `viewer` sees: each one's slot and handle.
+    pub fn seen_by(&self, viewer: &Viewer) -> Vec<(Slot, SessionHandle)> {
         self.live
             .iter()
             .filter(|(s, _)| viewer.sees(s))
-            .map(|(_, l)| l.handle.clone())
+            .map(|(s, l)| (s.clone(), l.handle.clone()))
             .collect()
     }
 
@@ -87,6 +87,11 @@ impl Table {
             .iter()
             .map(|(s, l)| (s.clone(), l.handle.clone()))
             .collect()
+    }
+
+    /// The names of the live sessions, whoever owns them.
+    pub fn live_names(&self) -> impl Iterator<Item = &str> {
+        self.live.keys().map(Slot::name)
     }
 
     /// Live sessions.
@@ -125,7 +130,7 @@ impl Table {
         let Some(live) = self.live.remove(slot) else {
             return false;
         };
-        if let (Some(owner), Some(journal)) = (slot.owner(), live.journal) {
+        if let (Some(owner), Some(journal)) = (slot.connection(), live.journal) {
             self.ended.insert(owner, journal);
         }
         if expired {

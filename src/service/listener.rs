@@ -54,6 +54,8 @@ pub struct ServiceOptions {
     /// How long an idle HTTP session that holds no `default` session is kept
     /// (see `mcp::http_sessions`).
     pub http_keep_alive: Duration,
+    /// Other users admitted on the socket (`--allow-uid`), each a principal of its own.
+    pub allow_uids: Vec<u32>,
 }
 
 /// Why the service could not start, or stopped with an error.
@@ -148,8 +150,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
     }
     let listener =
         UnixListener::bind(&paths.socket).map_err(file_error("listen on", &paths.socket))?;
-    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(file_error("make private", &paths.socket))?;
+    open_to(paths, &opts.allow_uids)?;
     let inode = std::fs::symlink_metadata(&paths.socket)
         .map_err(file_error("inspect", &paths.socket))?
         .ino();
@@ -186,7 +187,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     idle_since = None;
-                    admit(stream, ours, &registry, &connections).await;
+                    admit(stream, ours, &opts.allow_uids, &registry, &connections).await;
                 }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
@@ -289,14 +290,34 @@ async fn start_http(
 }
 
 /// Serve `stream` if its peer is us and there is room, else tell it why and hang up.
+/// The socket 0600 in its 0700 directory; with other users to admit (`--allow-uid`), the
+/// socket 0666 and its directory 0711 (they may reach the socket, not list or change the
+/// directory): who is admitted is decided by each peer's uid (`SO_PEERCRED`), not the mode.
+fn open_to(paths: &ServicePaths, allowed: &[u32]) -> Result<(), ServiceError> {
+    let (socket_mode, dir_mode) = match allowed.is_empty() {
+        true => (0o600, None),
+        false => (0o666, Some(0o711)),
+    };
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(socket_mode))
+        .map_err(file_error("set the mode of", &paths.socket))?;
+    if let Some(mode) = dir_mode {
+        let dir = paths.dir();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+            .map_err(file_error("set the mode of", dir))?;
+        tracing::warn!(uids = ?allowed, "other users may connect to this service (--allow-uid): each runs code as this service's user, in sessions of its own");
+    }
+    Ok(())
+}
+
 async fn admit(
     stream: UnixStream,
     ours: u32,
+    allowed: &[u32],
     registry: &Arc<Registry>,
     connections: &Arc<AtomicUsize>,
 ) {
     let full = connections.load(Ordering::SeqCst) >= MAX_CONNECTIONS;
-    let who = match authenticate_peer(stream.peer_cred(), ours) {
+    let who = match authenticate_peer(stream.peer_cred(), ours, allowed) {
         Ok(_) if full => Err(format!(
             "refused: the service already serves {MAX_CONNECTIONS} connections"
         )),

@@ -94,7 +94,13 @@ impl ServicePaths {
     /// `Ok(false)`: it does not exist yet (so no service listens there).
     /// Errors: [`TrustError`] saying what is wrong and the fix.
     pub fn check_dir(&self) -> Result<bool, TrustError> {
-        match trust::check_dir(self.dir()) {
+        self.check_dir_of(trust::our_uid())
+    }
+
+    /// [`Self::check_dir`] for a service run by `uid` (a client's check, see
+    /// [`trust::service_uid`]).
+    pub fn check_dir_of(&self, uid: u32) -> Result<bool, TrustError> {
+        match trust::check_dir_owned(self.dir(), uid) {
             Ok(()) => Ok(true),
             Err(e) if e.is_missing() => Ok(false),
             Err(e) => Err(e),

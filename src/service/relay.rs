@@ -7,7 +7,7 @@
 //! /dev/null, logging to its file) and waits for the socket. A start lock (flock) around "connect, else start and wait" makes relays started
 //! together start one service; the service itself replaces a stale socket file. Then bytes
 //! flow both ways untouched (but for the toolset the relay's `--tools` asks for, added to the
-//! client's `initialize`: see [`relay`]). When the client closes stdin the relay half-closes the socket,
+//! client's `initialize` and to each 2026-07-28 request's capabilities: see [`relay`]). When the client closes stdin the relay half-closes the socket,
 //! lets the service answer what is in flight, and exits 0; when the service goes away first it
 //! exits non-zero and says why on stderr (the only thing it ever writes there).
 
@@ -146,7 +146,7 @@ pub async fn connect_or_start(
 }
 
 /// Connect to the socket of `paths` if its directory passes [`trust::check_dir`] and the
-/// listener's uid is ours; `Ok(None)` when no service listens (no directory, no socket, or
+/// listener's uid is ours (or the one `KERNEL_MCP_SERVICE_UID` names, [`trust::service_uid`]); `Ok(None)` when no service listens (no directory, no socket, or
 /// nobody accepting). Nothing is written to the stream here.
 ///
 /// # Errors
@@ -156,13 +156,14 @@ pub async fn connect_trusted(paths: &ServicePaths) -> Result<Option<UnixStream>,
         socket: paths.socket.display().to_string(),
         source,
     };
-    if !paths.check_dir().map_err(untrusted)? {
+    let owner = trust::service_uid();
+    if !paths.check_dir_of(owner).map_err(untrusted)? {
         return Ok(None);
     }
     let Ok(stream) = UnixStream::connect(&paths.socket).await else {
         return Ok(None);
     };
-    trust::check_peer(&stream, &paths.socket).map_err(untrusted)?;
+    trust::check_peer_is(&stream, &paths.socket, owner).map_err(untrusted)?;
     Ok(Some(stream))
 }
 
@@ -207,7 +208,8 @@ fn log_name() -> String {
 /// message (rmcp's `stdio_pipes`, the same transport the stdio server uses).
 ///
 /// `ask_tools` (the relay's own `--tools`, when not the default) goes into the client's
-/// `initialize` as the experimental capability the service reads a connection's toolset from
+/// `initialize`, and into the capabilities each 2026-07-28 request carries in its `_meta`
+/// (such a client sends no `initialize`), as the experimental capability the service reads a connection's toolset from
 /// ([`crate::mcp::toolset::CAPABILITY`]), unless the client asks for one itself: so
 /// `kernel-mcp --shared --tools minimal` lists what it says, whatever the running service
 /// was started with.
@@ -222,16 +224,27 @@ pub async fn relay(
     let (stdin, mut stdout) = rmcp::transport::stdio_pipes();
     let mut stdin = tokio::io::BufReader::new(stdin);
     let up = async {
-        if let Some(tools) = &ask_tools {
-            let mut first = Vec::new();
-            (&mut stdin)
-                .take(MAX_INITIALIZE_BYTES)
-                .read_until(b'\n', &mut first)
-                .await?;
-            let first = ask_for_toolset(&first, tools).unwrap_or(first);
-            to_service.write_all(&first).await?;
-        }
-        let r = tokio::io::copy(&mut stdin, &mut to_service).await;
+        let r = match &ask_tools {
+            // Every message may carry its capabilities (2026-07-28: in each request's
+            // `_meta`), so each is looked at; one longer than the bound passes in pieces.
+            Some(tools) => loop {
+                let mut line = Vec::new();
+                match (&mut stdin)
+                    .take(MAX_INITIALIZE_BYTES)
+                    .read_until(b'\n', &mut line)
+                    .await
+                {
+                    Ok(0) => break Ok(0),
+                    Ok(_) => {}
+                    Err(e) => break Err(e),
+                }
+                let line = ask_for_toolset(&line, tools).unwrap_or(line);
+                if let Err(e) = to_service.write_all(&line).await {
+                    break Err(e);
+                }
+            },
+            None => tokio::io::copy(&mut stdin, &mut to_service).await,
+        };
         let _ = to_service.shutdown().await;
         r
     };
@@ -258,18 +271,30 @@ pub async fn relay(
     }
 }
 
-/// `line` (one JSON-RPC message and its newline) with `tools` asked for in its capabilities,
-/// when it is an `initialize` request that asks for no toolset; `None` leaves it as it is.
+/// The key of a 2026-07-28 request's capabilities in its `params._meta`.
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// `line` (one JSON-RPC message and its newline) with `tools` asked for in its capabilities
+/// — an `initialize` request's, or a 2026-07-28 request's in `params._meta` — when it asks
+/// for no toolset itself; `None` leaves it as it is.
 fn ask_for_toolset(line: &[u8], tools: &str) -> Option<Vec<u8>> {
     use crate::mcp::toolset::CAPABILITY;
-    let mut message: serde_json::Value = serde_json::from_slice(line).ok()?;
-    if message.get("method")?.as_str()? != "initialize" {
+    let finder = |needle: &str| memchr::memmem::find(line, needle.as_bytes()).is_some();
+    if !finder("\"initialize\"") && !finder(META_CAPABILITIES) {
         return None;
     }
-    let capabilities = message
-        .get_mut("params")?
-        .as_object_mut()?
-        .entry("capabilities")
+    let mut message: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let initialize = message.get("method")?.as_str()? == "initialize";
+    let params = message.get_mut("params")?.as_object_mut()?;
+    let capabilities = if initialize {
+        params.entry("capabilities")
+    } else {
+        params
+            .get_mut("_meta")?
+            .as_object_mut()?
+            .entry(META_CAPABILITIES)
+    };
+    let capabilities = capabilities
         .or_insert_with(|| serde_json::json!({}))
         .as_object_mut()?;
     let experimental = capabilities
@@ -294,7 +319,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_relays_toolset_goes_into_initialize_unless_the_client_asks_for_one() {
+    fn the_relays_toolset_goes_into_initialize_and_each_2026_requests_meta_unless_the_client_asks_for_one()
+     {
         let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}
 "#;
         let out = ask_for_toolset(init, "minimal").expect("rewritten");
@@ -315,6 +341,15 @@ mod tests {
         let other = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}
 "#;
         assert!(ask_for_toolset(other, "minimal").is_none());
+        let modern = br#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+"#;
+        let out = ask_for_toolset(modern, "all").expect("a 2026-07-28 request's capabilities");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["experimental"]["kernel-mcp"]
+                ["tools"],
+            "all"
+        );
         assert!(ask_for_toolset(b"not json\n", "minimal").is_none());
     }
 

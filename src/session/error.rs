@@ -36,6 +36,8 @@ pub enum ErrorCode {
     GatewayUnavailable,
     Unauthorized,
     SandboxUnavailable,
+    NotebookInvalid,
+    NotebookConflict,
 }
 
 impl ErrorCode {
@@ -61,6 +63,8 @@ impl ErrorCode {
             ErrorCode::GatewayUnavailable => "GATEWAY_UNAVAILABLE",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
+            ErrorCode::NotebookInvalid => "NOTEBOOK_INVALID",
+            ErrorCode::NotebookConflict => "NOTEBOOK_CONFLICT",
         }
     }
 }

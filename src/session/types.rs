@@ -124,6 +124,11 @@ pub struct SessionInfo {
     // both would repeat in every tool's schema, which `--tools minimal` keeps under 5 kB.
     #[serde(skip_serializing_if = "crate::kernel::Sandbox::is_none")]
     pub sandbox: crate::kernel::Sandbox,
+    // The principal the session belongs to, shown to an admin for another principal's
+    // session (its `session_id` is then `OWNER/NAME`); absent otherwise. No doc comment: it
+    // would repeat in every tool's schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// One display output (display_data / execute_result beyond text/plain), in order.

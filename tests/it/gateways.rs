@@ -531,3 +531,56 @@ async fn a_kernel_killed_on_the_gateway_side_ends_the_run_kernel_died() {
     seen.assert_no_token(&server, &gw.token);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enterprise_gateway_kernel_runs_as_the_caller_and_no_other_kernel_setting_passes() {
+    let gw = GatewayProc::start(Backend::EnterpriseGateway).await;
+    let server = server_for(&gw, None, &gw.token).await;
+    let seen = Seen::default();
+    let gateway = gw.flag(None).split('=').next().unwrap().to_string();
+    let info = seen
+        .call(
+            &server,
+            "create_session",
+            json!({"session_id": "u", "gateway": gateway, "env": {"KERNEL_LAUNCH_TIMEOUT": "50"}}),
+        )
+        .await;
+    assert_eq!(info["session_id"], "u", "{info}");
+    // The stdio client is the owner: its kernels run as this process's user.
+    let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap()
+        .name;
+    let v = exec(
+        &seen,
+        &server,
+        "u",
+        "import os; os.environ.get('KERNEL_USERNAME')",
+        json!({}),
+    )
+    .await;
+    assert_eq!(v["result"], format!("'{me}'"), "{v}");
+    for (k, val) in [
+        ("KERNEL_USERNAME", "root"),
+        ("KERNEL_UID", "0"),
+        ("KERNEL_NAMESPACE", "x"),
+    ] {
+        let r = server
+            .call(
+                "create_session",
+                json!({"session_id": "v", "gateway": gateway, "env": {k: val}}),
+            )
+            .await;
+        assert_eq!(
+            crate::common::history::error_code(&r),
+            "INVALID_ARGUMENT",
+            "{k}: {}",
+            dump(&r)
+        );
+        assert!(dump(&r).contains(k), "{}", dump(&r));
+    }
+    seen.call(&server, "destroy_session", json!({"session_id": "u"}))
+        .await;
+    seen.assert_no_token(&server, &gw.token);
+    server.shutdown().await;
+}

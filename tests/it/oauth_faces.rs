@@ -66,7 +66,7 @@ async fn an_access_token_works_on_mcp_and_the_jupyter_api_of_the_service_beside_
         format!("http://127.0.0.1:{}/api/kernels", service.port),
     );
     let alice = auth.token("alice", RW, &url).await;
-    let reader = auth.token("bob", "kernel-mcp:read", &url).await;
+    let reader = auth.token("alice", "kernel-mcp:read", &url).await;
 
     // MCP: a session made with the access token, seen with the static token (the owner).
     let made = structured_of(
@@ -79,9 +79,17 @@ async fn an_access_token_works_on_mcp_and_the_jupyter_api_of_the_service_beside_
         .await,
     );
     let kernel_id = made["kernel_id"].as_str().expect("a kernel id").to_string();
+    // The owner (the static token, an admin) sees alice's session as hers: `OWNER/NAME`.
     let listed =
         structured_of(&call_2026(&url, Some(&face.token), "list_sessions", json!({})).await);
-    assert_eq!(listed["sessions"][0]["session_id"], "j", "{listed}");
+    let id = listed["sessions"][0]["session_id"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(id.starts_with("oauth:") && id.ends_with("/j"), "{listed}");
+    assert_eq!(
+        listed["sessions"][0]["owner"].as_str(),
+        id.strip_suffix("/j")
+    );
 
     // The Jupyter API: reading takes the read scope, changing kernels the execute scope.
     for token in [&alice, &reader] {

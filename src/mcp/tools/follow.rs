@@ -49,7 +49,7 @@ impl KernelMcp {
             .registry()
             .held_run(caller.scope.run_key(run_id), handle);
         let (r, _) = self
-            .follow_run(&run, rx, Some(settled), wait, ctx, true)
+            .follow_run(caller, &run, rx, Some(settled), wait, ctx, true)
             .await?;
         let settled = t0.elapsed();
         let out = Run::render(&r, limits).await;
@@ -64,6 +64,19 @@ impl KernelMcp {
         Ok(out)
     }
 
+    /// True when the client cancelled the request whose token fired: on a connection, only
+    /// an explicit `notifications/cancelled` is one (its end is not, see
+    /// [`crate::mcp::cancel`]); a request without a connection (2026-07-28 over HTTP) has no
+    /// other way to cancel than closing its response stream, and the spec makes that its
+    /// cancellation.
+    pub(super) async fn client_cancelled(
+        &self,
+        caller: &Caller,
+        ctx: &RequestContext<RoleServer>,
+    ) -> bool {
+        caller.scope.is_stateless() || self.cancels.asked(&ctx.id).await
+    }
+
     /// Wait for the run to settle (bounded by `wait`) and render it; see [`Self::follow_run`].
     pub(super) async fn wait_and_render(
         &self,
@@ -73,7 +86,9 @@ impl KernelMcp {
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Run, ToolError> {
-        let (r, _) = self.follow_run(run, rx, None, wait, ctx, false).await?;
+        let (r, _) = self
+            .follow_run(caller, run, rx, None, wait, ctx, false)
+            .await?;
         Ok(Run::render(&r, caller.limits()).await)
     }
 
@@ -83,8 +98,10 @@ impl KernelMcp {
     /// `cancel_on_abort`, the run is cancelled too. Returns the run's record at the end of the
     /// wait — the one `settled` delivers when given (no further call to the session), else a
     /// fresh read of its record — and whether the client cancelled.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn follow_run(
         &self,
+        caller: &Caller,
         run: &RunHandle,
         mut rx: watch::Receiver<RunStatus>,
         mut settled: Option<Settled>,
@@ -126,7 +143,7 @@ impl KernelMcp {
                 Step::Elapsed if tokio::time::Instant::now() >= deadline => break,
                 Step::Elapsed => {}
                 Step::TokenFired => {
-                    let asked = self.cancels.asked(&ctx.id).await;
+                    let asked = self.client_cancelled(caller, ctx).await;
                     if !asked {
                         tracing::info!(parent: run.span(), run = %run_id, "the client's connection ended while a call waited; the run goes on");
                     } else if cancel_on_abort {

@@ -38,7 +38,7 @@ impl KernelMcp {
         let started = tokio::select! {
             started = &mut start => started,
             _ = ctx.ct.cancelled() => {
-                if self.cancels.asked(&ctx.id).await {
+                if self.client_cancelled(caller, ctx).await {
                     return Err(ToolError::new(
                         ErrorCode::InternalError,
                         "The call was cancelled while the fresh kernel started; it was shut down.",
@@ -53,7 +53,7 @@ impl KernelMcp {
             fresh.helper.clone(),
         );
         let followed = self
-            .follow_run(&run, fresh.rx.clone(), None, wait, ctx, true)
+            .follow_run(caller, &run, fresh.rx.clone(), None, wait, ctx, true)
             .await;
         let (mut r, cancelled) = match followed {
             Ok(f) => f,

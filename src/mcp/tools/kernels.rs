@@ -153,7 +153,7 @@ impl KernelMcp {
     async fn server_info(&self, caller: Caller) -> Result<Json<ServerInfo>, ToolError> {
         let registry = caller.registry();
         let sources = registry.sources();
-        let floors = registry.floors(caller.scope.viewer());
+        let floors = registry.floors(&caller.scope.viewer());
         Ok(Json(ServerInfo {
             name: "kernel-mcp".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -165,7 +165,7 @@ impl KernelMcp {
             limits: caller.limits().clone(),
             kernelspec_dirs: sources.search.dirs().to_vec(),
             python_environment: sources.env_prefix.clone(),
-            session_count: registry.names(caller.scope.viewer()).len(),
+            session_count: registry.names(&caller.scope.viewer()).len(),
             pool: sources.pool.counts(),
             server_instance: crate::instance::current().id.clone(),
             started_at: crate::instance::current().started_at.clone(),

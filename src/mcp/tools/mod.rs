@@ -35,6 +35,8 @@ mod fresh;
 mod history;
 mod interrupt;
 mod kernels;
+mod notebook_view;
+mod notebooks;
 mod packages;
 mod runs;
 mod service;
@@ -43,7 +45,7 @@ mod sessions;
 /// Every tool: its set and hints. The `default` tools come first, in the order the MCP
 /// bundle's manifest lists them (`DEFAULT_TOOLS`); `.minimal()` and `.code()` put a tool in
 /// the terse bases too.
-pub(crate) const TOOLS: [Row; 32] = [
+pub(crate) const TOOLS: [Row; 37] = [
     Row::everyday("list_kernels", ReadOnly, Closed),
     Row::everyday("create_session", Adds, Open).minimal(),
     Row::everyday("fork_session", Adds, Closed),
@@ -86,6 +88,11 @@ pub(crate) const TOOLS: [Row; 32] = [
     Row::of(History, "delete_history", Destroys, Closed),
     Row::of(History, "rerun_history", Destroys, Open),
     Row::of(Notebook, "mirror_notebook", DestroysIdempotent, Closed),
+    Row::of(Notebook, "open_notebook", Adds, Open),
+    Row::of(Notebook, "read_cells", ReadOnly, Closed),
+    Row::of(Notebook, "edit_cells", Destroys, Closed),
+    Row::of(Notebook, "execute_cells", Destroys, Open),
+    Row::of(Notebook, "close_notebook", AddsIdempotent, Closed),
 ];
 
 /// The router of every tool, declared from the table (annotations, compact output schemas),
@@ -103,7 +110,8 @@ pub(crate) fn every_tool() -> ToolRouter<KernelMcp> {
         + KernelMcp::completion_router()
         + KernelMcp::checkpoints_router()
         + KernelMcp::environments_router()
-        + KernelMcp::service_router();
+        + KernelMcp::service_router()
+        + KernelMcp::notebooks_router();
     table::declare(&mut router);
     router
 }

@@ -142,7 +142,7 @@ impl KernelMcp {
     /// List sessions: status, kernel, generation, queue.
     #[tool]
     async fn list_sessions(&self, caller: Caller) -> Result<Json<SessionList>, ToolError> {
-        let sessions = caller.registry().list(caller.scope.viewer()).await;
+        let sessions = caller.registry().list(&caller.scope.viewer()).await;
         Ok(Json(SessionList { sessions }))
     }
 

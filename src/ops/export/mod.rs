@@ -311,17 +311,22 @@ fn render_notebook(ctx: &ExportContext, entries: &[HistoryEntry]) -> String {
 }
 
 /// The entry's execution count as nbformat allows it (a non-negative integer, else null).
-fn execution_count(entry: &HistoryEntry) -> Option<i64> {
+pub fn execution_count(entry: &HistoryEntry) -> Option<i64> {
     entry.execution_count.filter(|n| *n >= 0)
+}
+
+/// A history entry's outputs as nbformat writes them in a code cell (see [`render`]).
+pub fn cell_outputs(entry: &HistoryEntry) -> Vec<Value> {
+    match &entry.order {
+        Some(order) => ordered_outputs(entry, order),
+        None => unordered_outputs(entry),
+    }
 }
 
 /// One history entry as an nbformat 4 code cell with id `id` (also what the MCP Apps view
 /// shows of a run, see `mcp/ui.rs`).
 pub fn notebook_cell(entry: &HistoryEntry, id: String) -> Value {
-    let outputs = match &entry.order {
-        Some(order) => ordered_outputs(entry, order),
-        None => unordered_outputs(entry),
-    };
+    let outputs = cell_outputs(entry);
     // Another client's cell (a person's in Jupyter) says so; nbformat allows any metadata.
     let metadata = if entry.other_client {
         json!({"kernel_mcp": {"other_client": true}})

@@ -1,11 +1,20 @@
-//! Who may reach which session: the registry as one MCP connection sees it.
+//! Who may reach which session: the registry as one caller sees it (DESIGN §12, §19).
 //!
-//! Named sessions belong to the process and every connection reaches the same one. The
-//! implicit `default` session is different in the per-user service: each connection gets its
-//! own, shown to it as `default`, out of every other connection's reach (its runs, tasks,
-//! resources, history, journal and log events included), and destroyed when the connection
-//! ends. A standalone server has one client, so its scope is [`Scope::standalone`] and
-//! `default` is simply the session named `default`, as it always was.
+//! Sessions belong to a principal (who is calling, decided by the face the request came
+//! through: [`crate::principal`]). A named session is its principal's: every connection of
+//! that principal reaches the same one, and another principal gets `SESSION_NOT_FOUND` for
+//! it exactly as for a name that does not exist (each principal has names of its own); a
+//! caller with the admin scope reaches every principal's sessions, another's named
+//! `OWNER/NAME`. The implicit `default` session is different in the per-user service: each
+//! connection gets its own, shown to it as `default`, out of every other connection's reach
+//! (its runs, tasks, resources, history, journal and log events included), and destroyed when
+//! the connection ends. A caller without a connection of its own — a standalone server's
+//! client ([`Scope::standalone`]), a 2026-07-28 request with no connection
+//! ([`Scope::for_request`] with `stateless`) — has its principal's session named `default`,
+//! kept across requests like any named session.
+//!
+//! A scope is built per request: the connection's scope says what ends with the connection,
+//! [`Scope::for_request`] adds who makes this request.
 //!
 //! A [`Scope`] is the only maker of the keys the registry takes ([`SessionKey`], [`RunKey`],
 //! see [`key`]): every registry call that touches a session or a run takes one, so a tool
@@ -16,9 +25,10 @@ use std::sync::{Arc, Weak};
 
 pub mod key;
 
-use key::{ConnectionId, DEFAULT_SESSION, RunKey, SessionKey, Slot, Viewer};
+use key::{ConnectionId, DEFAULT_SESSION, Owner, RunKey, SessionKey, Slot, Viewer};
 
 use super::Registry;
+use crate::principal::{Access, Authenticated, Principal};
 use crate::session::RunId;
 
 /// Numbers the connections of this process.
@@ -50,6 +60,11 @@ pub struct Scope {
     registry: Arc<Registry>,
     /// `None`: a standalone server's only client; `default` is the session named `default`.
     connection: Option<Arc<Connection>>,
+    /// Who makes the request, and how far it may go.
+    who: Authenticated,
+    /// A request without a connection of its own (a 2026-07-28 stateless request): its
+    /// `default` is its principal's, not the connection's.
+    stateless: bool,
 }
 
 impl Scope {
@@ -58,6 +73,8 @@ impl Scope {
         Scope {
             registry,
             connection: None,
+            who: Authenticated::owner(),
+            stateless: false,
         }
     }
 
@@ -70,7 +87,30 @@ impl Scope {
                 registry: registry.clone(),
             })),
             registry,
+            who: Authenticated::owner(),
+            stateless: false,
         }
+    }
+
+    /// This connection's scope for one request of `who`; `stateless`: the request has no
+    /// connection of its own (its `default` is its principal's session named `default`).
+    pub fn for_request(&self, who: Authenticated, stateless: bool) -> Scope {
+        Scope {
+            registry: self.registry.clone(),
+            connection: self.connection.clone(),
+            who,
+            stateless,
+        }
+    }
+
+    /// Who makes the request.
+    pub fn who(&self) -> &Authenticated {
+        &self.who
+    }
+
+    /// True for a request without a connection of its own (see [`Self::for_request`]).
+    pub fn is_stateless(&self) -> bool {
+        self.stateless
     }
 
     /// The registry (limits, kernel sources); reaching a session needs a key from here.
@@ -78,14 +118,32 @@ impl Scope {
         &self.registry
     }
 
+    /// The registry, for work that outlives the request (a notebook's batch of cells).
+    pub fn registry_arc(&self) -> Arc<Registry> {
+        self.registry.clone()
+    }
+
     /// Who asks.
     pub fn viewer(&self) -> Viewer {
-        Viewer(self.connection.as_ref().map(|c| c.id))
+        Viewer {
+            owner: Owner::of(&self.who.principal),
+            connection: self.own_connection(),
+            admin: self.who.access >= Access::Admin,
+            username: Arc::from(username(&self.who.principal)),
+        }
     }
 
     /// The connection asking (`None` for a standalone server's client).
     pub fn connection_id(&self) -> Option<ConnectionId> {
-        self.viewer().connection()
+        self.connection.as_ref().map(|c| c.id)
+    }
+
+    /// The connection whose own `default` this caller has (`None` without one).
+    fn own_connection(&self) -> Option<ConnectionId> {
+        self.connection
+            .as_ref()
+            .filter(|_| !self.stateless)
+            .map(|c| c.id)
     }
 
     /// The key of session `id` as this caller names it: `default` is its own.
@@ -109,11 +167,9 @@ impl Scope {
 
     /// A key for a new session with a name no session has (`session-N`).
     pub fn new_key(&self) -> SessionKey {
-        SessionKey::new(
-            Slot::Named(self.registry.unused_name()),
-            self.viewer(),
-            false,
-        )
+        let viewer = self.viewer();
+        let slot = Slot::Named(viewer.owner.clone(), self.registry.unused_name());
+        SessionKey::new(slot, viewer, false)
     }
 
     /// The key of run `run` as this caller names it.
@@ -146,11 +202,45 @@ impl Scope {
         }
     }
 
+    /// The slot `id` names for this caller: its own `default`; `OWNER/NAME` (another
+    /// principal's, as an admin names it; a caller who is not admin sees nothing there); else
+    /// its principal's session of that name.
     fn slot(&self, id: &str) -> Slot {
-        match &self.connection {
-            Some(c) if id == DEFAULT_SESSION => Slot::Default(c.id),
-            _ => Slot::Named(id.to_string()),
+        let own = Owner::of(&self.who.principal);
+        if let Some((owner, name)) = id.rsplit_once('/') {
+            return Slot::Named(Owner::from_id(owner), name.to_string());
         }
+        match self.own_connection() {
+            Some(c) if id == DEFAULT_SESSION => Slot::Default(c),
+            _ => Slot::Named(own, id.to_string()),
+        }
+    }
+}
+
+/// The name `principal`'s gateway kernels run as: the OS user of this process (the owner) or
+/// of a local uid, or an OAuth subject's name.
+/// Login names are looked up once per uid (a `getpwuid` reads the password database).
+fn username(principal: &Principal) -> String {
+    static LOGINS: std::sync::Mutex<Vec<(u32, String)>> = std::sync::Mutex::new(Vec::new());
+    let login = |uid: u32| {
+        let mut known = LOGINS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, name)) = known.iter().find(|(u, _)| *u == uid) {
+            return name.clone();
+        }
+        let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .unwrap_or_else(|| format!("uid-{uid}"));
+        if known.len() < 256 {
+            known.push((uid, name.clone()));
+        }
+        name
+    };
+    match principal {
+        Principal::Owner => login(nix::unistd::getuid().as_raw()),
+        Principal::LocalUser { uid } => login(*uid),
+        p => p.name(),
     }
 }
 
@@ -177,6 +267,7 @@ mod tests {
     use super::*;
     use crate::config::Limits;
     use crate::kernel::discovery::KernelSearch;
+    use crate::principal::{Access, Authenticated};
 
     fn registry() -> Arc<Registry> {
         Arc::new(Registry::new(
@@ -209,7 +300,7 @@ mod tests {
     async fn a_standalone_default_is_the_session_named_default() {
         let registry = registry();
         let s = Scope::standalone(registry.clone());
-        assert_eq!(s.key("default").slot(), &Slot::Named("default".into()));
+        assert_eq!(s.key("default").slot(), &Slot::named("default"));
         assert!(!s.key("default").is_private());
         let c = Scope::connection(registry);
         assert!(!s.viewer().sees(c.key("default").slot()));
@@ -225,5 +316,42 @@ mod tests {
         let (ka, kb) = (a.run_key("run-1"), b.run_key("run-1"));
         assert_eq!(ka.run(), kb.run());
         assert_ne!(ka.viewer(), kb.viewer());
+    }
+
+    fn user(name: &str, access: Access) -> Authenticated {
+        Authenticated {
+            principal: crate::principal::Principal::oauth("https://issuer", name, Some(name)),
+            access,
+        }
+    }
+
+    #[tokio::test]
+    async fn each_principal_has_names_of_its_own_and_an_admin_names_anothers_as_owner_slash_name() {
+        let registry = registry();
+        let conn = Scope::connection(registry.clone());
+        let alice = conn.for_request(user("alice", Access::Execute), false);
+        let bob = conn.for_request(user("bob", Access::Execute), false);
+        let admin = conn.for_request(user("root", Access::Admin), false);
+        assert_ne!(alice.key("analysis").slot(), bob.key("analysis").slot());
+        assert!(!bob.viewer().sees(alice.key("analysis").slot()));
+        assert!(alice.viewer().sees(alice.key("analysis").slot()));
+        assert!(admin.viewer().sees(alice.key("analysis").slot()));
+        let qualified = admin.viewer().id_of(alice.key("analysis").slot());
+        assert_eq!(qualified, "oauth:https://issuer#alice/analysis");
+        assert_eq!(admin.key(&qualified).slot(), alice.key("analysis").slot());
+        // Naming another's session that way gets a non-admin nothing.
+        assert!(!bob.viewer().sees(bob.key(&qualified).slot()));
+    }
+
+    #[tokio::test]
+    async fn a_stateless_requests_default_is_its_principals_not_the_connections() {
+        let registry = registry();
+        let conn = Scope::connection(registry.clone());
+        let one = conn.for_request(user("alice", Access::Execute), true);
+        let other = Scope::connection(registry).for_request(user("alice", Access::Execute), true);
+        assert_eq!(one.key("default").slot(), other.key("default").slot());
+        assert!(matches!(one.default_key().slot(), Slot::Named(_, n) if n == "default"));
+        let connected = conn.for_request(user("alice", Access::Execute), false);
+        assert_ne!(connected.key("default").slot(), one.key("default").slot());
     }
 }

@@ -134,6 +134,16 @@ pub struct Sources {
     ipykernel: specs::IpykernelCache,
 }
 
+/// Who asks for a launch, and what it must respect.
+pub struct Asker<'a> {
+    /// Sessions running now (the pool gives a kernel up when a cold one needs room).
+    pub live: usize,
+    /// The sandbox and memory floors in force for the asker ([`crate::registry::floors`]).
+    pub floors: Floors,
+    /// Who a gateway kernel runs as (`KERNEL_USERNAME`, see [`remote::gateway_env`]).
+    pub username: &'a str,
+}
+
 impl Sources {
     pub fn new(search: KernelSearch, env_prefix: Option<PathBuf>) -> Sources {
         Sources {
@@ -166,15 +176,20 @@ impl Sources {
     /// when a cold one needs room).
     /// Errors: `KERNEL_NOT_FOUND`, `KERNEL_START_FAILED` (an interpreter without ipykernel),
     /// `INVALID_ARGUMENT` (an unknown gateway), `GATEWAY_UNAVAILABLE`, `UNAUTHORIZED`, `IO_ERROR`.
+    /// `asker`: the sessions running now and the floors and name of who asks.
     pub async fn launch(
         &self,
         source: &KernelSource,
         opts: &SessionOptions,
         cwd: &Path,
         limits: &Limits,
-        live: usize,
-        floors: Floors,
+        asker: Asker<'_>,
     ) -> Result<Launch, SessionError> {
+        let Asker {
+            live,
+            floors,
+            username,
+        } = asker;
         let startup_timeout = opts
             .startup_timeout
             .unwrap_or(Duration::from_secs(limits.startup_timeout_s));
@@ -187,9 +202,9 @@ impl Sources {
             }
             KernelSource::Gateway { gateway, kernel } => {
                 let rest = self.gateway(gateway)?;
+                let env = remote::gateway_env(&opts.env, username)?;
                 let (spec, launcher) =
-                    remote::launch(rest, kernel.as_deref(), None, &opts.env, startup_timeout)
-                        .await?;
+                    remote::launch(rest, kernel.as_deref(), None, &env, startup_timeout).await?;
                 return Ok(Launch { spec, launcher });
             }
             KernelSource::GatewayKernel { gateway, kernel_id } => {

@@ -209,3 +209,130 @@ pub async fn launch(
     };
     Ok((spec, Arc::new(launcher)))
 }
+
+/// `KERNEL_*` variables a caller may pass to a gateway kernel (Enterprise Gateway reads them
+/// as per-kernel settings), each with what its value may hold. Every other `KERNEL_*` —
+/// `KERNEL_USERNAME` (kernel-mcp sets it to the principal), `KERNEL_UID`, `KERNEL_GID`,
+/// `KERNEL_NAMESPACE`, `KERNEL_SERVICE_ACCOUNT_NAME`… — would let one principal's kernel run
+/// as, or beside, another's, and is refused.
+const KERNEL_VARS: [(&str, ValueKind); 7] = [
+    ("KERNEL_LAUNCH_TIMEOUT", ValueKind::Number),
+    ("KERNEL_WORKING_DIR", ValueKind::Path),
+    ("KERNEL_IMAGE", ValueKind::Image),
+    ("KERNEL_EXECUTOR_IMAGE", ValueKind::Image),
+    ("KERNEL_CPUS", ValueKind::Quantity),
+    ("KERNEL_MEMORY", ValueKind::Quantity),
+    ("KERNEL_GPUS", ValueKind::Quantity),
+];
+
+/// What an allowed `KERNEL_*` value may hold.
+#[derive(Debug, Clone, Copy)]
+enum ValueKind {
+    /// Digits.
+    Number,
+    /// An absolute path without `..`.
+    Path,
+    /// A container image reference.
+    Image,
+    /// A resource quantity (`2`, `500m`, `4Gi`).
+    Quantity,
+}
+
+impl ValueKind {
+    fn admits(self, v: &str) -> bool {
+        let chars = |ok: fn(char) -> bool| !v.is_empty() && v.len() <= 256 && v.chars().all(ok);
+        match self {
+            ValueKind::Number => chars(|c| c.is_ascii_digit()),
+            ValueKind::Path => {
+                v.starts_with('/')
+                    && !v.split('/').any(|p| p == "..")
+                    && chars(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
+            }
+            ValueKind::Image => chars(|c| c.is_ascii_alphanumeric() || "./:@_-".contains(c)),
+            ValueKind::Quantity => chars(|c| c.is_ascii_alphanumeric() || c == '.'),
+        }
+    }
+}
+
+/// The environment a gateway kernel starts with (DESIGN §19): `env` with its `KERNEL_*`
+/// variables checked against [`KERNEL_VARS`], and `KERNEL_USERNAME` = `username` (made safe
+/// for a gateway that names pods and directories after it: lower-case letters, digits, `.`,
+/// `_`, `-`; at most 63).
+/// Errors: `INVALID_ARGUMENT` naming a `KERNEL_*` variable that may not be passed, or a value
+/// it may not hold.
+pub fn gateway_env(
+    env: &BTreeMap<String, String>,
+    username: &str,
+) -> Result<BTreeMap<String, String>, SessionError> {
+    let allowed: Vec<&str> = KERNEL_VARS.iter().map(|(k, _)| *k).collect();
+    for (k, v) in env.iter().filter(|(k, _)| k.starts_with("KERNEL_")) {
+        let Some((_, kind)) = KERNEL_VARS.iter().find(|(name, _)| name == k) else {
+            return Err(SessionError::InvalidArgument(format!(
+                "env {k} cannot be passed to a gateway kernel: kernel-mcp sets KERNEL_USERNAME to who is calling, and other KERNEL_* settings would let a kernel run as or beside another user's. Allowed: {}.",
+                allowed.join(", ")
+            )));
+        };
+        if !kind.admits(v) {
+            return Err(SessionError::InvalidArgument(format!(
+                "env {k}={v:?} is not a value kernel-mcp passes to a gateway ({kind:?} expected)."
+            )));
+        }
+    }
+    let mut out = env.clone();
+    out.insert("KERNEL_USERNAME".into(), gateway_username(username));
+    Ok(out)
+}
+
+/// `name` as a gateway user name: lower-case, `[a-z0-9._-]` (anything else `-`), at most 63.
+fn gateway_username(name: &str) -> String {
+    let mut u: String = name
+        .chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    if u.trim_matches('-').is_empty() {
+        u = "kernel-mcp".into();
+    }
+    u
+}
+
+#[cfg(test)]
+mod gateway_env_tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_principal_is_kernel_username_and_only_listed_kernel_vars_with_sane_values_pass() {
+        let out = gateway_env(
+            &env(&[("A", "1"), ("KERNEL_IMAGE", "repo/img:1.0")]),
+            "Alice Smith@corp",
+        )
+        .unwrap();
+        assert_eq!(out["KERNEL_USERNAME"], "alice-smith-corp");
+        assert_eq!(out["A"], "1");
+        for bad in [
+            ("KERNEL_USERNAME", "root"),
+            ("KERNEL_UID", "0"),
+            ("KERNEL_NAMESPACE", "bob"),
+        ] {
+            let e = gateway_env(&env(&[bad]), "alice").unwrap_err().to_string();
+            assert!(e.contains(bad.0) && e.contains("Allowed"), "{e}");
+        }
+        let e = gateway_env(&env(&[("KERNEL_WORKING_DIR", "/home/../etc")]), "a").unwrap_err();
+        assert!(e.to_string().contains("KERNEL_WORKING_DIR"), "{e}");
+        assert!(gateway_env(&env(&[("KERNEL_LAUNCH_TIMEOUT", "12x")]), "a").is_err());
+    }
+}

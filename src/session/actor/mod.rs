@@ -505,6 +505,7 @@ impl Actor {
                     .to_string(),
             ),
             forked_from: self.desc.launcher.forked_from().map(String::from),
+            owner: None,
         }
     }
 

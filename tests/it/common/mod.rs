@@ -546,6 +546,26 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 }
 
 /// Poll `cond` every 100 ms until it holds (true) or `limit` passes (false).
+/// Poll `cond` every 100 ms until it holds (true) or `limit` passes (false).
+/// [`wait_until`] for a condition that awaits: polls `cond` every 200 ms until it holds or
+/// `limit` passes; returns whether it held.
+pub async fn wait_until_async<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     loop {

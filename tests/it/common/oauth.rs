@@ -439,18 +439,23 @@ pub async fn request(
 
 /// A 2026-07-28 (stateless) `tools/call` of `tool` with `args`: protocol version and
 /// capabilities in `_meta`, and the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`
-/// headers.
+/// headers, and `Mcp-Param-Session-Id` for a `session_id` argument (SEP-2243).
 pub async fn call_2026(url: &str, token: Option<&str>, tool: &str, args: Value) -> Reply {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": tool, "arguments": args, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {},
             "io.modelcontextprotocol/clientInfo": {"name": "oauth-test", "version": "1"}}}});
-    let headers = [
+    let session = args["session_id"].as_str().unwrap_or_default().to_string();
+    let mut headers = vec![
         ("mcp-protocol-version", "2026-07-28"),
         ("mcp-method", "tools/call"),
         ("mcp-name", tool),
     ];
+    // As a 2026-07-28 client mirrors a parameter the tool marks with `x-mcp-header`.
+    if !session.is_empty() {
+        headers.push(("mcp-param-session-id", &session));
+    }
     request(reqwest::Method::POST, url, token, &headers, Some(&body)).await
 }
 

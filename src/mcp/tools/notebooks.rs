@@ -1,0 +1,630 @@
+//! Working inside notebooks (DESIGN §21): `open_notebook` binds an `.ipynb` to a session,
+//! `read_cells` and `edit_cells` read and change its cells by id, `execute_cells` runs them
+//! in the session and writes their outputs back, `close_notebook` ends the binding. Every
+//! call names its notebook by path, so two agents never write into each other's "current"
+//! notebook; the file logic (merging a person's save, atomic writes, conflicts) is
+//! `crate::notebook`'s, the session's sandbox grants bound what is read and written
+//! (`Reach`), and the bindings belong to the caller's principal.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::args::{Seconds, WaitS};
+use super::notebook_view::{CellView, cell_views};
+use super::out::{Json, Output};
+use crate::mcp::KernelMcp;
+use crate::mcp::caller::Caller;
+use crate::mcp::error::ToolError;
+use crate::notebook::bind::{Binding, Notebooks};
+use crate::notebook::run::{self, Batch, BatchState};
+use crate::notebook::{CellType, EditError, EditOp, Notebook, NotebookError, NotebookFile};
+use crate::ops::files::{FileError, Reach};
+use crate::registry::{KernelSource, SessionOptions};
+use crate::session::{ErrorCode, ExecutionResult, RunStatus, cmd};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OpenNotebookParams {
+    /// The .ipynb (relative: the server's working directory).
+    pub path: String,
+    /// Run it in this session (made if missing); default: a new one named after the notebook.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Kernelspec of a new session (default: the notebook's own).
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Create the notebook if it does not exist (default false).
+    #[serde(default)]
+    pub create: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadCellsParams {
+    /// The open notebook.
+    pub path: String,
+    /// First cell (0-based; negative from the end).
+    #[serde(default)]
+    pub start: Option<i64>,
+    /// End (exclusive).
+    #[serde(default)]
+    pub end: Option<i64>,
+    /// These cells instead of a range.
+    #[serde(default)]
+    pub ids: Option<Vec<String>>,
+    /// Include outputs (default true).
+    #[serde(default)]
+    pub outputs: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EditCellsParams {
+    /// The open notebook.
+    pub path: String,
+    /// Applied in order, all or nothing: {op: insert, source, cell_type?, index?|after?|before?},
+    /// {op: replace, id, source?, cell_type?}, {op: delete, id}, {op: move, id, index?|after?|before?}.
+    pub ops: Vec<EditOp>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecuteCellsParams {
+    /// The open notebook.
+    pub path: String,
+    /// These cells, in notebook order (default: the range, else every code cell).
+    #[serde(default)]
+    pub ids: Option<Vec<String>>,
+    #[serde(default)]
+    pub start: Option<i64>,
+    #[serde(default)]
+    pub end: Option<i64>,
+    /// Stop at the first cell that does not end ok (default true).
+    #[serde(default)]
+    pub stop_on_error: Option<bool>,
+    /// Seconds to wait (default 50), then "running".
+    #[serde(default)]
+    pub wait_s: Option<Seconds<WaitS>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NotebookPathParams {
+    /// The open notebook.
+    pub path: String,
+}
+
+/// What `open_notebook` and `close_notebook` answer.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Opened {
+    pub path: PathBuf,
+    pub session_id: String,
+    /// Cells in the notebook.
+    pub cells: usize,
+    /// False when the notebook was open already (its binding is returned).
+    pub opened: bool,
+    pub created: bool,
+}
+
+impl Output for Opened {
+    fn text(&self) -> String {
+        let how = match (self.opened, self.created) {
+            (_, true) => "created",
+            (true, _) => "opened",
+            _ => "already open",
+        };
+        format!(
+            "{how} {} ({} cells) in session '{}'",
+            self.path.display(),
+            self.cells,
+            self.session_id
+        )
+    }
+}
+
+/// What `read_cells` answers.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CellsRead {
+    pub path: PathBuf,
+    pub session_id: String,
+    /// Cells in the notebook.
+    pub total: usize,
+    pub cells: Vec<CellView>,
+    /// Where to start the next read when this one was cut at its size bound.
+    pub next: Option<usize>,
+    /// True when the file changed on disk since kernel-mcp last read or wrote it.
+    pub changed_on_disk: bool,
+}
+
+impl Output for CellsRead {
+    fn text(&self) -> String {
+        let mut t = format!("{} ({} cells)\n", self.path.display(), self.total);
+        for c in &self.cells {
+            t.push_str(&c.text());
+        }
+        if let Some(n) = self.next {
+            t.push_str(&format!("… more from start={n}\n"));
+        }
+        t
+    }
+}
+
+/// What `edit_cells` answers.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Edited {
+    pub path: PathBuf,
+    pub inserted: Vec<String>,
+    pub replaced: Vec<String>,
+    pub deleted: Vec<String>,
+    pub moved: Vec<String>,
+    /// Cells now.
+    pub total: usize,
+    /// True when someone else's save was merged in.
+    pub merged: bool,
+}
+
+impl Output for Edited {
+    fn text(&self) -> String {
+        format!(
+            "edited {}: {} inserted {:?}, {} replaced, {} deleted, {} moved; {} cells{}",
+            self.path.display(),
+            self.inserted.len(),
+            self.inserted,
+            self.replaced.len(),
+            self.deleted.len(),
+            self.moved.len(),
+            self.total,
+            if self.merged {
+                " (merged with a change made on disk)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// What `execute_cells` answers.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CellsRun {
+    pub path: PathBuf,
+    pub session_id: String,
+    /// `done`, or `running` when the wait ended first (follow the running cell's run_id with
+    /// get_execution; read_cells shows the outputs written so far).
+    pub status: String,
+    #[serde(flatten)]
+    pub batch: BatchState,
+    /// What `execute` returns, for each cell that finished, in order (bounded: past
+    /// [`RESULTS_BUDGET`] bytes, only the cells' states above say how they ended).
+    pub results: Vec<ExecutionResult>,
+}
+
+/// Bytes of serialized results one `execute_cells` answer carries at most.
+const RESULTS_BUDGET: usize = 256 * 1024;
+
+impl Output for CellsRun {
+    fn text(&self) -> String {
+        let mut t = format!(
+            "{} cells of {}: {}\n",
+            self.batch.cells.len(),
+            self.path.display(),
+            self.status
+        );
+        for c in &self.batch.cells {
+            t.push_str(&format!(
+                "  {}: {}\n",
+                c.id,
+                serde_json::to_string(&c.state).unwrap_or_default()
+            ));
+        }
+        for n in &self.batch.notices {
+            t.push_str(&format!("notice: {n}\n"));
+        }
+        t
+    }
+
+    fn is_error(&self) -> bool {
+        self.batch.done
+            && self.batch.cells.iter().any(|c| {
+                matches!(&c.state, run::CellState::Run { status, .. } if status.is_final() && *status != RunStatus::Ok)
+            })
+    }
+}
+
+#[tool_router(router = notebooks_router, vis = "pub(crate)")]
+impl KernelMcp {
+    /// Open an .ipynb to work in: binds it to a session (new, named after the notebook, on
+    /// its kernelspec; or session_id). Every notebook tool names the notebook by path.
+    #[tool]
+    async fn open_notebook(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<OpenNotebookParams>,
+    ) -> Result<Json<Opened>, ToolError> {
+        let path = absolute(&p.path)?;
+        let owner = owner(&caller);
+        if let Some(b) = Notebooks::global().get(&owner, &path) {
+            let cells = b.file.lock().await.base().cells().len();
+            return Ok(Json(Opened {
+                path,
+                session_id: b.session_id.clone(),
+                cells,
+                opened: false,
+                created: false,
+            }));
+        }
+        let existing = tokio::fs::symlink_metadata(&path).await.is_ok();
+        if !existing && p.create != Some(true) {
+            return Err(ToolError::new(
+                ErrorCode::IoError,
+                format!(
+                    "{} does not exist; check the path, or pass create=true to make a new notebook there.",
+                    path.display()
+                ),
+            ));
+        }
+        // The notebook's own kernelspec, read before any session is made.
+        let peek = match existing {
+            true => Some(
+                NotebookFile::open(&path, Reach::Anywhere)
+                    .await
+                    .map_err(notebook_error)?,
+            ),
+            false => None,
+        };
+        let kernel = p.kernel.clone().or_else(|| {
+            peek.as_ref()
+                .and_then(|f| f.base().kernelspec_name().map(String::from))
+        });
+        let session_id = bound_session(&caller, &p, &path, kernel).await?;
+        let handle = caller.session(&session_id)?;
+        let info = handle.call(cmd::Info).await?;
+        let reach = Reach::of_session(&info);
+        let file = match existing {
+            true => NotebookFile::open(&path, reach)
+                .await
+                .map_err(notebook_error)?,
+            false => {
+                let spec = json!({"name": info.kernel, "display_name": info.display_name, "language": info.language});
+                let mut nb = Notebook::empty(spec.clone());
+                nb.set_kernel_metadata(spec, info.kernel_info["language_info"].clone());
+                NotebookFile::create(&path, nb, reach)
+                    .await
+                    .map_err(notebook_error)?
+            }
+        };
+        let cells = file.base().cells().len();
+        let (binding, opened) = Notebooks::global()
+            .bind(&owner, &path, &session_id, file)
+            .map_err(|e| ToolError::new(ErrorCode::LimitExceeded, e.to_string()))?;
+        Ok(Json(Opened {
+            path,
+            session_id: binding.session_id.clone(),
+            cells,
+            opened,
+            created: !existing,
+        }))
+    }
+
+    /// Read cells of an open notebook: id, type, source, execution count and outputs
+    /// (bounded; images described). A range (start, end) or ids; paged by `next`.
+    #[tool]
+    async fn read_cells(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<ReadCellsParams>,
+    ) -> Result<Json<CellsRead>, ToolError> {
+        let b = binding(&caller, &p.path)?;
+        let mut file = b.file.lock().await;
+        let changed = file.refresh().await.map_err(notebook_error)?;
+        let nb = file.base();
+        let indices = choose(nb, p.ids.as_deref(), p.start, p.end)?;
+        let running = b.batch().map(|rx| rx.borrow().clone());
+        let (cells, next) = cell_views(nb, &indices, p.outputs.unwrap_or(true), running.as_ref());
+        Ok(Json(CellsRead {
+            path: b.path.clone(),
+            session_id: b.session_id.clone(),
+            total: nb.cells().len(),
+            cells,
+            next,
+            changed_on_disk: changed,
+        }))
+    }
+
+    /// Change an open notebook's cells: insert, replace, delete, move (code, markdown, raw),
+    /// all or nothing, merged with edits saved meanwhile; answers the new cells' ids.
+    #[tool]
+    async fn edit_cells(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<EditCellsParams>,
+    ) -> Result<Json<Edited>, ToolError> {
+        let b = binding(&caller, &p.path)?;
+        let mut file = b.file.lock().await;
+        let ops = p.ops;
+        let (outcome, written) = file
+            .change(|nb| crate::notebook::edit::apply(nb, &ops).map_err(EditFailure::Edit))
+            .await
+            .map_err(|e| match e {
+                EditFailure::Edit(e) => ToolError::invalid(e.to_string()),
+                EditFailure::Notebook(e) => notebook_error(e),
+            })?;
+        Ok(Json(Edited {
+            path: b.path.clone(),
+            inserted: outcome.inserted,
+            replaced: outcome.replaced,
+            deleted: outcome.deleted,
+            moved: outcome.moved,
+            total: file.base().cells().len(),
+            merged: written.merged_theirs,
+        }))
+    }
+
+    /// Run cells of an open notebook in its session, in order, writing outputs and execution
+    /// counts into the file as each finishes. After wait_s: "running" (get_execution follows
+    /// a cell's run_id).
+    #[tool]
+    async fn execute_cells(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<ExecuteCellsParams>,
+    ) -> Result<Json<CellsRun>, ToolError> {
+        let b = binding(&caller, &p.path)?;
+        if b.is_running() {
+            return Err(ToolError::new(
+                ErrorCode::SessionBusy,
+                format!(
+                    "Cells of {} are running already; wait for them (read_cells shows which run, get_execution follows one), or interrupt_session.",
+                    b.path.display()
+                ),
+            ));
+        }
+        let batch = {
+            let mut file = b.file.lock().await;
+            file.refresh().await.map_err(notebook_error)?;
+            let nb = file.base();
+            let indices = choose(nb, p.ids.as_deref(), p.start, p.end)?;
+            let cells = indices
+                .into_iter()
+                .map(|i| &nb.cells()[i])
+                .filter(|c| c.cell_type() == CellType::Code)
+                .map(|c| (c.id().to_string(), c.source()))
+                .collect();
+            Batch {
+                cells,
+                stop_on_error: p.stop_on_error.unwrap_or(true),
+            }
+        };
+        let key = caller.scope.key(&b.session_id);
+        caller.registry().get(&key)?;
+        let registry = caller.scope.registry_arc();
+        let mut rx = run::start(registry, key, b.file.clone(), batch);
+        b.set_batch(rx.clone());
+        let wait = p
+            .wait_s
+            .map(|w| w.get())
+            .unwrap_or(Duration::from_secs_f64(caller.limits().default_wait_s));
+        let _ = tokio::time::timeout(wait, rx.wait_for(|s| s.done)).await;
+        let mut state = rx.borrow().clone();
+        let results = finished_results(&caller, &b.session_id, &mut state).await;
+        Ok(Json(CellsRun {
+            path: b.path.clone(),
+            session_id: b.session_id.clone(),
+            status: if state.done { "done" } else { "running" }.into(),
+            batch: state,
+            results,
+        }))
+    }
+
+    /// Close an open notebook (the binding ends; the session and the file stay).
+    #[tool]
+    async fn close_notebook(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<NotebookPathParams>,
+    ) -> Result<Json<Opened>, ToolError> {
+        let path = absolute(&p.path)?;
+        let b = Notebooks::global()
+            .close(&owner(&caller), &path)
+            .ok_or_else(|| not_open(&path))?;
+        let cells = b.file.lock().await.base().cells().len();
+        Ok(Json(Opened {
+            path,
+            session_id: b.session_id.clone(),
+            cells,
+            opened: false,
+            created: false,
+        }))
+    }
+}
+
+/// Why `edit_cells`' change failed: the ops, or the file.
+#[derive(Debug)]
+enum EditFailure {
+    Edit(EditError),
+    Notebook(NotebookError),
+}
+
+impl From<NotebookError> for EditFailure {
+    fn from(e: NotebookError) -> EditFailure {
+        EditFailure::Notebook(e)
+    }
+}
+
+/// The caller's principal, whose bindings it sees.
+fn owner(caller: &Caller) -> String {
+    caller.scope.viewer().owner().to_string()
+}
+
+/// `path` made absolute (relative: the server's working directory) and lexically clean.
+fn absolute(path: &str) -> Result<PathBuf, ToolError> {
+    if path.is_empty() || path.contains('\0') {
+        return Err(ToolError::invalid("path must name a .ipynb file"));
+    }
+    let p = std::path::absolute(Path::new(path))
+        .map_err(|e| ToolError::invalid(format!("cannot use the path {path:?}: {e}")))?;
+    Ok(p.components().collect())
+}
+
+fn not_open(path: &Path) -> ToolError {
+    ToolError::invalid(format!(
+        "{} is not open: call open_notebook(path) first (every notebook tool names an open notebook).",
+        path.display()
+    ))
+}
+
+/// The caller's binding of `path`. Errors: `INVALID_ARGUMENT` when it is not open.
+fn binding(caller: &Caller, path: &str) -> Result<Arc<Binding>, ToolError> {
+    let path = absolute(path)?;
+    Notebooks::global()
+        .get(&owner(caller), &path)
+        .ok_or_else(|| not_open(&path))
+}
+
+/// The session the notebook runs in: `session_id` (made when missing), else a new one named
+/// after the notebook's file name; a new session works in the notebook's directory.
+async fn bound_session(
+    caller: &Caller,
+    p: &OpenNotebookParams,
+    path: &Path,
+    kernel: Option<String>,
+) -> Result<String, ToolError> {
+    if let Some(id) = &p.session_id
+        && caller.session(id).is_ok()
+    {
+        return Ok(id.clone());
+    }
+    let id = match &p.session_id {
+        Some(id) => id.clone(),
+        None => unused_name(caller, path),
+    };
+    let source = kernel.map_or(KernelSource::Default, KernelSource::Kernelspec);
+    let opts = SessionOptions {
+        cwd: path.parent().map(Path::to_path_buf),
+        ..Default::default()
+    };
+    caller
+        .registry()
+        .create(&caller.scope.key(&id), source, opts)
+        .await?;
+    Ok(id)
+}
+
+/// A session name from the notebook's file name that no session of the caller has.
+fn unused_name(caller: &Caller, path: &Path) -> String {
+    let stem: String = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(56)
+        .collect();
+    let stem = if stem.trim_matches('-').is_empty() {
+        "notebook".to_string()
+    } else {
+        stem
+    };
+    (1..)
+        .map(|n| {
+            if n == 1 {
+                stem.clone()
+            } else {
+                format!("{stem}-{n}")
+            }
+        })
+        .find(|id| caller.session(id).is_err())
+        .unwrap_or(stem)
+}
+
+/// The indices of the cells `ids` names (in notebook order), else of `[start, end)` (a
+/// Python slice; neither: every cell).
+/// Errors: `INVALID_ARGUMENT` for an id no cell has, or ids given with a range.
+fn choose(
+    nb: &Notebook,
+    ids: Option<&[String]>,
+    start: Option<i64>,
+    end: Option<i64>,
+) -> Result<Vec<usize>, ToolError> {
+    if let Some(ids) = ids {
+        if start.is_some() || end.is_some() {
+            return Err(ToolError::invalid("give ids or start/end, not both"));
+        }
+        let mut out = Vec::new();
+        for id in ids {
+            let i = nb.position(id).ok_or_else(|| {
+                ToolError::invalid(format!("no cell has id {id:?}; read_cells lists the ids"))
+            })?;
+            out.push(i);
+        }
+        out.sort_unstable();
+        out.dedup();
+        return Ok(out);
+    }
+    Ok(crate::session::history::slice_range(nb.cells().len(), start, end).collect())
+}
+
+/// A notebook failure as the model sees it.
+fn notebook_error(e: NotebookError) -> ToolError {
+    let code = match &e {
+        NotebookError::Invalid { .. } => ErrorCode::NotebookInvalid,
+        NotebookError::Conflict { .. } => ErrorCode::NotebookConflict,
+        NotebookError::File(FileError::TooLarge { .. }) => ErrorCode::LimitExceeded,
+        NotebookError::File(FileError::OutsideReach { .. }) => ErrorCode::InvalidArgument,
+        NotebookError::File(_) => ErrorCode::IoError,
+    };
+    let mut err = ToolError::new(code, e.to_string());
+    if let NotebookError::Conflict { cells, kept, .. } = &e {
+        err.details = json!({"cells": cells, "kept": kept});
+    }
+    err
+}
+
+/// The records of the cells of `state` that finished, within [`RESULTS_BUDGET`]; a notice
+/// in `state` says when some were left out.
+async fn finished_results(
+    caller: &Caller,
+    session: &str,
+    state: &mut BatchState,
+) -> Vec<ExecutionResult> {
+    let Ok(handle) = caller.session(session) else {
+        return Vec::new();
+    };
+    let (mut out, mut used, mut left) = (Vec::new(), 0, 0);
+    for c in &state.cells {
+        let run::CellState::Run { run_id, status } = &c.state else {
+            continue;
+        };
+        if !status.is_final() {
+            continue;
+        }
+        let Ok(r) = handle
+            .call(cmd::GetRun {
+                run: run_id.clone(),
+            })
+            .await
+        else {
+            continue;
+        };
+        let size = serde_json::to_vec(&r).map_or(0, |v| v.len());
+        if used + size > RESULTS_BUDGET {
+            left += 1;
+            continue;
+        }
+        used += size;
+        out.push(r);
+    }
+    if left > 0 {
+        state.notices.push(format!(
+            "{left} finished cells' results are left out of this answer (over {RESULTS_BUDGET} bytes): get_execution(run_id) reads each, read_cells shows the outputs written."
+        ));
+    }
+    out
+}

@@ -1,0 +1,126 @@
+//! Which notebooks are open, and in which session (DESIGN §21): one binding per principal
+//! and notebook path, made by `open_notebook` and ended by `close_notebook`. Every notebook
+//! tool names its notebook by path — there is no "current notebook" two agents could write
+//! into by mistake — and finds its binding here. A principal sees only its own bindings.
+//!
+//! The table is the process's, like the registry ([`Notebooks::global`]), bounded to
+//! [`MAX_OPEN`] bindings. Each binding holds its file (behind an async mutex: one change at
+//! a time) and the batch of cells `execute_cells` runs, if any.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use tokio::sync::watch;
+
+use super::file::NotebookFile;
+use super::run::BatchState;
+
+/// Most notebooks open at once in a server.
+pub const MAX_OPEN: usize = 256;
+
+/// One open notebook.
+pub struct Binding {
+    /// The notebook's absolute path, as it was opened.
+    pub path: PathBuf,
+    /// The session it runs in, as its principal names it.
+    pub session_id: String,
+    /// The file, as last read or written.
+    pub file: Arc<tokio::sync::Mutex<NotebookFile>>,
+    /// The batch of cells running or last run (`execute_cells`).
+    batch: Mutex<Option<watch::Receiver<BatchState>>>,
+}
+
+impl Binding {
+    /// The batch running now or last run.
+    pub fn batch(&self) -> Option<watch::Receiver<BatchState>> {
+        lock(&self.batch).clone()
+    }
+
+    /// The batch that runs from now on.
+    pub fn set_batch(&self, rx: watch::Receiver<BatchState>) {
+        *lock(&self.batch) = Some(rx);
+    }
+
+    /// True while a batch of this notebook's cells runs.
+    pub fn is_running(&self) -> bool {
+        lock(&self.batch).as_ref().is_some_and(|b| !b.borrow().done)
+    }
+}
+
+/// Why a binding could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("{MAX_OPEN} notebooks are open on this server; close one with close_notebook first")]
+    Full,
+}
+
+/// The open notebooks of this process.
+#[derive(Default)]
+pub struct Notebooks {
+    /// (principal id, absolute path) → binding.
+    open: Mutex<HashMap<(String, PathBuf), Arc<Binding>>>,
+}
+
+impl Notebooks {
+    /// The process's table.
+    pub fn global() -> &'static Notebooks {
+        static TABLE: LazyLock<Notebooks> = LazyLock::new(Notebooks::default);
+        &TABLE
+    }
+
+    /// `owner`'s binding of `path`, if the notebook is open.
+    pub fn get(&self, owner: &str, path: &Path) -> Option<Arc<Binding>> {
+        lock(&self.open)
+            .get(&(owner.to_string(), path.to_path_buf()))
+            .cloned()
+    }
+
+    /// Bind `path` (absolute) to `session_id` for `owner`, holding `file`; when the notebook
+    /// is open already, its binding is returned instead (one notebook, one session), and
+    /// `false` says so. Errors: [`BindError::Full`].
+    pub fn bind(
+        &self,
+        owner: &str,
+        path: &Path,
+        session_id: &str,
+        file: NotebookFile,
+    ) -> Result<(Arc<Binding>, bool), BindError> {
+        let mut open = lock(&self.open);
+        let key = (owner.to_string(), path.to_path_buf());
+        if let Some(b) = open.get(&key) {
+            return Ok((b.clone(), false));
+        }
+        if open.len() >= MAX_OPEN {
+            return Err(BindError::Full);
+        }
+        let binding = Arc::new(Binding {
+            path: path.to_path_buf(),
+            session_id: session_id.to_string(),
+            file: Arc::new(tokio::sync::Mutex::new(file)),
+            batch: Mutex::new(None),
+        });
+        open.insert(key, binding.clone());
+        Ok((binding, true))
+    }
+
+    /// End `owner`'s binding of `path`; returns it, if the notebook was open.
+    pub fn close(&self, owner: &str, path: &Path) -> Option<Arc<Binding>> {
+        lock(&self.open).remove(&(owner.to_string(), path.to_path_buf()))
+    }
+
+    /// The paths `owner` has open, sorted.
+    pub fn paths(&self, owner: &str) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = lock(&self.open)
+            .keys()
+            .filter(|(o, _)| o == owner)
+            .map(|(_, p)| p.clone())
+            .collect();
+        paths.sort();
+        paths
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
