@@ -52,6 +52,8 @@ mod limits;
 mod mcp_inprocess;
 mod mcp_surface;
 mod notebooks;
+mod notebooks_fidelity;
+mod notebooks_live;
 mod oauth;
 mod oauth_faces;
 mod ordering;

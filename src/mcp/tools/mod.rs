@@ -35,6 +35,7 @@ mod fresh;
 mod history;
 mod interrupt;
 mod kernels;
+mod notebook_open;
 mod notebook_view;
 mod notebooks;
 mod packages;
