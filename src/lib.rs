@@ -21,8 +21,8 @@
 //!   (`from kernel_mcp import mcp`), hooked into kernel launch and the session actor.
 //! - [`session`]: one actor per session: queue, runs, history, generation.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
-//! - [`config`], [`instance`], [`memory`], [`principal`], [`secrets`], [`tls`], [`trust`]:
-//!   limits and defaults; this process's identity (`server_instance`, `started_at`); handing
+//! - [`artifacts`], [`config`], [`instance`], [`memory`], [`principal`], [`secrets`], [`tls`], [`trust`]:
+//!   values sessions keep by reference (the store, filed by any key); limits and defaults; this process's identity (`server_instance`, `started_at`); handing
 //!   the heap's freed pages back to the OS; who is calling ([`principal::Principal`]) and how
 //!   far they may go ([`principal::Access`]), as plain values every layer may read;
 //!   kernel-mcp's tokens kept out of every process it starts for code; the TLS provider;
@@ -30,6 +30,7 @@
 //!   socket; both its ends check).
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
 
+pub mod artifacts;
 pub mod auth;
 pub mod broker;
 pub mod config;

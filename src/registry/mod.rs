@@ -83,6 +83,9 @@ pub struct Registry {
     /// What each connection's client asked for beyond the server's floors (its hello, see
     /// [`floors`]). A `std::sync::Mutex` held for map updates only.
     client_floors: Mutex<std::collections::HashMap<ConnectionId, Floors>>,
+    /// Every session's artifacts (`crate::artifacts`), filed by slot; a session's go when
+    /// it is forgotten.
+    artifacts: Arc<crate::artifacts::Store<Slot>>,
 }
 
 impl Registry {
@@ -114,6 +117,7 @@ impl Registry {
             counter: AtomicU64::new(0),
             broker: None,
             client_floors: Default::default(),
+            artifacts: Default::default(),
         }
     }
 
@@ -380,6 +384,7 @@ impl Registry {
         let removed = lock(&self.table).remove(slot, handle, expired);
         if removed {
             self.runs.forget_session(slot);
+            self.artifacts.forget_session(slot);
         }
         removed
     }
@@ -496,6 +501,21 @@ impl Registry {
             Holder::Helper(h) => Ok(RunRef::Live(h)),
             Holder::Finished(r) => Ok(RunRef::Finished(r)),
         }
+    }
+
+    /// The slot of the session `key`'s run was asked of, when the caller sees it.
+    pub fn run_slot(&self, key: &RunKey) -> Option<Slot> {
+        self.runs.get(key.run(), key.viewer()).map(|e| e.owner)
+    }
+
+    /// The live session in `slot` (an artifact's, which the caller was checked to see).
+    pub fn session_in(&self, slot: &Slot) -> Option<SessionHandle> {
+        lock(&self.table).live(slot).map(|l| l.handle.clone())
+    }
+
+    /// Every session's artifacts (see [`crate::artifacts`]).
+    pub fn artifacts(&self) -> &Arc<crate::artifacts::Store<Slot>> {
+        &self.artifacts
     }
 
     /// The final record of a fresh-mode run whose helper just went away (a read of its live

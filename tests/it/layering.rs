@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: [&[&str]; 11] = [
     &["wire"],
     &[
+        "artifacts",
         "config",
         "instance",
         "memory",

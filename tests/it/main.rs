@@ -3,6 +3,7 @@
 
 mod adopt;
 mod apps_view;
+mod artifacts;
 mod attach;
 mod broker;
 mod broker_helper;

@@ -47,9 +47,10 @@ impl KernelMcp {
         let (handle, (run_id, rx), settled) = caller.registry().submit_settled(key, req).await?;
         let submitted = t0.elapsed();
         let run = caller.scope.run_key(run_id);
-        let (r, _) = self
+        let (mut r, _) = self
             .follow_run(caller, &handle, &run, rx, Some(settled), wait, ctx, true)
             .await?;
+        super::artifacts::keep_result(caller, &handle, &run, &mut r).await;
         let settled = t0.elapsed();
         let out = Run::render(&r, limits).await;
         tracing::trace!(
@@ -86,9 +87,10 @@ impl KernelMcp {
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Run, ToolError> {
-        let (r, _) = self
+        let (mut r, _) = self
             .follow_run(caller, handle, run, rx, None, wait, ctx, false)
             .await?;
+        super::artifacts::keep_result(caller, handle, run, &mut r).await;
         Ok(Run::render(&r, caller.limits()).await)
     }
 

@@ -151,7 +151,8 @@ impl KernelMcp {
         if let Ok(mut rx) = handle.watch_run(key.run()).await {
             wait_settled(&mut rx, Duration::from_secs(2)).await;
         }
-        let r = run_record(&caller, &handle, &key).await?;
+        let mut r = run_record(&caller, &handle, &key).await?;
+        super::artifacts::keep_result(&caller, &handle, &key, &mut r).await;
         Ok(Json(Run::render(&r, caller.limits()).await))
     }
 }
