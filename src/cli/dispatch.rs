@@ -30,6 +30,15 @@ pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
             });
         }
         Command::Serve(args) => super::serve::serve(ctx, args),
+        Command::Service(super::args::ServiceArgs {
+            action: Some(action),
+            socket,
+            ..
+        }) => {
+            return with_runtime(Flavor::Light, |rt| {
+                super::service_ctl::run(action, socket, rt)
+            });
+        }
         Command::Service(args) => super::serve::service(ctx, args),
         Command::Supervise(_) => Ok(()), // run by main before any setup
         Command::Kernels => return kernels(&ctx.search),
@@ -96,7 +105,7 @@ fn setup_process(command: &Command) {
     }
     kernel_mcp::memory::configure();
     match command {
-        Command::Service(_) => {
+        Command::Service(a) if a.action.is_none() => {
             if let Err(e) = kernel_mcp::service::log::init_service() {
                 eprintln!("kernel-mcp service: no log file ({e}); logging to stderr only");
             }
@@ -107,7 +116,7 @@ fn setup_process(command: &Command) {
 
 /// The runtime a command runs on (see the module docs).
 enum Flavor {
-    /// One thread: the relay, `doctor`, `env`.
+    /// One thread: the relay, `doctor`, `env`, `service status | stop | restart`.
     Light,
     /// Two workers: the MCP clients of the service.
     Client,

@@ -363,6 +363,11 @@ impl Registry {
         out
     }
 
+    /// Every live session with its slot, whoever owns it (`kernel-mcp service status`).
+    pub fn all_sessions(&self) -> Vec<(Slot, SessionHandle)> {
+        lock(&self.table).all()
+    }
+
     /// The ids of the sessions `viewer` sees, sorted.
     pub fn names(&self, viewer: &Viewer) -> Vec<String> {
         lock(&self.table).names(viewer)

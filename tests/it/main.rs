@@ -70,6 +70,7 @@ mod sandbox;
 mod scope;
 mod serve_flags;
 mod service;
+mod service_control;
 mod service_faces;
 mod service_http;
 mod session_actor;
