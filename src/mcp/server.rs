@@ -110,6 +110,71 @@ impl KernelMcp {
         }
     }
 
+    /// The router's dispatch under a panic guard (a bug answers `INTERNAL_ERROR` instead of
+    /// leaving the call unanswered), plus one fix-up: arguments that do not deserialize are
+    /// rejected by rmcp before any tool runs, as a bare `isError` text; give them the
+    /// contract's `{error_code: INVALID_ARGUMENT, message, details}` like every other error.
+    async fn dispatch_tool(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let tool = request.name.to_string();
+        let toolset = self.toolset_of(&context);
+        if tool == super::ui::VIEW_RUN
+            && super::ui::declared(context.client_capabilities().as_ref())
+        {
+            let caller = self.caller(&context);
+            return Ok(super::ui::view_run(&caller, request.arguments).await);
+        }
+        if !toolset.offers(&tool) {
+            // What rmcp's router answers for a tool it does not have.
+            return Err(McpError::invalid_params("tool not found", None));
+        }
+        if let Err(e) = Self::check_set_params(toolset, &request) {
+            return Ok(e.to_result().into());
+        }
+        // Over HTTP, the session is not idle while the client waits for this answer.
+        let _busy = self.http.as_ref().and_then(|http| {
+            self.http_session(&context.extensions)
+                .map(|id| http.call(id, self.connection.downgrade()))
+        });
+        let caller = self.caller(&context);
+        context.extensions.insert(caller);
+        let wants_task = super::tasks::may_become_task(&tool)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        let tcc = ToolCallContext::new(self, request, context);
+        let mut response = match AssertUnwindSafe(self.tool_router.call(tcc))
+            .catch_unwind()
+            .await
+        {
+            Ok(r) => r?,
+            Err(panic) => return Ok(panicked(&tool, panic.as_ref()).to_result().into()),
+        };
+        if let CallToolResponse::Complete(r) = &mut response
+            && r.is_error == Some(true)
+            && r.structured_content.is_none()
+        {
+            let message: String = r
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let message = message.trim_end_matches('.');
+            *r = ToolError::invalid(format!(
+                "Invalid arguments for {tool}: {message}. See the tool's input schema."
+            ))
+            .to_result();
+        }
+        if wants_task {
+            response = super::tasks::into_task(response);
+        }
+        Ok(response)
+    }
+
     fn with_scope(connection: Scope, toolset: Toolset) -> KernelMcp {
         let tool_router = super::tools::every_tool();
         let listed = Arc::new(listed_tools(&tool_router, toolset));
@@ -212,69 +277,15 @@ fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for KernelMcp {
-    /// The router's dispatch under a panic guard (a bug answers `INTERNAL_ERROR` instead of
-    /// leaving the call unanswered), plus one fix-up: arguments that do not deserialize are
-    /// rejected by rmcp before any tool runs, as a bare `isError` text; give them the
-    /// contract's `{error_code: INVALID_ARGUMENT, message, details}` like every other error.
+    /// `tools/call`: [`KernelMcp::dispatch_tool`] in the request's span (see `traced.rs`).
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        mut context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let tool = request.name.to_string();
-        let toolset = self.toolset_of(&context);
-        if tool == super::ui::VIEW_RUN
-            && super::ui::declared(context.client_capabilities().as_ref())
-        {
-            let caller = self.caller(&context);
-            return Ok(super::ui::view_run(&caller, request.arguments).await);
-        }
-        if !toolset.offers(&tool) {
-            // What rmcp's router answers for a tool it does not have.
-            return Err(McpError::invalid_params("tool not found", None));
-        }
-        if let Err(e) = Self::check_set_params(toolset, &request) {
-            return Ok(e.to_result().into());
-        }
-        // Over HTTP, the session is not idle while the client waits for this answer.
-        let _busy = self.http.as_ref().and_then(|http| {
-            self.http_session(&context.extensions)
-                .map(|id| http.call(id, self.connection.downgrade()))
-        });
-        let caller = self.caller(&context);
-        context.extensions.insert(caller);
-        let wants_task = super::tasks::may_become_task(&tool)
-            && context
-                .client_capabilities()
-                .is_some_and(|c| c.supports_tasks());
-        let tcc = ToolCallContext::new(self, request, context);
-        let mut response = match AssertUnwindSafe(self.tool_router.call(tcc))
-            .catch_unwind()
-            .await
-        {
-            Ok(r) => r?,
-            Err(panic) => return Ok(panicked(&tool, panic.as_ref()).to_result().into()),
-        };
-        if let CallToolResponse::Complete(r) = &mut response
-            && r.is_error == Some(true)
-            && r.structured_content.is_none()
-        {
-            let message: String = r
-                .content
-                .iter()
-                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let message = message.trim_end_matches('.');
-            *r = ToolError::invalid(format!(
-                "Invalid arguments for {tool}: {message}. See the tool's input schema."
-            ))
-            .to_result();
-        }
-        if wants_task {
-            response = super::tasks::into_task(response);
-        }
-        Ok(response)
+        let span = super::traced::request("tools/call", Some(&request.name), &context);
+        let dispatch = self.dispatch_tool(request, context);
+        super::traced::traced(span, dispatch, super::traced::tool_error).await
     }
 
     /// `tools/list`: the tools of this request's toolset.
@@ -319,10 +330,11 @@ impl ServerHandler for KernelMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        let span = super::traced::request("tasks/get", None, &context);
         let caller = self.caller(&context);
-        Ok(GetTaskResult::new(
-            super::tasks::detailed(&caller.scope, &request.task_id).await?,
-        ))
+        let get = async move { super::tasks::detailed(&caller.scope, &request.task_id).await };
+        let task = super::traced::traced(span, get, super::traced::never).await?;
+        Ok(GetTaskResult::new(task))
     }
 
     /// `tasks/cancel`: cancels the task's run, as `cancel_execution` does.
@@ -331,8 +343,10 @@ impl ServerHandler for KernelMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let span = super::traced::request("tasks/cancel", None, &context);
         let caller = self.caller(&context);
-        super::tasks::cancel(&caller.scope, &request.task_id).await
+        let cancel = async move { super::tasks::cancel(&caller.scope, &request.task_id).await };
+        super::traced::traced(span, cancel, super::traced::never).await
     }
 
     /// `notifications/cancelled`: the client, not the end of its connection, cancelled a
@@ -406,8 +420,10 @@ impl ServerHandler for KernelMcp {
             let contents = vec![super::ui::contents()];
             return Ok(rmcp::model::ReadResourceResult::new(contents).into());
         }
+        let span = super::traced::request("resources/read", None, &context);
         let caller = self.caller(&context);
-        let contents = super::resources::read(&caller.scope, &request.uri).await?;
+        let read = async move { super::resources::read(&caller.scope, &request.uri).await };
+        let contents = super::traced::traced(span, read, super::traced::never).await?;
         Ok(rmcp::model::ReadResourceResult::new(contents).into())
     }
 
