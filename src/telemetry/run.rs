@@ -94,10 +94,10 @@ impl RunTrace {
         let Some(run) = &self.run else {
             return;
         };
-        run.record("kernel_mcp.run.generation", generation);
+        run.record("kernel_mcp.run.generation", generation as i64);
         self.phase = Some(
             tracing::info_span!(target: TARGET, parent: run, "kernel.execute",
-            kernel_mcp.run.generation = generation),
+            kernel_mcp.run.generation = generation as i64),
         );
     }
 
@@ -119,7 +119,7 @@ impl RunTrace {
         if let Some(n) = end.execution_count {
             run.record("kernel_mcp.run.execution_count", n);
         }
-        run.record("kernel_mcp.run.output_bytes", end.output_bytes as u64);
+        run.record("kernel_mcp.run.output_bytes", end.output_bytes as i64);
         run.record("kernel_mcp.run.truncated", end.truncated);
         if let Some(text) = super::spans::content(end.output) {
             run.record("kernel_mcp.run.output", text);

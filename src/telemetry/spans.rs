@@ -131,15 +131,16 @@ pub fn note_session(session: &str, run: Option<&str>) {
     }
 }
 
-/// A kernel start of a session (`reason`: `create`, `restart`, `recover`); where it came
-/// from (`kernel_mcp.kernel.source`) is recorded by the launcher, see [`note_source`].
-pub fn kernel_start(session: &str, kernel: &str, reason: &'static str) -> Span {
+/// A kernel start of a session (`reason`: `create`, `restart`, `recover`) from `source` (the
+/// launcher's location: `local`, a gateway's name); a pool kernel says so with
+/// [`note_source`].
+pub fn kernel_start(session: &str, kernel: &str, reason: &'static str, source: &str) -> Span {
     tracing::info_span!(target: TARGET, "kernel.start",
         otel.status_code = Empty,
         kernel_mcp.session = session,
         kernel_mcp.kernel = kernel,
         kernel_mcp.start.reason = reason,
-        kernel_mcp.kernel.source = Empty,
+        kernel_mcp.kernel.source = source,
         kernel_mcp.pool.hit = Empty,
         error.type = Empty,
     )

@@ -65,7 +65,12 @@ impl Actor {
             StartReason::Restart => "restart",
             StartReason::Recover => "recover",
         };
-        let span = crate::telemetry::spans::kernel_start(&self.desc.id, &self.desc.spec.name, why);
+        let span = crate::telemetry::spans::kernel_start(
+            &self.desc.id,
+            &self.desc.spec.name,
+            why,
+            self.desc.launcher.location(),
+        );
         self.starting = Some((
             reason,
             tokio::spawn(
