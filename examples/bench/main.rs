@@ -24,7 +24,9 @@
 //!   (l) the MCP peer jupyter-mcp-kernel (`make peer`), driven by the same rmcp client: start to
 //!       the first result and `execute 1+1`, alternating with kernel-mcp (peer.rs; `--no-peer`);
 //!   (m) OAuth: checking a JWT access token with the issuer's keys cached, next to the static
-//!       token (oauth.rs; `--no-oauth`).
+//!       token (oauth.rs; `--no-oauth`);
+//!   (n) telemetry: `execute 1+1` with OpenTelemetry export on next to export off, the calls
+//!       alternating between the two servers (otel.rs; `--no-otel`).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -44,6 +46,7 @@ mod gateway;
 mod line_client;
 mod mcp_side;
 mod oauth;
+mod otel;
 mod peer;
 mod raw;
 mod stats;
@@ -88,6 +91,8 @@ pub struct Opts {
     pub no_peer: bool,
     /// Skip the OAuth rows.
     pub no_oauth: bool,
+    /// Skip the telemetry rows.
+    pub no_otel: bool,
 }
 
 // Two workers whatever TOKIO_WORKER_THREADS says: that variable is for the server under test
@@ -118,6 +123,7 @@ fn parse_opts() -> Res<Opts> {
         no_fork: false,
         no_peer: false,
         no_oauth: false,
+        no_otel: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -139,11 +145,12 @@ fn parse_opts() -> Res<Opts> {
             "--no-fork" => o.no_fork = true,
             "--no-peer" => o.no_peer = true,
             "--no-oauth" => o.no_oauth = true,
+            "--no-otel" => o.no_otel = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
                      --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
-                     --no-floods --no-fork --no-peer --no-oauth)"
+                     --no-floods --no-fork --no-peer --no-oauth --no-otel)"
                 )
                 .into());
             }
@@ -245,6 +252,11 @@ async fn run() -> Res<()> {
     } else {
         oauth::measure(&o).await?
     };
+    let ot = if o.no_otel {
+        None
+    } else {
+        otel::measure(&bin, &o).await?
+    };
     let elapsed = total.elapsed();
 
     let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
@@ -259,6 +271,9 @@ async fn run() -> Res<()> {
     }
     if let Some(a) = &oa {
         rows.extend(table::oauth_rows(a));
+    }
+    if let Some(t) = &ot {
+        rows.extend(table::otel_rows(t));
     }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
@@ -280,6 +295,7 @@ async fn run() -> Res<()> {
             "fork": forks.as_ref().map(fork::ForkFigures::raw_json),
             "peer": pr.as_ref().map(peer::Figures::raw_json),
             "oauth": oa.as_ref().map(oauth::Figures::raw_json),
+            "telemetry": ot.as_ref().map(otel::Figures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

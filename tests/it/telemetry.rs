@@ -169,7 +169,7 @@ async fn screenshot(phoenix: &Phoenix, trace: &str) {
     let run = tokio::process::Command::new("node")
         .current_dir(here.join("tests/jupyterlab"))
         .arg(here.join("tests/phoenix/screenshot.mjs"))
-        .args([&phoenix.url(), trace])
+        .args([&phoenix.url(), phoenix.project(), trace])
         .arg(&out)
         .output()
         .await
