@@ -22,6 +22,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::ServiceError;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
 use super::downstream::Downstream;
 use super::journal::{JournalEntry, Outcome};
@@ -48,6 +49,10 @@ struct Request {
     arguments: Option<Value>,
     #[serde(default)]
     timeout: Option<f64>,
+    /// The trace context the kernel's code runs in (`traceparent`, `tracestate`: what the
+    /// run's execute_request carried), which the call's span continues.
+    #[serde(default)]
+    trace: serde_json::Map<String, Value>,
 }
 
 /// What kind of failure an answer reports (`error.kind`, snake_case on the wire); the helper
@@ -398,10 +403,16 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
             j.record(entry);
         }
     };
-    let params = CallToolRequestParams::new(tool.clone()).with_arguments(c.arguments.clone());
+    let mut params = CallToolRequestParams::new(tool.clone()).with_arguments(c.arguments.clone());
+    // A client span, its context passed on in the request's `_meta` (SEP-414).
+    let span = crate::telemetry::spans::broker_call(server, tool, &req.trace);
+    let carried = crate::telemetry::context::carried(&span);
+    if !carried.is_empty() {
+        params.meta = Some(rmcp::model::MetaObject(carried).into());
+    }
     // Dropping the request future sends `notifications/cancelled` to the server (rmcp).
     let outcome = tokio::select! {
-        r = peer.call_tool(params) => r,
+        r = peer.call_tool(params).instrument(span.clone()) => r,
         _ = &mut gone => {
             record(Outcome::OutcomeUnknown);
             return None;
@@ -416,6 +427,9 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
         }
     };
     let (journal, answer, broken) = answer(&c, outcome);
+    if let Err(f) = &answer {
+        crate::telemetry::spans::failed(&span, &format!("{:?}", f.kind).to_lowercase());
+    }
     record(journal);
     if let Some(reason) = broken {
         c.ds.broken(&reason).await;

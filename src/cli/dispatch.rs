@@ -18,7 +18,8 @@ use super::context::Context;
 
 /// Run `command` to its end (everything but `supervise`, which `main` runs before any setup).
 pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
-    setup_process(&command);
+    // Dropped when the command returns: flushes the telemetry still queued.
+    let _telemetry = setup_process(&command);
     let ctx = match Context::new(global) {
         Ok(c) => c,
         Err(f) => return f.exit(),
@@ -93,8 +94,9 @@ pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
     }
 }
 
-/// The process-wide setup every command but `supervise` gets.
-fn setup_process(command: &Command) {
+/// The process-wide setup every command but `supervise` gets. The serving commands (`serve`
+/// but the relay, `service`) export telemetry when the environment says so.
+fn setup_process(command: &Command) -> kernel_mcp::telemetry::Guard {
     // A file-size limit (RLIMIT_FSIZE) must fail a write, not kill the server and every session.
     // SAFETY: setting a signal's disposition to ignore is always sound.
     unsafe {
@@ -106,11 +108,14 @@ fn setup_process(command: &Command) {
     kernel_mcp::memory::configure();
     match command {
         Command::Service(a) if a.action.is_none() => {
-            if let Err(e) = kernel_mcp::service::log::init_service() {
+            let (file, guard) = kernel_mcp::service::log::init_service();
+            if let Err(e) = file {
                 eprintln!("kernel-mcp service: no log file ({e}); logging to stderr only");
             }
+            guard
         }
-        _ => kernel_mcp::service::log::init_stderr(),
+        Command::Serve(args) => kernel_mcp::service::log::init_stderr(!args.shared),
+        _ => kernel_mcp::service::log::init_stderr(false),
     }
 }
 

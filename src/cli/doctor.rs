@@ -45,6 +45,8 @@ pub struct Report {
     pub sandbox: kernel_mcp::kernel::sandbox::HostSupport,
     /// OAuth on an HTTP face (these options', else the running service's); `null`: off.
     pub oauth: Option<super::oauth::OAuthReport>,
+    /// OpenTelemetry export, as this environment sets it (docs/telemetry.md).
+    pub telemetry: serde_json::Value,
     /// What to do, when `ok` is false (or a warning when it is true).
     pub advice: Vec<String>,
 }
@@ -196,6 +198,7 @@ async fn gather(search: &KernelSearch, flag: Option<&Path>) -> Report {
         gateways: Vec::new(),
         sandbox: kernel_mcp::kernel::sandbox::HostSupport::current().clone(),
         oauth: None,
+        telemetry: kernel_mcp::telemetry::report(kernel_mcp::telemetry::settings()),
         advice,
     }
 }
@@ -529,6 +532,8 @@ fn service(o: &mut String, r: &Report) {
         (None, None) => {}
     }
     super::oauth::render(r.oauth.as_ref(), o);
+    let summary = r.telemetry["summary"].as_str().unwrap_or_default();
+    let _ = writeln!(o, "telemetry: {summary}");
 }
 
 /// The sandbox, the gateways, and whether a first `execute` would work (with the advice).

@@ -24,6 +24,7 @@ const LAYERS: [&[&str]; 11] = [
         "memory",
         "principal",
         "secrets",
+        "telemetry",
         "tls",
         "trust",
     ],

@@ -81,6 +81,7 @@ mod stdout_purity;
 mod subshell_actor;
 mod subshells;
 mod tasks;
+mod telemetry;
 mod toolsets;
 mod wheel_install;
 mod wire_vectors;

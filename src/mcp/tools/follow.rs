@@ -46,6 +46,7 @@ impl KernelMcp {
         let t0 = Instant::now();
         let (handle, (run_id, rx), settled) = caller.registry().submit_settled(key, req).await?;
         let submitted = t0.elapsed();
+        crate::telemetry::spans::note_session(key.name(), Some(run_id.as_str()));
         let run = caller.scope.run_key(run_id);
         let (mut r, _) = self
             .follow_run(caller, &handle, &run, rx, Some(settled), wait, ctx, true)
