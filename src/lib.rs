@@ -21,9 +21,8 @@
 //!   (`from kernel_mcp import mcp`), hooked into kernel launch and the session actor.
 //! - [`session`]: one actor per session: queue, runs, history, generation.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
-//! - [`artifacts`], [`config`], [`instance`], [`memory`], [`principal`], [`secrets`],
-//!   [`telemetry`], [`tls`], [`trust`]: values sessions keep by reference (the store, filed by
-//!   any key); limits and defaults; this process's identity (`server_instance`, `started_at`); handing
+//! - [`artifacts`], [`config`], [`instance`], [`memory`], [`principal`], [`secrets`], [`telemetry`], [`tls`], [`trust`]:
+//!   values sessions keep by reference (the store, filed by any key); limits and defaults; this process's identity (`server_instance`, `started_at`); handing
 //!   the heap's freed pages back to the OS; who is calling ([`principal::Principal`]) and how
 //!   far they may go ([`principal::Access`]), as plain values every layer may read;
 //!   kernel-mcp's tokens kept out of every process it starts for code; OpenTelemetry spans,
