@@ -117,7 +117,9 @@ def _trace():
     """The trace context this code runs in: what kernel-mcp put in the run's execute_request
     metadata (traceparent, tracestate), else the TRACEPARENT/TRACESTATE variables."""
     try:
-        metadata = get_ipython().kernel.get_parent()["metadata"]  # noqa: F821 (IPython's)
+        from IPython import get_ipython  # inside a kernel only: the helper imports without it
+
+        metadata = get_ipython().kernel.get_parent()["metadata"]
         found = {k: metadata[k] for k in ("traceparent", "tracestate") if isinstance(metadata.get(k), str)}
         if found:
             return found
