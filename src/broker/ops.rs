@@ -38,21 +38,24 @@ pub const DEFAULT_TIMEOUT_S: f64 = 300.0;
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 #[derive(Deserialize)]
-struct Request {
-    key: String,
-    op: String,
+pub(super) struct Request {
+    pub(super) key: String,
+    pub(super) op: String,
     #[serde(default)]
-    server: Option<String>,
+    pub(super) server: Option<String>,
     #[serde(default)]
-    tool: Option<String>,
+    pub(super) tool: Option<String>,
     #[serde(default)]
-    arguments: Option<Value>,
+    pub(super) arguments: Option<Value>,
     #[serde(default)]
-    timeout: Option<f64>,
+    pub(super) timeout: Option<f64>,
     /// The trace context the kernel's code runs in (`traceparent`, `tracestate`: what the
     /// run's execute_request carried), which the call's span continues.
     #[serde(default)]
-    trace: serde_json::Map<String, Value>,
+    pub(super) trace: serde_json::Map<String, Value>,
+    /// The arguments' budget (bytes of JSON); a kernel's request has [`MAX_ARGUMENT_BYTES`].
+    #[serde(skip)]
+    pub(super) budget: Option<usize>,
 }
 
 /// What kind of failure an answer reports (`error.kind`, snake_case on the wire); the helper
@@ -95,6 +98,21 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// What kind of failure it is.
+    pub fn kind(&self) -> FailureKind {
+        self.kind
+    }
+
+    /// What the helper would raise with.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The caller went away before the answer (cannot happen to a forward).
+    pub(super) fn gone() -> Failure {
+        Failure::new(FailureKind::Cancelled, "the call was abandoned")
+    }
+
     fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
         Failure {
             kind,
@@ -341,11 +359,12 @@ fn check_call(shared: &Shared, req: &Request) -> Result<Checked, Failure> {
         }
     };
     let size = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
-    if size > MAX_ARGUMENT_BYTES {
+    let budget = req.budget.unwrap_or(MAX_ARGUMENT_BYTES);
+    if size > budget {
         return Err(Failure::new(
             FailureKind::Limit,
             format!(
-                "The arguments are {size} bytes of JSON; a call may send at most {MAX_ARGUMENT_BYTES}. Pass a file path or smaller pieces instead."
+                "The arguments are {size} bytes of JSON; a call may send at most {budget}. Pass a file path or smaller pieces instead."
             ),
         ));
     }
@@ -370,7 +389,11 @@ const UNKNOWN: &str = "it may or may not have taken effect; it is not retried";
 
 /// `call`: [`check_call`], then the downstream call raced with the peer going away, the
 /// session's cancellation and the timeout. `None`: the peer went away.
-async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value, Failure>> {
+pub(super) async fn call(
+    shared: &Shared,
+    req: Request,
+    gone: Gone,
+) -> Option<Result<Value, Failure>> {
     let c = match check_call(shared, &req) {
         Ok(c) => c,
         Err(f) => return Some(Err(f)),

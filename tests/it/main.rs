@@ -4,6 +4,7 @@
 mod adopt;
 mod apps_view;
 mod artifacts;
+mod artifacts_forward;
 mod attach;
 mod broker;
 mod broker_helper;

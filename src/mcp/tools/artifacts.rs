@@ -13,6 +13,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::forward::{ForwardArtifactParams, Forwarded};
 use super::out::{Json, Output};
 use crate::artifacts::{ArtifactInfo, ArtifactRef, MAX_READ_BYTES};
 use crate::mcp::KernelMcp;
@@ -253,6 +254,17 @@ impl KernelMcp {
             .await
             .map_err(crate::session::SessionError::from)?;
         Ok(Json(ArtifactSaved { artifact, path }))
+    }
+
+    /// Send an artifact as one argument of a tool of its session's MCP broker (grant, budget
+    /// and journal as a kernel's mcp.call); the payload never passes through this context.
+    #[tool]
+    async fn forward_artifact(
+        &self,
+        caller: Caller,
+        Parameters(p): Parameters<ForwardArtifactParams>,
+    ) -> Result<Json<Forwarded>, ToolError> {
+        super::forward::forward_artifact(&caller, p).await.map(Json)
     }
 
     /// Forget an artifact.

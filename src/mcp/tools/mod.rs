@@ -36,6 +36,7 @@ mod environments;
 mod execute;
 mod export;
 mod follow;
+mod forward;
 mod fresh;
 mod history;
 mod interrupt;
@@ -51,7 +52,7 @@ mod sessions;
 /// Every tool: its set and hints. The `default` tools come first, in the order the MCP
 /// bundle's manifest lists them (`DEFAULT_TOOLS`); `.minimal()` and `.code()` put a tool in
 /// the terse bases too.
-pub(crate) const TOOLS: [Row; 41] = [
+pub(crate) const TOOLS: [Row; 42] = [
     Row::everyday("list_kernels", ReadOnly, Closed),
     Row::everyday("create_session", Adds, Open).minimal(),
     Row::everyday("fork_session", Adds, Closed),
@@ -102,6 +103,7 @@ pub(crate) const TOOLS: [Row; 41] = [
     Row::of(Artifacts, "list_artifacts", ReadOnly, Closed),
     Row::of(Artifacts, "read_artifact", ReadOnly, Closed),
     Row::of(Artifacts, "save_artifact", DestroysIdempotent, Closed),
+    Row::of(Artifacts, "forward_artifact", Destroys, Open),
     Row::of(Artifacts, "delete_artifact", Destroys, Closed),
 ];
 
