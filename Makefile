@@ -19,6 +19,10 @@
 #                   jupyter-collaboration (and pycrdt, nbformat) into ./.venv-collab (PyPI;
 #                   idempotent) for tests/it/gateways.rs, the Jupyter face's tests and
 #                   tests/it/collab.rs
+#   make phoenix    Arize Phoenix (PyPI, pinned by tests/phoenix/requirements.txt) into ./.venv-phoenix:
+#                   the trace backend tests/it/telemetry.rs starts (idempotent); part of `make test`
+#   make phoenix-shot  one agent turn's trace in Phoenix's UI in headless Chromium: runs the
+#                   telemetry test and copies its screenshot to docs/phoenix-trace.png
 #   make browser    playwright-core (npm, no browser download) into tests/jupyterlab/node_modules,
 #                   to drive Debian's chromium in tests/it/jupyterlab_browser.rs; part of `make test`
 #   make jupyterlab-shot  JupyterLab in headless Chromium on an agent's session: runs that test and
@@ -29,7 +33,8 @@
 #   make ui-shots   the view in headless Chromium against a real server (apps_view's browser test)
 #                   and its screenshots (target/apps/) copied to docs/
 #   make demo       build and run examples/quickstart.rs (an MCP client driving kernel-mcp; the
-#                   `demo` feature's binary, so nothing test-only is compiled)
+#                   `demo` feature's binary, so nothing test-only is compiled; without the default
+#                   `otel` feature, so no OpenTelemetry crate either)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client, a raw Rust
 #                   client and the MCP peer jupyter-mcp-kernel)
 #   make peer       the MCP peer the bench compares with (jupyter-mcp-kernel, pinned, PyPI) into
@@ -51,7 +56,8 @@
 #   apt   `make kernels` (and so `make test`), system-wide, as root or through sudo, skipped
 #         when present: r-cran-irkernel octave (IRkernel's spec: /usr/share/jupyter/kernels/ir),
 #         chromium (JupyterLab in a headless browser)
-#   PyPI  ./.venv: requirements-dev.txt (ipykernel, jupyter_client, nbformat, matplotlib…;
+#   PyPI  ./.venv-phoenix: tests/phoenix/requirements.txt (Arize Phoenix, the trace backend);
+#         ./.venv: requirements-dev.txt (ipykernel, jupyter_client, nbformat, matplotlib…;
 #         its ipykernel provides the python3 kernelspec that kernel-mcp finds via $VIRTUAL_ENV)
 #         and requirements-kernels.txt (bash_kernel, octave_kernel, xeus-python); maturin for
 #         `make wheel`; ./.venv-gw, ./.venv-eg and ./.venv-collab for `make gateways` (Kernel
@@ -93,7 +99,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv peer kernels apt-kernels gateways broker-deps oauth-deps browser jupyterlab-shot ui ui-check ui-shots build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
+.PHONY: help venv .venv peer phoenix phoenix-shot kernels apt-kernels gateways broker-deps oauth-deps browser jupyterlab-shot ui ui-check ui-shots build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -179,6 +185,24 @@ $(COLLAB_STAMP): requirements-collab.txt
 	"$(COLLAB_VENV)/bin/python" -c 'import jupyter_collaboration, jupyter_server_ydoc, pycrdt, nbformat, ipykernel'
 	@touch $@
 
+# The telemetry tests' trace backend (tests/it/telemetry.rs): Arize Phoenix in a venv of its
+# own (about 860 MB, a minute to install), re-made only when its pin changes.
+PHOENIX_VENV  := $(CURDIR)/.venv-phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.requirements.stamp
+
+phoenix: $(PHOENIX_STAMP)
+
+$(PHOENIX_STAMP): tests/phoenix/requirements.txt
+	@test -x "$(PHOENIX_VENV)/bin/python" || $(PYTHON) -m venv "$(PHOENIX_VENV)"
+	"$(PHOENIX_VENV)/bin/python" -m pip install --disable-pip-version-check --no-input -q -r tests/phoenix/requirements.txt
+	@test -x "$(PHOENIX_VENV)/bin/phoenix" || { echo "error: $(PHOENIX_VENV)/bin/phoenix missing after install" >&2; exit 1; }
+	@touch $@
+
+phoenix-shot: $(STAMP) phoenix broker-deps browser
+	$(RUN_ENV) KERNEL_MCP_PHOENIX_SHOT=1 $(CARGO) test --features test-kernel --test it -- --nocapture telemetry::a_callers_trace
+	cp target/telemetry/phoenix-trace.png docs/phoenix-trace.png
+	@echo "docs/phoenix-trace.png updated"
+
 # playwright-core for the JupyterLab browser test, re-installed only when its lock changes.
 BROWSER_DIR   := $(CURDIR)/tests/jupyterlab
 BROWSER_STAMP := $(BROWSER_DIR)/node_modules/.installed.stamp
@@ -251,7 +275,7 @@ build:
 SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust \
   history_files history_export tasks resources broker broker_lifecycle
 
-test: $(STAMP) kernels gateways broker-deps oauth-deps browser ui-check
+test: $(STAMP) kernels gateways broker-deps oauth-deps browser phoenix ui-check
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)
 	$(RUN_ENV) KERNEL_MCP_TEST_SHARED=1 $(CARGO) test --features test-kernel --test it \
 	  -- --test-threads=$(TEST_THREADS) $(addsuffix ::,$(SHARED_SUITES))
@@ -276,9 +300,10 @@ mcpb:
 	mcpb/build.sh target/$(MCPB_DIR)/kernel-mcp target/mcpb
 
 # The quickstart is a binary behind the `demo` feature: building it compiles the server's own
-# dependencies and nothing test-only.
+# dependencies and nothing test-only, and not the OpenTelemetry exporter (the `otel` feature,
+# on by default everywhere else: `cargo build --features otel` when default features are off).
 demo: $(STAMP)
-	$(CARGO) build --features demo --bin kernel-mcp --bin quickstart
+	$(CARGO) build --no-default-features --features demo --bin kernel-mcp --bin quickstart
 	$(RUN_ENV) target/debug/quickstart
 
 # The best MCP peer with its own kernel, for the bench's peer rows: an MCP server (FastMCP,

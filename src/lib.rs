@@ -21,15 +21,17 @@
 //!   (`from kernel_mcp import mcp`), hooked into kernel launch and the session actor.
 //! - [`session`]: one actor per session: queue, runs, history, generation.
 //! - [`kernel`]: kernelspec discovery, connection file, launch, sockets, readiness, shutdown.
-//! - [`config`], [`instance`], [`memory`], [`principal`], [`secrets`], [`tls`], [`trust`]:
-//!   limits and defaults; this process's identity (`server_instance`, `started_at`); handing
+//! - [`artifacts`], [`config`], [`instance`], [`memory`], [`principal`], [`secrets`], [`telemetry`], [`tls`], [`trust`]:
+//!   values sessions keep by reference (the store, filed by any key); limits and defaults; this process's identity (`server_instance`, `started_at`); handing
 //!   the heap's freed pages back to the OS; who is calling ([`principal::Principal`]) and how
 //!   far they may go ([`principal::Access`]), as plain values every layer may read;
-//!   kernel-mcp's tokens kept out of every process it starts for code; the TLS provider;
+//!   kernel-mcp's tokens kept out of every process it starts for code; OpenTelemetry spans,
+//!   metrics and trace context (export off unless `OTEL_*` says); the TLS provider;
 //!   whether a directory or a socket's peer may be trusted with our code (the service's
 //!   socket; both its ends check).
 //! - [`wire`]: Jupyter message model, multipart codec, HMAC. Pure.
 
+pub mod artifacts;
 pub mod auth;
 pub mod broker;
 pub mod config;
@@ -45,6 +47,7 @@ pub mod registry;
 pub mod secrets;
 pub mod service;
 pub mod session;
+pub mod telemetry;
 pub mod tls;
 pub mod trust;
 pub mod wire;

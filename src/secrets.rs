@@ -11,7 +11,9 @@
 //! What counts as a secret: the names in [`SECRET_VARS`], any `KERNEL_MCP_…` variable whose
 //! name contains `TOKEN` (so a token variable added later is covered without a list to edit),
 //! and the OAuth settings (`KERNEL_MCP_OAUTH_…`: not secret themselves, but which authorization
-//! server and audience this server trusts is none of a kernel's business). A caller's OAuth
+//! server and audience this server trusts is none of a kernel's business), and the OTLP
+//! exporter's headers (`OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TRACES_HEADERS`…,
+//! which may carry the collector's credentials; see docs/telemetry.md). A caller's OAuth
 //! access token is never in an environment at all: it stays in the HTTP face that checked it.
 //! Values the caller sets on purpose (`create_session(env=…)`) are theirs and are kept: scrub
 //! before adding them.
@@ -35,6 +37,7 @@ pub fn is_secret(name: impl AsRef<OsStr>) -> bool {
     SECRET_VARS.contains(&name)
         || (name.starts_with("KERNEL_MCP_") && name.contains("TOKEN"))
         || name.starts_with("KERNEL_MCP_OAUTH_")
+        || (name.starts_with("OTEL_EXPORTER_OTLP_") && name.ends_with("HEADERS"))
 }
 
 /// Remove every secret variable of our environment (and the fixed names, set or not) from

@@ -28,6 +28,8 @@
 //!   (n) OAuth under load: 8 principals × 4 sessions × 200 executes at once over stateless
 //!       HTTP, checked for cross-talk (oauth_load.rs; `--load-principals`, `--load-sessions`,
 //!       `--load-per`; `--no-load`).
+//!   (o) telemetry: `execute 1+1` with OpenTelemetry export on next to export off, the calls
+//!       alternating between the two servers (otel.rs; `--no-otel`).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -48,6 +50,7 @@ mod line_client;
 mod mcp_side;
 mod oauth;
 mod oauth_load;
+mod otel;
 mod peer;
 mod raw;
 mod stats;
@@ -98,6 +101,8 @@ pub struct Opts {
     pub load_per: usize,
     /// Skip the OAuth load row.
     pub no_load: bool,
+    /// Skip the telemetry rows.
+    pub no_otel: bool,
 }
 
 // Two workers whatever TOKIO_WORKER_THREADS says: that variable is for the server under test
@@ -132,6 +137,7 @@ fn parse_opts() -> Res<Opts> {
         load_sessions: 4,
         load_per: 200,
         no_load: false,
+        no_otel: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -157,12 +163,13 @@ fn parse_opts() -> Res<Opts> {
             "--load-sessions" => o.load_sessions = val()?.parse()?,
             "--load-per" => o.load_per = val()?.parse()?,
             "--no-load" => o.no_load = true,
+            "--no-otel" => o.no_otel = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
                      --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
                      --no-floods --no-fork --no-peer --no-oauth --load-principals \
-                     --load-sessions --load-per --no-load)"
+                     --load-sessions --load-per --no-load --no-otel)"
                 )
                 .into());
             }
@@ -276,6 +283,11 @@ async fn run() -> Res<()> {
     } else {
         oauth_load::measure(&bin, &o).await?
     };
+    let ot = if o.no_otel {
+        None
+    } else {
+        otel::measure(&bin, &o).await?
+    };
     let elapsed = total.elapsed();
 
     let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
@@ -293,6 +305,9 @@ async fn run() -> Res<()> {
     }
     if let Some(l) = &ol {
         rows.extend(table::oauth_load_rows(l));
+    }
+    if let Some(t) = &ot {
+        rows.extend(table::otel_rows(t));
     }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
@@ -315,6 +330,7 @@ async fn run() -> Res<()> {
             "peer": pr.as_ref().map(peer::Figures::raw_json),
             "oauth": oa.as_ref().map(oauth::Figures::raw_json),
             "oauth_load": ol.as_ref().map(oauth_load::Figures::raw_json),
+            "telemetry": ot.as_ref().map(otel::Figures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

@@ -419,6 +419,28 @@ pub fn oauth_load_rows(l: &crate::oauth_load::Figures) -> Vec<Row> {
     rows
 }
 
+/// (o): `execute 1+1` with telemetry export on, next to export off (the raw column).
+pub fn otel_rows(t: &crate::otel::Figures) -> Vec<Row> {
+    [
+        ("p50", median(&t.on_ms), median(&t.off_ms)),
+        ("p95", percentile(&t.on_ms, 95), percentile(&t.off_ms, 95)),
+    ]
+    .into_iter()
+    .map(|(what, on, off)| {
+        Row::new(
+            format!(
+                "telemetry: execute 1+1 with OTLP export on, {what} (n={}) | export off",
+                t.on_ms.len()
+            ),
+            Unit::Ms,
+            on,
+            off,
+            None,
+        )
+    })
+    .collect()
+}
+
 /// (k): fork_session next to create_session + the history again (in the raw column: the
 /// ratio is fork / rebuild), and the memory of the source and of a fresh fork.
 pub fn fork_rows(f: &ForkFigures) -> Vec<Row> {

@@ -125,6 +125,13 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// What the endpoint's calls share (a forward goes through it like a kernel's call).
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+}
+
 impl SessionObserver for Endpoint {
     fn kernel_ready(&self, connection_file: Option<&Path>) {
         let Some(cf) = connection_file else {
@@ -142,6 +149,10 @@ impl SessionObserver for Endpoint {
                 self.stop.clone(),
             ));
         }
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn run_cancelled(&self) {

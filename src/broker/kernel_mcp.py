@@ -113,10 +113,38 @@ def _endpoint():
         raise BrokerError("Cannot read the broker endpoint %s: %s" % (path, e), "no_endpoint") from None
 
 
+def _trace():
+    """The trace context this code runs in: what kernel-mcp put in the run's execute_request
+    metadata (traceparent, tracestate), else the TRACEPARENT/TRACESTATE variables."""
+    try:
+        from IPython import get_ipython  # inside a kernel only: the helper imports without it
+
+        metadata = get_ipython().kernel.get_parent()["metadata"]
+        found = {k: metadata[k] for k in ("traceparent", "tracestate") if isinstance(metadata.get(k), str)}
+        if found:
+            return found
+    except Exception:
+        pass
+    found = {}
+    for var, key in (("TRACEPARENT", "traceparent"), ("TRACESTATE", "tracestate")):
+        if os.environ.get(var):
+            found[key] = os.environ[var]
+    return found
+
+
+def traceparent():
+    """The W3C traceparent of the run this code is part of (None when kernel-mcp exports no
+    traces): pass it to an OpenTelemetry SDK to make your own spans children of the run's."""
+    return _trace().get("traceparent")
+
+
 def _line(endpoint, op, params):
     body = dict(params)
     body["key"] = endpoint["key"]
     body["op"] = op
+    trace = _trace()
+    if trace:
+        body["trace"] = trace
     return json.dumps(body, ensure_ascii=False).encode("utf-8") + b"\n"
 
 

@@ -33,6 +33,7 @@ pub mod downstream;
 pub mod endpoint;
 pub mod expand;
 pub mod explain;
+pub mod forward;
 pub mod helper;
 pub mod journal;
 pub mod ops;

@@ -22,6 +22,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::ServiceError;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
 use super::downstream::Downstream;
 use super::journal::{JournalEntry, Outcome};
@@ -37,17 +38,24 @@ pub const DEFAULT_TIMEOUT_S: f64 = 300.0;
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 #[derive(Deserialize)]
-struct Request {
-    key: String,
-    op: String,
+pub(super) struct Request {
+    pub(super) key: String,
+    pub(super) op: String,
     #[serde(default)]
-    server: Option<String>,
+    pub(super) server: Option<String>,
     #[serde(default)]
-    tool: Option<String>,
+    pub(super) tool: Option<String>,
     #[serde(default)]
-    arguments: Option<Value>,
+    pub(super) arguments: Option<Value>,
     #[serde(default)]
-    timeout: Option<f64>,
+    pub(super) timeout: Option<f64>,
+    /// The trace context the kernel's code runs in (`traceparent`, `tracestate`: what the
+    /// run's execute_request carried), which the call's span continues.
+    #[serde(default)]
+    pub(super) trace: serde_json::Map<String, Value>,
+    /// The arguments' budget (bytes of JSON); a kernel's request has [`MAX_ARGUMENT_BYTES`].
+    #[serde(skip)]
+    pub(super) budget: Option<usize>,
 }
 
 /// What kind of failure an answer reports (`error.kind`, snake_case on the wire); the helper
@@ -90,6 +98,21 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// What kind of failure it is.
+    pub fn kind(&self) -> FailureKind {
+        self.kind
+    }
+
+    /// What the helper would raise with.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The caller went away before the answer (cannot happen to a forward).
+    pub(super) fn gone() -> Failure {
+        Failure::new(FailureKind::Cancelled, "the call was abandoned")
+    }
+
     fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
         Failure {
             kind,
@@ -336,11 +359,12 @@ fn check_call(shared: &Shared, req: &Request) -> Result<Checked, Failure> {
         }
     };
     let size = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
-    if size > MAX_ARGUMENT_BYTES {
+    let budget = req.budget.unwrap_or(MAX_ARGUMENT_BYTES);
+    if size > budget {
         return Err(Failure::new(
             FailureKind::Limit,
             format!(
-                "The arguments are {size} bytes of JSON; a call may send at most {MAX_ARGUMENT_BYTES}. Pass a file path or smaller pieces instead."
+                "The arguments are {size} bytes of JSON; a call may send at most {budget}. Pass a file path or smaller pieces instead."
             ),
         ));
     }
@@ -365,7 +389,11 @@ const UNKNOWN: &str = "it may or may not have taken effect; it is not retried";
 
 /// `call`: [`check_call`], then the downstream call raced with the peer going away, the
 /// session's cancellation and the timeout. `None`: the peer went away.
-async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value, Failure>> {
+pub(super) async fn call(
+    shared: &Shared,
+    req: Request,
+    gone: Gone,
+) -> Option<Result<Value, Failure>> {
     let c = match check_call(shared, &req) {
         Ok(c) => c,
         Err(f) => return Some(Err(f)),
@@ -398,10 +426,16 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
             j.record(entry);
         }
     };
-    let params = CallToolRequestParams::new(tool.clone()).with_arguments(c.arguments.clone());
+    let mut params = CallToolRequestParams::new(tool.clone()).with_arguments(c.arguments.clone());
+    // A client span, its context passed on in the request's `_meta` (SEP-414).
+    let span = crate::telemetry::spans::broker_call(server, tool, &req.trace);
+    let carried = crate::telemetry::context::carried(&span);
+    if !carried.is_empty() {
+        params.meta = Some(rmcp::model::MetaObject(carried).into());
+    }
     // Dropping the request future sends `notifications/cancelled` to the server (rmcp).
     let outcome = tokio::select! {
-        r = peer.call_tool(params) => r,
+        r = peer.call_tool(params).instrument(span.clone()) => r,
         _ = &mut gone => {
             record(Outcome::OutcomeUnknown);
             return None;
@@ -416,6 +450,9 @@ async fn call(shared: &Shared, req: Request, gone: Gone) -> Option<Result<Value,
         }
     };
     let (journal, answer, broken) = answer(&c, outcome);
+    if let Err(f) = &answer {
+        crate::telemetry::spans::failed(&span, &format!("{:?}", f.kind).to_lowercase());
+    }
     record(journal);
     if let Some(reason) = broken {
         c.ds.broken(&reason).await;

@@ -219,9 +219,12 @@ impl SessionArgs {
     }
 }
 
-/// `kernel-mcp service`.
+/// `kernel-mcp service` (without a command: run it).
 #[derive(Debug, Clone, Args)]
 pub struct ServiceArgs {
+    /// `status`, `stop` or `restart` the running service instead of running one.
+    #[command(subcommand)]
+    pub action: Option<super::service_ctl::ServiceCommand>,
     /// The socket to listen on (default as for `serve --shared`).
     #[arg(long, env = "KERNEL_MCP_SOCKET")]
     pub socket: Option<PathBuf>,
@@ -297,7 +300,8 @@ pub struct SuperviseArgs {
 pub enum Command {
     /// Serve MCP (default: over stdio). The same as no command.
     Serve(ServeArgs),
-    /// Run the per-user service: the sessions behind a Unix socket, shared by every client.
+    /// Run the per-user service: the sessions behind a Unix socket, shared by every client
+    /// (`service status | stop | restart`: the running one's).
     Service(ServiceArgs),
     /// List the kernelspecs kernel-mcp can launch, and where it looked.
     Kernels,

@@ -18,7 +18,8 @@ use super::context::Context;
 
 /// Run `command` to its end (everything but `supervise`, which `main` runs before any setup).
 pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
-    setup_process(&command);
+    // Dropped when the command returns: flushes the telemetry still queued.
+    let _telemetry = setup_process(&command);
     let ctx = match Context::new(global) {
         Ok(c) => c,
         Err(f) => return f.exit(),
@@ -30,6 +31,15 @@ pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
             });
         }
         Command::Serve(args) => super::serve::serve(ctx, args),
+        Command::Service(super::args::ServiceArgs {
+            action: Some(action),
+            socket,
+            ..
+        }) => {
+            return with_runtime(Flavor::Light, |rt| {
+                super::service_ctl::run(action, socket, rt)
+            });
+        }
         Command::Service(args) => super::serve::service(ctx, args),
         Command::Supervise(_) => Ok(()), // run by main before any setup
         Command::Kernels => return kernels(&ctx.search),
@@ -84,8 +94,9 @@ pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
     }
 }
 
-/// The process-wide setup every command but `supervise` gets.
-fn setup_process(command: &Command) {
+/// The process-wide setup every command but `supervise` gets. The serving commands (`serve`
+/// but the relay, `service`) export telemetry when the environment says so.
+fn setup_process(command: &Command) -> kernel_mcp::telemetry::Guard {
     // A file-size limit (RLIMIT_FSIZE) must fail a write, not kill the server and every session.
     // SAFETY: setting a signal's disposition to ignore is always sound.
     unsafe {
@@ -96,18 +107,21 @@ fn setup_process(command: &Command) {
     }
     kernel_mcp::memory::configure();
     match command {
-        Command::Service(_) => {
-            if let Err(e) = kernel_mcp::service::log::init_service() {
+        Command::Service(a) if a.action.is_none() => {
+            let (file, guard) = kernel_mcp::service::log::init_service();
+            if let Err(e) = file {
                 eprintln!("kernel-mcp service: no log file ({e}); logging to stderr only");
             }
+            guard
         }
-        _ => kernel_mcp::service::log::init_stderr(),
+        Command::Serve(args) => kernel_mcp::service::log::init_stderr(!args.shared),
+        _ => kernel_mcp::service::log::init_stderr(false),
     }
 }
 
 /// The runtime a command runs on (see the module docs).
 enum Flavor {
-    /// One thread: the relay, `doctor`, `env`.
+    /// One thread: the relay, `doctor`, `env`, `service status | stop | restart`.
     Light,
     /// Two workers: the MCP clients of the service.
     Client,

@@ -6,7 +6,7 @@
 //!
 //! The rest is for people (not the MCP server): `doctor` checks the setup, `install` writes an
 //! MCP client's config entry, `env` manages named Python environments, `token` prints the
-//! service's HTTP token; `exec`, `sessions`, `session`, `history` and `console` are MCP
+//! service's HTTP token, `service status | stop | restart` ([`service_ctl`]) hold the running service; `exec`, `sessions`, `session`, `history` and `console` are MCP
 //! clients of the per-user service ([`client`]), so a person sees what the agent sees. These
 //! print to stdout; the server never does.
 
@@ -25,5 +25,6 @@ pub mod log;
 pub mod oauth;
 pub mod ordered_json;
 pub mod serve;
+pub mod service_ctl;
 pub mod sessions;
 pub mod token;

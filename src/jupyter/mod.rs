@@ -129,12 +129,44 @@ pub fn router(face: Arc<Face>, access: HttpAccess) -> axum::Router {
         .route("/api/kernels/{id}/interrupt", post(rest::interrupt))
         .route("/api/kernels/{id}/restart", post(rest::restart))
         .route("/api/kernels/{id}/channels", get(channels::upgrade))
+        .route_layer(axum::middleware::from_fn(traced))
         .with_state(face)
         .layer(axum::middleware::from_fn_with_state(
             gate,
             crate::auth::gate,
         ))
         .layer(axum::middleware::from_fn_with_state(access, foreign))
+}
+
+/// Each request in a server span named by its route (see
+/// [`crate::telemetry::spans::jupyter`]), continuing a `traceparent` header.
+async fn traced(
+    route: Option<axum::extract::MatchedPath>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use tracing::Instrument;
+    let route = route.as_ref().map_or("unmatched", |r| r.as_str());
+    let span = crate::telemetry::spans::jupyter(req.method().as_str(), route);
+    if !span.is_disabled() {
+        let mut carrier = serde_json::Map::new();
+        for key in crate::telemetry::context::KEYS {
+            if let Some(v) = req.headers().get(key).and_then(|v| v.to_str().ok()) {
+                carrier.insert(key.to_string(), v.into());
+            }
+        }
+        crate::telemetry::context::continue_from(&span, &carrier);
+        let who = req.extensions().get::<crate::principal::Authenticated>();
+        if let Some(a) = who {
+            span.record("kernel_mcp.principal", a.principal.id());
+        }
+    }
+    let resp = next.run(req).instrument(span.clone()).await;
+    span.record("http.response.status_code", resp.status().as_u16());
+    if resp.status().is_server_error() {
+        crate::telemetry::spans::failed(&span, resp.status().as_str());
+    }
+    resp
 }
 
 /// How the Jupyter face words its refusals (Jupyter Server's JSON error body).

@@ -13,6 +13,7 @@ pub mod cgroup;
 pub(crate) mod channels;
 pub mod connection;
 pub mod discovery;
+mod exit;
 pub mod fork;
 pub mod iopub;
 mod local;

@@ -60,6 +60,25 @@ impl From<SessionError> for ToolError {
     }
 }
 
+impl From<crate::artifacts::ArtifactError> for ToolError {
+    fn from(e: crate::artifacts::ArtifactError) -> ToolError {
+        use crate::artifacts::ArtifactError as E;
+        let (code, next) = match &e {
+            E::NotFound(_) => (
+                ErrorCode::ArtifactNotFound,
+                " list_artifacts shows the artifacts kept.",
+            ),
+            E::TooLarge { .. } => (
+                ErrorCode::LimitExceeded,
+                " Keep a smaller value, or write it to a file.",
+            ),
+            E::PastEnd { .. } => (ErrorCode::InvalidArgument, ""),
+            E::Io(_) => (ErrorCode::IoError, ""),
+        };
+        ToolError::new(code, format!("{e}{next}"))
+    }
+}
+
 impl IntoCallToolResult for ToolError {
     fn into_call_tool_result(self) -> Result<CallToolResponse, ErrorData> {
         Ok(self.to_result().into())

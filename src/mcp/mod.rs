@@ -4,7 +4,8 @@
 //! of `tools/list` (`schema`), tasks and resources on runs (`tasks`, `resources`), log
 //! forwarding (`logging`), a client's cancellation told from its connection's end (`cancel`),
 //! HTTP session lifetimes (`http_sessions`), the transports (`serve`, `http`, `sse`), what
-//! access each call needs under OAuth scopes (`access`) and the MCP Apps view (`ui`).
+//! access each call needs under OAuth scopes (`access`), the MCP Apps view (`ui`) and each
+//! request's telemetry span (`traced`).
 //! Authentication itself is [`crate::auth`]'s.
 
 pub mod access;
@@ -26,6 +27,7 @@ pub mod sse;
 mod tasks;
 pub(crate) mod tools;
 pub mod toolset;
+mod traced;
 pub mod ui;
 
 pub use server::KernelMcp;

@@ -84,6 +84,14 @@ pub async fn execution(r: &ExecutionResult, limits: &crate::config::Limits) -> C
                     Some(t.total_bytes),
                 )));
             }
+            if let Some(a) = &t.artifact {
+                blocks.push(ContentBlock::resource_link(link(
+                    super::resources::artifact_uri(&a.id),
+                    format!("{stream} of {} (artifact {})", r.run_id, a.id),
+                    &a.mime,
+                    Some(a.bytes as usize),
+                )));
+            }
         }
     }
     let mut structured = to_value(r);
@@ -168,6 +176,16 @@ pub fn execution_text(r: &ExecutionResult, notices: &[String]) -> String {
             names.join(", "),
             r.run_id
         );
+        for (name, a) in parts
+            .iter()
+            .filter_map(|(n, t)| t.artifact.as_ref().map(|a| (n, a)))
+        {
+            let _ = writeln!(
+                t,
+                "The whole {name} is artifact {} ({} bytes, sha256 {}): read_artifact, save_artifact or forward_artifact it by id.",
+                a.id, a.bytes, a.sha256
+            );
+        }
     }
     if matches!(r.status, RunStatus::Running | RunStatus::Queued) {
         let _ = writeln!(

@@ -10,6 +10,10 @@
 //! at most [`MAX_READ_BYTES`] at once; when more remains, a second content item names the URI
 //! of the rest. An output read returns its image (a base64 blob with its MIME type) or,
 //! for a display with no image, its text.
+//!
+//! Artifacts are resources too: `kernel-mcp://artifacts/{id}` (`?offset=N`), read the same
+//! way — text for a text type, else a base64 blob — by a caller that sees the artifact's
+//! session (see [`crate::artifacts`]).
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
@@ -20,6 +24,14 @@ use crate::session::Part;
 
 /// The URI scheme and authority of every run resource.
 pub const PREFIX: &str = "kernel-mcp://runs/";
+
+/// The prefix of every artifact resource.
+pub const ARTIFACT_PREFIX: &str = "kernel-mcp://artifacts/";
+
+/// The URI of an artifact.
+pub fn artifact_uri(id: &str) -> String {
+    format!("{ARTIFACT_PREFIX}{id}")
+}
 
 /// Most bytes of stream text one read returns (well under the 16 MiB message limit of
 /// common clients).
@@ -128,6 +140,12 @@ pub fn templates() -> Vec<ResourceTemplate> {
             "The index-th display of a run's outputs[]: its image, or its text.",
             None,
         ),
+        t(
+            "kernel-mcp://artifacts/{id}",
+            "artifact",
+            "An artifact kept by reference: text, or a base64 blob (8 MiB per read; ?offset=N for the rest).",
+            None,
+        ),
     ]
 }
 
@@ -135,6 +153,9 @@ pub fn templates() -> Vec<ResourceTemplate> {
 /// resource-not-found for a run or output that is not (or no longer) kept, or that the caller
 /// does not see.
 pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, McpError> {
+    if let Some(rest) = uri.strip_prefix(ARTIFACT_PREFIX) {
+        return read_artifact(scope, uri, rest).await;
+    }
     let target = parse(uri).map_err(|m| McpError::invalid_params(m, None))?;
     let run_of = |run: &str| -> Result<RunHandle, McpError> {
         let key = scope.run_key(run.to_string());
@@ -190,6 +211,58 @@ pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, Mcp
             }
         }
     }
+}
+
+/// Read the artifact `rest` (`{id}` or `{id}?offset=N`) names, at most [`MAX_READ_BYTES`]
+/// from its offset, and a link to the rest. Errors: as [`read`].
+async fn read_artifact(
+    scope: &Scope,
+    uri: &str,
+    rest: &str,
+) -> Result<Vec<ResourceContents>, McpError> {
+    let (id, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let offset: u64 = match query.strip_prefix("offset=") {
+        Some(n) => n.parse().map_err(|_| {
+            McpError::invalid_params(format!("offset must be a byte count, not {n:?}"), None)
+        })?,
+        None if query.is_empty() => 0,
+        None => {
+            return Err(McpError::invalid_params(
+                format!("unknown query {query:?}; only offset=N is understood"),
+                None,
+            ));
+        }
+    };
+    let viewer = scope.viewer();
+    let (artifact, bytes) = scope
+        .registry()
+        .artifacts()
+        .read(id, |s| viewer.sees(s), offset, MAX_READ_BYTES)
+        .await
+        .map_err(|e| match e {
+            crate::artifacts::ArtifactError::NotFound(_) => {
+                McpError::resource_not_found(format!("{e} ({uri})"), None)
+            }
+            other => McpError::invalid_params(other.to_string(), None),
+        })?;
+    let (encoding, data, covered) = super::tools::artifact_encode(&artifact, &bytes);
+    let mut contents = vec![match encoding {
+        "text" => ResourceContents::text(data, uri).with_mime_type(artifact.mime.clone()),
+        _ => ResourceContents::blob(data, uri).with_mime_type(artifact.mime.clone()),
+    }];
+    let next_offset = offset + covered as u64;
+    if next_offset < artifact.bytes {
+        let next = format!("{}?offset={next_offset}", artifact_uri(id));
+        contents.push(ResourceContents::text(
+            format!(
+                "[{} of {} bytes remain: read {next}]",
+                artifact.bytes - next_offset,
+                artifact.bytes
+            ),
+            next,
+        ));
+    }
+    Ok(contents)
 }
 
 #[cfg(test)]

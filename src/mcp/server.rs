@@ -175,7 +175,10 @@ impl KernelMcp {
         Ok(())
     }
 
-    /// A tool call, as `call_tool` describes it (without its audit line).
+    /// The router's dispatch under a panic guard (a bug answers `INTERNAL_ERROR` instead of
+    /// leaving the call unanswered), plus one fix-up: arguments that do not deserialize are
+    /// rejected by rmcp before any tool runs, as a bare `isError` text; give them the
+    /// contract's `{error_code: INVALID_ARGUMENT, message, details}` like every other error.
     async fn dispatch(
         &self,
         request: CallToolRequestParams,
@@ -301,17 +304,21 @@ fn listed_tools(router: &ToolRouter<KernelMcp>, toolset: Toolset) -> Vec<Tool> {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for KernelMcp {
-    /// The router's dispatch under a panic guard (a bug answers `INTERNAL_ERROR` instead of
-    /// leaving the call unanswered), plus one fix-up: arguments that do not deserialize are
-    /// rejected by rmcp before any tool runs, as a bare `isError` text; give them the
-    /// contract's `{error_code: INVALID_ARGUMENT, message, details}` like every other error.
+    /// `tools/call`: [`KernelMcp::dispatch`] in the request's span (see `traced.rs`), with
+    /// its audit line (see `audit.rs`).
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let audit = super::audit::Audit::start(&self.caller(&context), &request);
-        let response = self.dispatch(request, context).await;
+        let span = super::traced::request("tools/call", Some(&request.name), &context);
+        let response = super::traced::traced(
+            span,
+            self.dispatch(request, context),
+            super::traced::tool_error,
+        )
+        .await;
         audit.finish(&response);
         response
     }
@@ -358,10 +365,11 @@ impl ServerHandler for KernelMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        let span = super::traced::request("tasks/get", None, &context);
         let caller = self.caller(&context);
-        Ok(GetTaskResult::new(
-            super::tasks::detailed(&caller.scope, &request.task_id).await?,
-        ))
+        let get = async move { super::tasks::detailed(&caller.scope, &request.task_id).await };
+        let task = super::traced::traced(span, get, super::traced::never).await?;
+        Ok(GetTaskResult::new(task))
     }
 
     /// `tasks/cancel`: cancels the task's run, as `cancel_execution` does.
@@ -370,8 +378,10 @@ impl ServerHandler for KernelMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let span = super::traced::request("tasks/cancel", None, &context);
         let caller = self.caller(&context);
-        super::tasks::cancel(&caller.scope, &request.task_id).await
+        let cancel = async move { super::tasks::cancel(&caller.scope, &request.task_id).await };
+        super::traced::traced(span, cancel, super::traced::never).await
     }
 
     /// `notifications/cancelled`: the client, not the end of its connection, cancelled a
@@ -445,8 +455,10 @@ impl ServerHandler for KernelMcp {
             let contents = vec![super::ui::contents()];
             return Ok(rmcp::model::ReadResourceResult::new(contents).into());
         }
+        let span = super::traced::request("resources/read", None, &context);
         let caller = self.caller(&context);
-        let contents = super::resources::read(&caller.scope, &request.uri).await?;
+        let read = async move { super::resources::read(&caller.scope, &request.uri).await };
+        let contents = super::traced::traced(span, read, super::traced::never).await?;
         Ok(rmcp::model::ReadResourceResult::new(contents).into())
     }
 

@@ -5,7 +5,7 @@
 //!
 //! A toolset is a **base** — `default` (the everyday tools), `all`, `minimal` or `code` —
 //! plus any number of **named sets** added to it: `environments`, `checkpoints`, `service`,
-//! `fresh`, `completion`, `history`, `notebook`. `--tools` takes them comma-separated
+//! `fresh`, `completion`, `history`, `notebook`, `artifacts`. `--tools` takes them comma-separated
 //! (`--tools default,environments`); named sets alone add to `default`. A tool outside the
 //! toolset is not listed and is unknown to `tools/call` (JSON-RPC `-32602`); a parameter
 //! outside it (`execute_file`'s `mode`, which only the `fresh` set offers) is not in the tool's

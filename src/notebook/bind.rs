@@ -4,8 +4,11 @@
 //! into by mistake — and finds its binding here. A principal sees only its own bindings.
 //!
 //! The table is the process's, like the registry ([`Notebooks::global`]), bounded to
-//! [`MAX_OPEN`] bindings. Each binding holds its file (behind an async mutex: one change at
-//! a time) and the batch of cells `execute_cells` runs, if any.
+//! [`MAX_OPEN`] bindings. Each binding holds its document (a file behind an async mutex:
+//! one change at a time; or a collaboration room) and the batch of cells `execute_cells`
+//! runs, if any. A notebook in a Jupyter Server's room is keyed `SERVER:PATH` (a relative
+//! path, so it never meets a local file's absolute one); [`Notebooks::find_room`] finds it by
+//! the server path alone too.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +16,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use tokio::sync::watch;
 
-use super::file::NotebookFile;
+use super::doc::Doc;
 use super::run::BatchState;
 
 /// Most notebooks open at once in a server.
@@ -21,12 +24,12 @@ pub const MAX_OPEN: usize = 256;
 
 /// One open notebook.
 pub struct Binding {
-    /// The notebook's absolute path, as it was opened.
+    /// The notebook's absolute path as it was opened; `SERVER:PATH` for a room's.
     pub path: PathBuf,
     /// The session it runs in, as its principal names it.
     pub session_id: String,
-    /// The file, as last read or written.
-    pub file: Arc<tokio::sync::Mutex<NotebookFile>>,
+    /// The file, as last read or written, or the room.
+    pub doc: Doc,
     /// The batch of cells running or last run (`execute_cells`).
     batch: Mutex<Option<watch::Receiver<BatchState>>>,
 }
@@ -76,7 +79,7 @@ impl Notebooks {
             .cloned()
     }
 
-    /// Bind `path` (absolute) to `session_id` for `owner`, holding `file`; when the notebook
+    /// Bind `path` (absolute, or `SERVER:PATH`) to `session_id` for `owner`, holding `doc`; when the notebook
     /// is open already, its binding is returned instead (one notebook, one session), and
     /// `false` says so. Errors: [`BindError::Full`].
     pub fn bind(
@@ -84,7 +87,7 @@ impl Notebooks {
         owner: &str,
         path: &Path,
         session_id: &str,
-        file: NotebookFile,
+        doc: Doc,
     ) -> Result<(Arc<Binding>, bool), BindError> {
         let mut open = lock(&self.open);
         let key = (owner.to_string(), path.to_path_buf());
@@ -97,11 +100,25 @@ impl Notebooks {
         let binding = Arc::new(Binding {
             path: path.to_path_buf(),
             session_id: session_id.to_string(),
-            file: Arc::new(tokio::sync::Mutex::new(file)),
+            doc,
             batch: Mutex::new(None),
         });
         open.insert(key, binding.clone());
         Ok((binding, true))
+    }
+
+    /// `owner`'s binding of a notebook in a room whose server path is `server_path` (as
+    /// `open_notebook` was given it), when exactly one server has it open.
+    pub fn find_room(&self, owner: &str, server_path: &str) -> Option<Arc<Binding>> {
+        let want = server_path.trim_matches('/');
+        let open = lock(&self.open);
+        let mut found = open.iter().filter(|((o, _), b)| {
+            o == owner && matches!(&b.doc, Doc::Room { room, .. } if room.path() == want)
+        });
+        match (found.next(), found.next()) {
+            (Some((_, b)), None) => Some(b.clone()),
+            _ => None,
+        }
     }
 
     /// End `owner`'s binding of `path`; returns it, if the notebook was open.

@@ -6,6 +6,7 @@
 
 pub mod bind;
 pub mod collab;
+pub mod doc;
 pub mod edit;
 pub mod file;
 pub mod merge;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::scope::key::Slot;
-use crate::session::SessionError;
+use crate::session::{SessionError, cmd};
 
 /// How long an expired session's name answers `SESSION_EXPIRED`.
 pub const TOMBSTONE_TTL: Duration = Duration::from_secs(86_400);
@@ -58,6 +58,41 @@ impl Tombstones {
         let ttl = chrono::Duration::from_std(TOMBSTONE_TTL).unwrap_or(chrono::Duration::MAX);
         let now = Utc::now();
         self.0.retain(|_, at| *at + ttl > now);
+    }
+}
+
+impl super::Registry {
+    /// Expire every session that is due: file it as expired, then shut its kernel down.
+    pub async fn reap_expired(&self) {
+        let sessions = super::lock(&self.table).all();
+        for (slot, handle) in sessions {
+            if !matches!(handle.call(cmd::CheckExpired).await, Ok(true)) {
+                continue;
+            }
+            // One critical section: a session created in this slot meanwhile is not touched,
+            // and no call sees the slot neither live nor expired.
+            if !self.forget(&slot, &handle, true) {
+                continue;
+            }
+            let rung = handle.call(cmd::Destroy).await;
+            tracing::info!(parent: handle.span(), ?rung, "session expired after being idle");
+        }
+    }
+
+    /// Run [`Registry::reap_expired`] every [`REAP_EVERY`] on the current runtime
+    /// for as long as the registry exists.
+    pub fn spawn_reaper(registry: &std::sync::Arc<super::Registry>) {
+        let weak: std::sync::Weak<super::Registry> = std::sync::Arc::downgrade(registry);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(REAP_EVERY);
+            loop {
+                tick.tick().await;
+                let Some(registry) = weak.upgrade() else {
+                    return;
+                };
+                registry.reap_expired().await;
+            }
+        });
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::config::Limits;
@@ -30,6 +30,7 @@ pub mod expiry;
 pub mod floors;
 mod fork;
 pub mod fresh;
+mod journals;
 mod run_handle;
 pub mod runs;
 pub mod scope;
@@ -40,9 +41,8 @@ use floors::Floors;
 use run_handle::Held;
 pub use run_handle::RunHandle;
 use runs::{Holder, RunIndex};
-use std::os::unix::fs::DirBuilderExt;
 
-use scope::key::{ConnectionId, Owner, RunKey, SessionKey, Slot, Viewer};
+use scope::key::{ConnectionId, RunKey, SessionKey, Slot, Viewer};
 pub use sources::{KernelSource, SessionOptions, Sources};
 use table::{Live, Table};
 
@@ -79,6 +79,9 @@ pub struct Registry {
     /// What each connection's client asked for beyond the server's floors (its hello, see
     /// [`floors`]). A `std::sync::Mutex` held for map updates only.
     client_floors: Mutex<std::collections::HashMap<ConnectionId, Floors>>,
+    /// Every session's artifacts (`crate::artifacts`), filed by slot; a session's go when
+    /// it is forgotten.
+    artifacts: Arc<crate::artifacts::Store<Slot>>,
 }
 
 impl Registry {
@@ -110,6 +113,7 @@ impl Registry {
             counter: AtomicU64::new(0),
             broker: None,
             client_floors: Default::default(),
+            artifacts: Default::default(),
         }
     }
 
@@ -361,6 +365,11 @@ impl Registry {
         out
     }
 
+    /// Every live session with its slot, whoever owns it (`kernel-mcp service status`).
+    pub fn all_sessions(&self) -> Vec<(Slot, SessionHandle)> {
+        lock(&self.table).all()
+    }
+
     /// The ids of the sessions `viewer` sees, sorted.
     pub fn names(&self, viewer: &Viewer) -> Vec<String> {
         lock(&self.table).names(viewer)
@@ -382,51 +391,9 @@ impl Registry {
         let removed = lock(&self.table).remove(slot, handle, expired);
         if removed {
             self.runs.forget_session(slot);
+            self.artifacts.forget_session(slot);
         }
         removed
-    }
-
-    /// Where the history of `key`'s session is read from when it is not live: a connection's
-    /// own ended `default` leaves its journal to that connection only; a named session's is
-    /// the newest public journal of that name.
-    pub fn past_history(&self, key: &SessionKey) -> PastHistory {
-        match key.slot() {
-            Slot::Named(owner, name) => match self.journal_dir_of(owner) {
-                Some(dir) => PastHistory::LatestOf {
-                    dir,
-                    name: name.clone(),
-                },
-                None => PastHistory::Nothing,
-            },
-            Slot::Default(owner) => lock(&self.table)
-                .ended_journal(*owner)
-                .map_or(PastHistory::Nothing, PastHistory::Journal),
-        }
-    }
-
-    /// Where `owner`'s sessions journal their history: the journal directory for the
-    /// process's own user, else a 0700 directory of that principal's in it (`principals/`
-    /// and a digest of its id), so a principal's past history is found by its name only by
-    /// that principal. `None` when journals are off or the directory cannot be made.
-    pub fn journal_dir_of(&self, owner: &Owner) -> Option<PathBuf> {
-        let base = self.journal_dir.as_ref()?;
-        if owner.is_process() {
-            return Some(base.clone());
-        }
-        use sha2::Digest;
-        let digest = hex::encode(&sha2::Sha256::digest(owner.as_str().as_bytes())[..12]);
-        let dir = base.join("principals").join(digest);
-        let made = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir);
-        match made {
-            Ok(()) => Some(dir),
-            Err(e) => {
-                tracing::warn!(principal = %owner, "cannot make the principal's journal directory {}: {e}", dir.display());
-                None
-            }
-        }
     }
 
     /// `SESSION_NOT_FOUND` for `key`, naming the sessions the caller sees.
@@ -502,6 +469,21 @@ impl Registry {
         Ok(RunHandle::new(key.clone(), held, self.runs.clone()))
     }
 
+    /// The slot of the session `key`'s run was asked of, when the caller sees it.
+    pub fn run_slot(&self, key: &RunKey) -> Option<Slot> {
+        self.runs.get(key.run(), key.viewer()).map(|e| e.owner)
+    }
+
+    /// The live session in `slot` (an artifact's, which the caller was checked to see).
+    pub fn session_in(&self, slot: &Slot) -> Option<SessionHandle> {
+        lock(&self.table).live(slot).map(|l| l.handle.clone())
+    }
+
+    /// Every session's artifacts (see [`crate::artifacts`]).
+    pub fn artifacts(&self) -> &Arc<crate::artifacts::Store<Slot>> {
+        &self.artifacts
+    }
+
     /// True while `owner` has a `default` session, live or recently expired.
     fn holds_default(&self, owner: ConnectionId) -> bool {
         let slot = Slot::Default(owner);
@@ -526,39 +508,6 @@ impl Registry {
     fn forget_connection(&self, owner: ConnectionId) {
         lock(&self.table).forget_connection(owner);
         lock(&self.client_floors).remove(&owner);
-    }
-
-    /// Expire every session that is due: file it as expired, then shut its kernel down.
-    pub async fn reap_expired(&self) {
-        let sessions = lock(&self.table).all();
-        for (slot, handle) in sessions {
-            if !matches!(handle.call(cmd::CheckExpired).await, Ok(true)) {
-                continue;
-            }
-            // One critical section: a session created in this slot meanwhile is not touched,
-            // and no call sees the slot neither live nor expired.
-            if !self.forget(&slot, &handle, true) {
-                continue;
-            }
-            let rung = handle.call(cmd::Destroy).await;
-            tracing::info!(parent: handle.span(), ?rung, "session expired after being idle");
-        }
-    }
-
-    /// Run [`Registry::reap_expired`] every [`expiry::REAP_EVERY`] on the current runtime
-    /// for as long as the registry exists.
-    pub fn spawn_reaper(registry: &Arc<Registry>) {
-        let weak: Weak<Registry> = Arc::downgrade(registry);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(expiry::REAP_EVERY);
-            loop {
-                tick.tick().await;
-                let Some(registry) = weak.upgrade() else {
-                    return;
-                };
-                registry.reap_expired().await;
-            }
-        });
     }
 
     /// Destroy every session (server exit), in parallel, each bounded by its shutdown ladder.

@@ -8,9 +8,12 @@
 //! With `--http` it also serves streamable HTTP on the same sessions, behind a token and,
 //! when configured, OAuth ([`super::http`], [`crate::auth`]).
 //!
-//! It ends on SIGTERM/SIGINT/SIGHUP, after `idle_exit` with no session and no connection, or
+//! A connection's first line may instead be a control line (`kernel-mcp service status |
+//! stop`, [`super::control`]), answered for the service's own user only.
+//!
+//! It ends on SIGTERM/SIGINT/SIGHUP, on a `stop` control line, after `idle_exit` with no session and no connection, or
 //! once its socket file is removed or replaced and no connection is left (nobody can reach it);
-//! every exit path shuts every kernel down (a SIGKILLed service leaves none either: the
+//! every exit path tells the connected MCP clients and shuts every kernel down (a SIGKILLed service leaves none either: the
 //! kernels' parent-death signal takes them).
 
 use std::fs::{File, OpenOptions};
@@ -26,6 +29,7 @@ use rmcp::ServiceExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 
+use super::control::Facts;
 use super::http::{self, HttpOptions, HttpRecord};
 use super::paths::{DirError, ServicePaths};
 use crate::auth::peer::authenticate_peer;
@@ -178,16 +182,24 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
         "kernel-mcp service listening"
     );
     super::hello::write_record(paths, &registry.server_floors());
-    let connections = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::new(Shared {
+        registry: registry.clone(),
+        connections: Arc::new(AtomicUsize::new(0)),
+        facts: Facts::now(&paths.socket),
+        stop: tokio::sync::Notify::new(),
+        ours: nix::unistd::getuid().as_raw(),
+        allowed: opts.allow_uids.clone(),
+    });
+    let connections = &shared.connections;
     let mut idle_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(IDLE_TICK);
-    let ours = nix::unistd::getuid().as_raw();
+    let mut asked_to_stop = false;
     let reason = loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     idle_since = None;
-                    admit(stream, ours, &opts.allow_uids, &registry, &connections).await;
+                    admit(stream, &shared).await;
                 }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
@@ -211,6 +223,10 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
                 }
             }
             s = termination() => break format!("received {s}"),
+            _ = shared.stop.notified() => {
+                asked_to_stop = true;
+                break "asked by `kernel-mcp service stop`".to_string();
+            }
             r = async { http.as_mut().expect("guarded").await }, if http.is_some() => {
                 http = None;
                 let why = match r {
@@ -222,6 +238,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
             }
         }
     };
+    shared.facts.tell_clients(&reason).await;
     let _ = stop_http.send(());
     if let Some(h) = http {
         let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
@@ -233,6 +250,10 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
     drop(listener);
     let _ = std::fs::remove_file(&paths.socket);
     let _ = std::fs::remove_file(&paths.floors_record);
+    if asked_to_stop {
+        // A stopped service leaves no token behind (a restarted one generates a new one).
+        let _ = std::fs::remove_file(&paths.token_file);
+    }
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_DEADLINE);
         tracing::error!(
@@ -309,15 +330,27 @@ fn open_to(paths: &ServicePaths, allowed: &[u32]) -> Result<(), ServiceError> {
     Ok(())
 }
 
-async fn admit(
-    stream: UnixStream,
+/// What every connection's task shares with the accept loop.
+struct Shared {
+    registry: Arc<Registry>,
+    connections: Arc<AtomicUsize>,
+    /// The service's own facts, for `kernel-mcp service status`, and its clients to tell.
+    facts: Facts,
+    /// Notified by a `kernel-mcp service stop`.
+    stop: tokio::sync::Notify,
+    /// Our uid.
     ours: u32,
-    allowed: &[u32],
-    registry: &Arc<Registry>,
-    connections: &Arc<AtomicUsize>,
-) {
+    /// `--allow-uid`.
+    allowed: Vec<u32>,
+}
+
+/// Serve `stream` if its peer is us (or admitted) and there is room, else tell it why and
+/// hang up. Its first line may be a hello ([`super::hello`]) or a control line
+/// ([`super::control`]).
+async fn admit(stream: UnixStream, shared: &Arc<Shared>) {
+    let connections = &shared.connections;
     let full = connections.load(Ordering::SeqCst) >= MAX_CONNECTIONS;
-    let who = match authenticate_peer(stream.peer_cred(), ours, allowed) {
+    let who = match authenticate_peer(stream.peer_cred(), shared.ours, &shared.allowed) {
         Ok(_) if full => Err(format!(
             "refused: the service already serves {MAX_CONNECTIONS} connections"
         )),
@@ -332,8 +365,9 @@ async fn admit(
         }
     };
     let counted = Counted::new(connections);
-    let server = KernelMcp::for_connection(registry.clone(), Default::default());
-    let registry = registry.clone();
+    let server = KernelMcp::for_connection(shared.registry.clone(), Default::default());
+    let registry = shared.registry.clone();
+    let shared = shared.clone();
     tokio::spawn(async move {
         let (read, mut write) = stream.into_split();
         let mut read = tokio::io::BufReader::new(read);
@@ -355,13 +389,23 @@ async fn admit(
                 }
                 Vec::new()
             }
-            Ok((None, first)) => first,
+            Ok((None, first)) => match super::control::parse(&first) {
+                Some(op) => {
+                    drop(counted);
+                    control(op, &who, write, &shared).await;
+                    server.close().await;
+                    return;
+                }
+                None => first,
+            },
             Err(_) => Vec::new(),
         };
         let read = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(pending), read);
         match server.clone().serve(stamped((read, write), who)).await {
             Ok(service) => {
+                let told = shared.facts.remember(service.peer().clone());
                 let reason = service.waiting().await;
+                shared.facts.forget(told);
                 tracing::info!(?reason, "client disconnected");
             }
             Err(e) => tracing::info!("connection ended before MCP initialized: {e}"),
@@ -369,6 +413,41 @@ async fn admit(
         server.close().await;
         drop(counted);
     });
+}
+
+/// Answer the control line `op` of the peer `who` on `write` (see [`super::control`]); a
+/// `stop` then ends the service. Only the service's own user may: an admitted other user
+/// (`--allow-uid`) is refused.
+async fn control(
+    op: super::control::Op,
+    who: &crate::principal::Authenticated,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+    shared: &Shared,
+) {
+    use super::control::{Op, answer, refusal};
+    let line = if !who.allows(crate::principal::Access::Admin) {
+        tracing::warn!(principal = %who.principal, ?op, "refused a control line from another user");
+        refusal(&format!(
+            "refused: only the service's own user (uid {}) may see its status or stop it",
+            shared.ours
+        ))
+    } else {
+        match op {
+            Op::Status => {
+                let open = shared.connections.load(Ordering::SeqCst);
+                answer(&shared.facts.status(&shared.registry, open).await)
+            }
+            Op::Stop => answer(&shared.facts.stopping()),
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let _ = write.write_all(&line).await;
+        let _ = write.shutdown().await;
+    })
+    .await;
+    if op == Op::Stop && who.allows(crate::principal::Access::Admin) {
+        shared.stop.notify_one();
+    }
 }
 
 /// Tell the peer of `stream` `why` it is refused, in one JSON-RPC error line, and hang up.

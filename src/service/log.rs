@@ -1,7 +1,9 @@
 //! Logging. The service logs to `<state dir>/service.log` (kept below [`MAX_LOG_BYTES`] by
 //! moving a full log to `service.log.old` at start) and to stderr, which is the terminal when
 //! it runs in the foreground and /dev/null when a relay started it. Every other command logs
-//! to stderr only (stdout is the MCP stream).
+//! to stderr only (stdout is the MCP stream). A serving process also gets the OpenTelemetry
+//! layer when the environment turns export on (see [`crate::telemetry::init`]); the
+//! [`crate::telemetry::Guard`] these return keeps its exporters alive.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -20,16 +22,19 @@ fn filter() -> EnvFilter {
     EnvFilter::try_from_env("KERNEL_MCP_LOG").unwrap_or_else(|_| EnvFilter::new("kernel_mcp=info"))
 }
 
-/// Log to stderr only.
-pub fn init_stderr() {
+/// Log to stderr only; with `serving`, export telemetry as the environment says.
+pub fn init_stderr(serving: bool) -> crate::telemetry::Guard {
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_filter(filter());
+    let (otel, guard) = crate::telemetry::init(serving);
     tracing_subscriber::registry()
+        .with(otel)
         .with(stderr)
         .with(to_clients())
         .init();
+    guard
 }
 
 /// Log messages to MCP clients that called `logging/setLevel` (they pick their level).
@@ -56,9 +61,10 @@ pub enum LogError {
     },
 }
 
-/// Log to the service log file and stderr. Returns the file's path, or why there is none
-/// (then only stderr is used).
-pub fn init_service() -> Result<PathBuf, LogError> {
+/// Log to the service log file and stderr, and export telemetry as the environment says.
+/// Returns the file's path, or why there is none (then only stderr is used), and the
+/// telemetry's guard.
+pub fn init_service() -> (Result<PathBuf, LogError>, crate::telemetry::Guard) {
     let file = open_log();
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
@@ -74,12 +80,14 @@ pub fn init_service() -> Result<PathBuf, LogError> {
         ),
         Err(e) => (None, Err(e)),
     };
+    let (otel, guard) = crate::telemetry::init(true);
     tracing_subscriber::registry()
+        .with(otel)
         .with(stderr.with_filter(filter()))
         .with(layer.map(|l| l.with_filter(filter())))
         .with(to_clients())
         .init();
-    outcome
+    (outcome, guard)
 }
 
 fn open_log() -> Result<(PathBuf, std::fs::File), LogError> {

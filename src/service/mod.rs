@@ -9,8 +9,10 @@
 //! `--http` the service also serves streamable HTTP, always behind a token ([`http`]). Where
 //! the socket, its locks, the token and the log live is [`paths`]; logging is [`log`]. A
 //! client that asks for stricter floors than the service's (a relay's `--sandbox`) says so
-//! in a [`hello`] before any MCP byte.
+//! in a [`hello`] before any MCP byte; `kernel-mcp service status | stop | restart` sends a
+//! [`control`] line instead.
 
+pub mod control;
 pub mod hello;
 pub mod http;
 pub mod listener;

@@ -27,7 +27,7 @@ use super::paths::{DirError, ServicePaths};
 use crate::trust::{self, TrustError};
 
 /// Longest a relay waits for a service it started (or for another relay's start) to listen.
-const START_DEADLINE: Duration = Duration::from_secs(30);
+pub const START_DEADLINE: Duration = Duration::from_secs(30);
 /// Longest the relay waits for the service's last answers after the client closed stdin.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 /// Longest first line the relay reads to add a toolset to (a longer one passes untouched).
@@ -104,6 +104,22 @@ pub async fn connect_or_start(
     if let Some(s) = connect_trusted(paths).await? {
         return Ok(s);
     }
+    start(paths, service_args, None, deadline).await
+}
+
+/// Start the service of `paths` detached (`service_args` after our own executable; in
+/// `cwd`, else ours; with our environment) and wait until `deadline` for it to listen; the
+/// caller holds the start lock or knows no service runs. Returns a trusted connection.
+///
+/// # Errors
+/// [`RelayError::Start`] when it cannot run, exits at once or does not listen in time;
+/// [`RelayError::Untrusted`] as for [`connect_trusted`].
+pub async fn start(
+    paths: &ServicePaths,
+    service_args: &[OsString],
+    cwd: Option<&Path>,
+    deadline: Instant,
+) -> Result<UnixStream, RelayError> {
     let exe = std::env::current_exe()
         .map_err(|e| RelayError::Start(format!("cannot find our own executable: {e}")))?;
     let mut cmd = std::process::Command::new(&exe);
@@ -111,6 +127,9 @@ pub async fn connect_or_start(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
     // SAFETY: only setsid (async-signal-safe) runs between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -167,8 +186,11 @@ pub async fn connect_trusted(paths: &ServicePaths) -> Result<Option<UnixStream>,
     Ok(Some(stream))
 }
 
-/// Take the start lock, waiting until `deadline`.
-async fn start_lock(path: &Path, deadline: Instant) -> Result<Flock<std::fs::File>, RelayError> {
+/// Take the start lock of a socket (`ServicePaths::start_lock`), waiting until `deadline`.
+pub async fn start_lock(
+    path: &Path,
+    deadline: Instant,
+) -> Result<Flock<std::fs::File>, RelayError> {
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)

@@ -38,6 +38,7 @@ pub enum ErrorCode {
     SandboxUnavailable,
     NotebookInvalid,
     NotebookConflict,
+    ArtifactNotFound,
 }
 
 impl ErrorCode {
@@ -65,6 +66,7 @@ impl ErrorCode {
             ErrorCode::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
             ErrorCode::NotebookInvalid => "NOTEBOOK_INVALID",
             ErrorCode::NotebookConflict => "NOTEBOOK_CONFLICT",
+            ErrorCode::ArtifactNotFound => "ARTIFACT_NOT_FOUND",
         }
     }
 }

@@ -17,6 +17,12 @@ pub trait SessionObserver: Send + Sync {
     /// it or is being destroyed: whatever the running code waits for on its behalf ends.
     fn run_cancelled(&self) {}
 
+    /// The observer itself, for a module that knows its type (the broker finds a session's
+    /// endpoint this way, to forward an artifact). `None` by default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// Sentences to add to the notices of a run of `code`, when it starts.
     fn run_notices(&self, code: &str) -> Vec<String> {
         let _ = code;

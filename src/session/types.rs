@@ -194,6 +194,9 @@ pub struct Prompt {
 pub struct StreamTruncation {
     pub total_bytes: usize,
     pub omitted_bytes: usize,
+    /// The whole text kept by reference (`result` only; see docs/tools.md "Artifacts").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<crate::artifacts::ArtifactRef>,
 }
 
 /// What `execute`, `get_execution`, `send_input` and `cancel_execution` return.

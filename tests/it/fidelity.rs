@@ -50,13 +50,13 @@ const NORMALISATIONS: [(&str, &str); 8] = [
     ),
 ];
 
-fn fidelity_dir() -> PathBuf {
+pub(crate) fn fidelity_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fidelity")
 }
 
 /// Counts of each normalisation that changed something.
 #[derive(Default)]
-struct Applied(BTreeMap<&'static str, usize>);
+pub(crate) struct Applied(BTreeMap<&'static str, usize>);
 
 impl Applied {
     fn note(&mut self, name: &'static str, changed: bool) {
@@ -166,7 +166,7 @@ fn normal_output(o: &Value, applied: &mut Applied) -> Value {
 }
 
 /// A reference notebook's non-empty code cells: (source, outputs, execution_count).
-fn code_cells(nb: &Value) -> Vec<(String, Vec<Value>, Value)> {
+pub(crate) fn code_cells(nb: &Value) -> Vec<(String, Vec<Value>, Value)> {
     let mut none = Applied::default();
     nb["cells"]
         .as_array()
@@ -339,10 +339,10 @@ async fn export(server: &Server, session: &str, dir: &Path) -> (PathBuf, Value) 
 }
 
 /// A difference found in one cell.
-struct Diff {
-    notebook: String,
-    cell: usize,
-    what: String,
+pub(crate) struct Diff {
+    pub(crate) notebook: String,
+    pub(crate) cell: usize,
+    pub(crate) what: String,
 }
 
 fn compare(
@@ -367,7 +367,7 @@ fn compare(
 }
 
 /// Compare two notebooks' code cells (outputs normalised, execution counts) in order.
-fn compare_cells(
+pub(crate) fn compare_cells(
     diffs: &mut Vec<Diff>,
     name: &str,
     want: &[(String, Vec<Value>, Value)],
@@ -387,7 +387,7 @@ fn compare_cells(
     }
 }
 
-fn reference_notebooks() -> Vec<(String, Value)> {
+pub(crate) fn reference_notebooks() -> Vec<(String, Value)> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(fidelity_dir().join("reference"))
         .expect("tests/fidelity/reference")
         .flatten()

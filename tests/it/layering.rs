@@ -20,11 +20,13 @@ use std::path::{Path, PathBuf};
 const LAYERS: [&[&str]; 11] = [
     &["wire"],
     &[
+        "artifacts",
         "config",
         "instance",
         "memory",
         "principal",
         "secrets",
+        "telemetry",
         "tls",
         "trust",
     ],

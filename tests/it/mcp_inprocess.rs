@@ -71,8 +71,9 @@ async fn every_tool_is_listed_and_tool_errors_carry_the_contract_shape() {
     assert_eq!(
         tools.len(),
         // 20 of v1, checkpoint/restore_session, five environment tools, renew_session, clear_queue,
-        // is_complete, fork_session, mirror_notebook, and the five notebook tools.
-        37,
+        // is_complete, fork_session, mirror_notebook, the five notebook tools, and five
+        // artifact tools.
+        42,
         "{:?}",
         tools.iter().map(|t| &t.name).collect::<Vec<_>>()
     );

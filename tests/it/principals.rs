@@ -622,6 +622,15 @@ async fn two_socket_users_keep_their_sessions_apart_and_the_owner_sees_both() {
         ids.contains(&"analysis") && ids.contains(&"uid:65534/analysis"),
         "{listed}"
     );
+    // Only the service's own user may see its status or stop it.
+    for cmd in [&["service", "stop"][..], &["service", "status", "--json"]] {
+        let out = as_nobody(&svc, home.path(), cmd).await;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(err.contains("only the service's own user"), "{err}");
+        assert!(out.stdout.is_empty(), "{cmd:?}");
+    }
+    assert!(svc.pid().is_some(), "the service still runs");
     owner.shutdown().await;
     if let Some(pid) = service.id() {
         crate::common::terminate(pid, Duration::from_secs(30));

@@ -218,8 +218,30 @@ impl Rest {
         }
     }
 
-    /// One request; `what` names the resource in errors.
+    /// One request in its telemetry span (a client span named by the route: `{id}` for the
+    /// kernel id); `what` names the resource in errors.
     async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Value, GatewayError> {
+        use tracing::Instrument;
+        let span =
+            crate::telemetry::spans::gateway(method.as_str(), &route(path), &self.gateway.name);
+        let out = self
+            .send(method, path, body, timeout, what)
+            .instrument(span.clone())
+            .await;
+        if out.is_err() {
+            crate::telemetry::spans::failed(&span, "gateway_error");
+        }
+        out
+    }
+
+    async fn send(
         &self,
         method: Method,
         path: &str,
@@ -326,6 +348,15 @@ impl Rest {
 }
 
 /// `api/kernels/{id}{tail}` with the id percent-safe (ids are UUIDs; anything else is escaped).
+/// `path` with the kernel id of `api/kernels/<id>/…` as `{id}`: a span name of few values.
+fn route(path: &str) -> String {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    if parts.len() > 2 && parts[..2] == ["api", "kernels"] {
+        parts[2] = "{id}";
+    }
+    format!("/{}", parts.join("/"))
+}
+
 fn kernel_path(id: &str, tail: &str) -> String {
     let safe: String = id
         .bytes()

@@ -45,12 +45,14 @@ impl KernelMcp {
         let t0 = Instant::now();
         let (handle, (run_id, rx), settled) = caller.registry().submit_settled(key, req).await?;
         let submitted = t0.elapsed();
+        crate::telemetry::spans::note_session(key.name(), Some(run_id.as_str()));
         let run = caller
             .registry()
             .held_run(caller.scope.run_key(run_id), handle);
-        let (r, _) = self
+        let (mut r, _) = self
             .follow_run(caller, &run, rx, Some(settled), wait, ctx, true)
             .await?;
+        super::artifacts::keep_result(caller, &run, &mut r).await;
         let settled = t0.elapsed();
         let out = Run::render(&r, limits).await;
         tracing::trace!(
@@ -86,9 +88,10 @@ impl KernelMcp {
         wait: Duration,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Run, ToolError> {
-        let (r, _) = self
+        let (mut r, _) = self
             .follow_run(caller, run, rx, None, wait, ctx, false)
             .await?;
+        super::artifacts::keep_result(caller, run, &mut r).await;
         Ok(Run::render(&r, caller.limits()).await)
     }
 

@@ -17,24 +17,31 @@
 use rmcp::handler::server::tool::ToolRouter;
 
 use crate::mcp::KernelMcp;
-use table::NamedSet::{Checkpoints, Completion, Environments, History, Notebook, Service};
+use table::NamedSet::{
+    Artifacts, Checkpoints, Completion, Environments, History, Notebook, Service,
+};
 use table::{Effect::*, Row, World::*};
 
 pub(crate) mod args;
 pub(crate) mod out;
 pub(crate) mod table;
 
+mod artifacts;
 mod checkpoints;
+
+pub(crate) use artifacts::encode as artifact_encode;
 mod completion;
 mod create;
 mod environments;
 mod execute;
 mod export;
 mod follow;
+mod forward;
 mod fresh;
 mod history;
 mod interrupt;
 mod kernels;
+mod notebook_open;
 mod notebook_view;
 mod notebooks;
 mod packages;
@@ -45,7 +52,7 @@ mod sessions;
 /// Every tool: its set and hints. The `default` tools come first, in the order the MCP
 /// bundle's manifest lists them (`DEFAULT_TOOLS`); `.minimal()` and `.code()` put a tool in
 /// the terse bases too.
-pub(crate) const TOOLS: [Row; 37] = [
+pub(crate) const TOOLS: [Row; 42] = [
     Row::everyday("list_kernels", ReadOnly, Closed),
     Row::everyday("create_session", Adds, Open).minimal(),
     Row::everyday("fork_session", Adds, Closed),
@@ -93,6 +100,11 @@ pub(crate) const TOOLS: [Row; 37] = [
     Row::of(Notebook, "edit_cells", Destroys, Closed),
     Row::of(Notebook, "execute_cells", Destroys, Open),
     Row::of(Notebook, "close_notebook", AddsIdempotent, Closed),
+    Row::of(Artifacts, "list_artifacts", ReadOnly, Closed),
+    Row::of(Artifacts, "read_artifact", ReadOnly, Closed),
+    Row::of(Artifacts, "save_artifact", DestroysIdempotent, Closed),
+    Row::of(Artifacts, "forward_artifact", Destroys, Open),
+    Row::of(Artifacts, "delete_artifact", Destroys, Closed),
 ];
 
 /// The router of every tool, declared from the table (annotations, compact output schemas),
@@ -111,7 +123,8 @@ pub(crate) fn every_tool() -> ToolRouter<KernelMcp> {
         + KernelMcp::checkpoints_router()
         + KernelMcp::environments_router()
         + KernelMcp::service_router()
-        + KernelMcp::notebooks_router();
+        + KernelMcp::notebooks_router()
+        + KernelMcp::artifacts_router();
     table::declare(&mut router);
     router
 }

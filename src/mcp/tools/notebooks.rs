@@ -4,7 +4,9 @@
 //! call names its notebook by path, so two agents never write into each other's "current"
 //! notebook; the file logic (merging a person's save, atomic writes, conflicts) is
 //! `crate::notebook`'s, the session's sandbox grants bound what is read and written
-//! (`Reach`), and the bindings belong to the caller's principal.
+//! (`Reach`), and the bindings belong to the caller's principal. `open_notebook(gateway=…)`
+//! works in a notebook of a Jupyter Server through its collaboration room instead
+//! (`notebook_open`), live with a person in JupyterLab; the other tools are the same.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,32 +19,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::args::{Seconds, WaitS};
+use super::notebook_open::{
+    OpenNotebookParams, Opened, bound_session, doc_error, notebook_error, open_in_room, owner,
+};
 use super::notebook_view::{CellView, cell_views};
 use super::out::{Json, Output};
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::notebook::bind::{Binding, Notebooks};
+use crate::notebook::doc::Doc;
 use crate::notebook::run::{self, Batch, BatchState};
-use crate::notebook::{CellType, EditError, EditOp, Notebook, NotebookError, NotebookFile};
-use crate::ops::files::{FileError, Reach};
-use crate::registry::{KernelSource, SessionOptions};
+use crate::notebook::{CellType, EditOp, Notebook, NotebookFile};
+use crate::ops::files::Reach;
+use crate::registry::KernelSource;
 use crate::session::{ErrorCode, ExecutionResult, RunStatus, cmd};
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct OpenNotebookParams {
-    /// The .ipynb (relative: the server's working directory).
-    pub path: String,
-    /// Run it in this session (made if missing); default: a new one named after the notebook.
-    #[serde(default)]
-    pub session_id: Option<String>,
-    /// Kernelspec of a new session (default: the notebook's own).
-    #[serde(default)]
-    pub kernel: Option<String>,
-    /// Create the notebook if it does not exist (default false).
-    #[serde(default)]
-    pub create: Option<bool>,
-}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadCellsParams {
@@ -94,34 +85,6 @@ pub struct ExecuteCellsParams {
 pub struct NotebookPathParams {
     /// The open notebook.
     pub path: String,
-}
-
-/// What `open_notebook` and `close_notebook` answer.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Opened {
-    pub path: PathBuf,
-    pub session_id: String,
-    /// Cells in the notebook.
-    pub cells: usize,
-    /// False when the notebook was open already (its binding is returned).
-    pub opened: bool,
-    pub created: bool,
-}
-
-impl Output for Opened {
-    fn text(&self) -> String {
-        let how = match (self.opened, self.created) {
-            (_, true) => "created",
-            (true, _) => "opened",
-            _ => "already open",
-        };
-        format!(
-            "{how} {} ({} cells) in session '{}'",
-            self.path.display(),
-            self.cells,
-            self.session_id
-        )
-    }
 }
 
 /// What `read_cells` answers.
@@ -242,10 +205,13 @@ impl KernelMcp {
         caller: Caller,
         Parameters(p): Parameters<OpenNotebookParams>,
     ) -> Result<Json<Opened>, ToolError> {
+        if let Some(gateway) = p.gateway.clone() {
+            return open_in_room(&caller, &p, &gateway).await.map(Json);
+        }
         let path = absolute(&p.path)?;
         let owner = owner(&caller);
         if let Some(b) = Notebooks::global().get(&owner, &path) {
-            let cells = b.file.lock().await.base().cells().len();
+            let cells = b.doc.cells().await;
             return Ok(Json(Opened {
                 path,
                 session_id: b.session_id.clone(),
@@ -277,7 +243,8 @@ impl KernelMcp {
             peek.as_ref()
                 .and_then(|f| f.base().kernelspec_name().map(String::from))
         });
-        let session_id = bound_session(&caller, &p, &path, kernel).await?;
+        let source = kernel.map_or(KernelSource::Default, KernelSource::Kernelspec);
+        let session_id = bound_session(&caller, &p, &path, source).await?;
         let handle = caller.session(&session_id)?;
         let info = handle.call(cmd::Info).await?;
         let reach = Reach::of_session(&info);
@@ -296,7 +263,7 @@ impl KernelMcp {
         };
         let cells = file.base().cells().len();
         let (binding, opened) = Notebooks::global()
-            .bind(&owner, &path, &session_id, file)
+            .bind(&owner, &path, &session_id, Doc::file(file))
             .map_err(|e| ToolError::new(ErrorCode::LimitExceeded, e.to_string()))?;
         Ok(Json(Opened {
             path,
@@ -316,20 +283,25 @@ impl KernelMcp {
         Parameters(p): Parameters<ReadCellsParams>,
     ) -> Result<Json<CellsRead>, ToolError> {
         let b = binding(&caller, &p.path)?;
-        let mut file = b.file.lock().await;
-        let changed = file.refresh().await.map_err(notebook_error)?;
-        let nb = file.base();
-        let indices = choose(nb, p.ids.as_deref(), p.start, p.end)?;
         let running = b.batch().map(|rx| rx.borrow().clone());
-        let (cells, next) = cell_views(nb, &indices, p.outputs.unwrap_or(true), running.as_ref());
-        Ok(Json(CellsRead {
-            path: b.path.clone(),
-            session_id: b.session_id.clone(),
-            total: nb.cells().len(),
-            cells,
-            next,
-            changed_on_disk: changed,
-        }))
+        let read = b
+            .doc
+            .read(|nb, changed| {
+                let indices = choose(nb, p.ids.as_deref(), p.start, p.end)?;
+                let shown = p.outputs.unwrap_or(true);
+                let (cells, next) = cell_views(nb, &indices, shown, running.as_ref());
+                Ok::<_, ToolError>(CellsRead {
+                    path: b.path.clone(),
+                    session_id: b.session_id.clone(),
+                    total: nb.cells().len(),
+                    cells,
+                    next,
+                    changed_on_disk: changed,
+                })
+            })
+            .await
+            .map_err(doc_error)?;
+        read.map(Json)
     }
 
     /// Change an open notebook's cells: insert, replace, delete, move (code, markdown, raw),
@@ -341,23 +313,16 @@ impl KernelMcp {
         Parameters(p): Parameters<EditCellsParams>,
     ) -> Result<Json<Edited>, ToolError> {
         let b = binding(&caller, &p.path)?;
-        let mut file = b.file.lock().await;
-        let ops = p.ops;
-        let (outcome, written) = file
-            .change(|nb| crate::notebook::edit::apply(nb, &ops).map_err(EditFailure::Edit))
-            .await
-            .map_err(|e| match e {
-                EditFailure::Edit(e) => ToolError::invalid(e.to_string()),
-                EditFailure::Notebook(e) => notebook_error(e),
-            })?;
+        let edit = b.doc.edit(&p.ops).await.map_err(doc_error)?;
+        let outcome = edit.outcome;
         Ok(Json(Edited {
             path: b.path.clone(),
             inserted: outcome.inserted,
             replaced: outcome.replaced,
             deleted: outcome.deleted,
             moved: outcome.moved,
-            total: file.base().cells().len(),
-            merged: written.merged_theirs,
+            total: edit.total,
+            merged: edit.merged,
         }))
     }
 
@@ -380,26 +345,31 @@ impl KernelMcp {
                 ),
             ));
         }
-        let batch = {
-            let mut file = b.file.lock().await;
-            file.refresh().await.map_err(notebook_error)?;
-            let nb = file.base();
-            let indices = choose(nb, p.ids.as_deref(), p.start, p.end)?;
-            let cells = indices
-                .into_iter()
-                .map(|i| &nb.cells()[i])
-                .filter(|c| c.cell_type() == CellType::Code)
-                .map(|c| (c.id().to_string(), c.source()))
-                .collect();
-            Batch {
-                cells,
-                stop_on_error: p.stop_on_error.unwrap_or(true),
-            }
+        let cells = b
+            .doc
+            .read(|nb, _| {
+                let indices = choose(nb, p.ids.as_deref(), p.start, p.end)?;
+                Ok::<_, ToolError>(
+                    indices
+                        .into_iter()
+                        .map(|i| &nb.cells()[i])
+                        // As nbclient: a code cell with nothing in it is not run.
+                        .filter(|c| c.cell_type() == CellType::Code)
+                        .map(|c| (c.id().to_string(), c.source()))
+                        .filter(|(_, source)| !source.trim().is_empty())
+                        .collect(),
+                )
+            })
+            .await
+            .map_err(doc_error)??;
+        let batch = Batch {
+            cells,
+            stop_on_error: p.stop_on_error.unwrap_or(true),
         };
         let key = caller.scope.key(&b.session_id);
         caller.registry().get(&key)?;
         let registry = caller.scope.registry_arc();
-        let mut rx = run::start(registry, key, b.file.clone(), batch);
+        let mut rx = run::start(registry, key, b.doc.clone(), batch);
         b.set_batch(rx.clone());
         let wait = p
             .wait_s
@@ -424,37 +394,25 @@ impl KernelMcp {
         caller: Caller,
         Parameters(p): Parameters<NotebookPathParams>,
     ) -> Result<Json<Opened>, ToolError> {
-        let path = absolute(&p.path)?;
+        let found = binding(&caller, &p.path)?;
         let b = Notebooks::global()
-            .close(&owner(&caller), &path)
-            .ok_or_else(|| not_open(&path))?;
-        let cells = b.file.lock().await.base().cells().len();
+            .close(&owner(&caller), &found.path)
+            .ok_or_else(|| not_open(&found.path))?;
+        drop(found);
+        let cells = b.doc.cells().await;
+        let path = b.path.clone();
+        let session_id = b.session_id.clone();
+        if let Ok(b) = Arc::try_unwrap(b) {
+            b.doc.close().await;
+        }
         Ok(Json(Opened {
             path,
-            session_id: b.session_id.clone(),
+            session_id,
             cells,
             opened: false,
             created: false,
         }))
     }
-}
-
-/// Why `edit_cells`' change failed: the ops, or the file.
-#[derive(Debug)]
-enum EditFailure {
-    Edit(EditError),
-    Notebook(NotebookError),
-}
-
-impl From<NotebookError> for EditFailure {
-    fn from(e: NotebookError) -> EditFailure {
-        EditFailure::Notebook(e)
-    }
-}
-
-/// The caller's principal, whose bindings it sees.
-fn owner(caller: &Caller) -> String {
-    caller.scope.viewer().owner().to_string()
 }
 
 /// `path` made absolute (relative: the server's working directory) and lexically clean.
@@ -474,74 +432,20 @@ fn not_open(path: &Path) -> ToolError {
     ))
 }
 
-/// The caller's binding of `path`. Errors: `INVALID_ARGUMENT` when it is not open.
+/// The caller's binding of `path`: a file's (absolute or relative to the server's working
+/// directory), else a room's (`SERVER:PATH`, or the server path alone when one server has it
+/// open). Errors: `INVALID_ARGUMENT` when it is not open.
 fn binding(caller: &Caller, path: &str) -> Result<Arc<Binding>, ToolError> {
-    let path = absolute(path)?;
-    Notebooks::global()
-        .get(&owner(caller), &path)
-        .ok_or_else(|| not_open(&path))
-}
-
-/// The session the notebook runs in: `session_id` (made when missing), else a new one named
-/// after the notebook's file name; a new session works in the notebook's directory.
-async fn bound_session(
-    caller: &Caller,
-    p: &OpenNotebookParams,
-    path: &Path,
-    kernel: Option<String>,
-) -> Result<String, ToolError> {
-    if let Some(id) = &p.session_id
-        && caller.session(id).is_ok()
-    {
-        return Ok(id.clone());
+    let owner = owner(caller);
+    let table = Notebooks::global();
+    if let Some(b) = table.get(&owner, Path::new(path)) {
+        return Ok(b);
     }
-    let id = match &p.session_id {
-        Some(id) => id.clone(),
-        None => unused_name(caller, path),
-    };
-    let source = kernel.map_or(KernelSource::Default, KernelSource::Kernelspec);
-    let opts = SessionOptions {
-        cwd: path.parent().map(Path::to_path_buf),
-        ..Default::default()
-    };
-    caller
-        .registry()
-        .create(&caller.scope.key(&id), source, opts)
-        .await?;
-    Ok(id)
-}
-
-/// A session name from the notebook's file name that no session of the caller has.
-fn unused_name(caller: &Caller, path: &Path) -> String {
-    let stem: String = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(56)
-        .collect();
-    let stem = if stem.trim_matches('-').is_empty() {
-        "notebook".to_string()
-    } else {
-        stem
-    };
-    (1..)
-        .map(|n| {
-            if n == 1 {
-                stem.clone()
-            } else {
-                format!("{stem}-{n}")
-            }
-        })
-        .find(|id| caller.session(id).is_err())
-        .unwrap_or(stem)
+    let abs = absolute(path)?;
+    table
+        .get(&owner, &abs)
+        .or_else(|| table.find_room(&owner, path))
+        .ok_or_else(|| not_open(&abs))
 }
 
 /// The indices of the cells `ids` names (in notebook order), else of `[start, end)` (a
@@ -569,22 +473,6 @@ fn choose(
         return Ok(out);
     }
     Ok(crate::session::history::slice_range(nb.cells().len(), start, end).collect())
-}
-
-/// A notebook failure as the model sees it.
-fn notebook_error(e: NotebookError) -> ToolError {
-    let code = match &e {
-        NotebookError::Invalid { .. } => ErrorCode::NotebookInvalid,
-        NotebookError::Conflict { .. } => ErrorCode::NotebookConflict,
-        NotebookError::File(FileError::TooLarge { .. }) => ErrorCode::LimitExceeded,
-        NotebookError::File(FileError::OutsideReach { .. }) => ErrorCode::InvalidArgument,
-        NotebookError::File(_) => ErrorCode::IoError,
-    };
-    let mut err = ToolError::new(code, e.to_string());
-    if let NotebookError::Conflict { cells, kept, .. } = &e {
-        err.details = json!({"cells": cells, "kept": kept});
-    }
-    err
 }
 
 /// The records of the cells of `state` that finished, within [`RESULTS_BUDGET`]; a notice

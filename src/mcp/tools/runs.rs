@@ -131,7 +131,8 @@ impl KernelMcp {
         if let Ok(mut rx) = found.watch().await {
             wait_settled(&mut rx, Duration::from_secs(2)).await;
         }
-        let r = found.record().await?;
+        let mut r = found.record().await?;
+        super::artifacts::keep_result(&caller, &found, &mut r).await;
         Ok(Json(Run::render(&r, caller.limits()).await))
     }
 }

@@ -36,11 +36,15 @@ pub enum NamedSet {
     History,
     /// Live notebooks: `mirror_notebook` (`create_session(notebook=…)` is in `default`).
     Notebook,
+    /// Artifacts kept by reference: `list_artifacts`, `read_artifact`, `save_artifact`,
+    /// `forward_artifact`, `delete_artifact` (the `artifact` of a cut result, and the
+    /// `kernel-mcp://artifacts/{id}` resources, come whatever the set).
+    Artifacts,
 }
 
 impl NamedSet {
     /// Every named set, in the order docs/tools.md lists them.
-    pub const ALL: [NamedSet; 7] = [
+    pub const ALL: [NamedSet; 8] = [
         NamedSet::Environments,
         NamedSet::Checkpoints,
         NamedSet::Service,
@@ -48,6 +52,7 @@ impl NamedSet {
         NamedSet::Completion,
         NamedSet::History,
         NamedSet::Notebook,
+        NamedSet::Artifacts,
     ];
 
     /// The name `--tools` takes.
@@ -60,6 +65,7 @@ impl NamedSet {
             NamedSet::Completion => "completion",
             NamedSet::History => "history",
             NamedSet::Notebook => "notebook",
+            NamedSet::Artifacts => "artifacts",
         }
     }
 

@@ -278,7 +278,9 @@ impl Pool {
         live: usize,
         limits: &crate::config::Limits,
     ) -> Arc<dyn KernelLauncher> {
-        if let Some((kernel, adaptation)) = self.take(&local) {
+        let taken = self.take(&local);
+        crate::telemetry::metrics::pool(taken.is_some());
+        if let Some((kernel, adaptation)) = taken {
             self.refill(limits.max_sessions.saturating_sub(live + 1));
             return Arc::new(PooledLauncher::new(kernel, adaptation, local));
         }
@@ -318,7 +320,10 @@ impl KernelLauncher for PooledLauncher {
                 let cold = self.cold.start();
                 Box::pin(async move {
                     match adapt::apply(&mut k, &adaptation).await {
-                        Ok(()) => Ok(Box::new(k) as Box<dyn KernelIo>),
+                        Ok(()) => {
+                            crate::telemetry::spans::note_source("pool", true);
+                            Ok(Box::new(k) as Box<dyn KernelIo>)
+                        }
                         Err(e) => {
                             tracing::warn!(kernel = %k.spec.name, pid = k.pid(), "a pool kernel could not be adapted ({e}); starting one cold");
                             // Dropping it kills its process group.

@@ -27,6 +27,9 @@ pub struct ExecuteRequest {
     /// Run beside the queue on a kernel subshell (never queued, never in history; see
     /// `actor/subshell.rs`).
     pub subshell: bool,
+    /// The span the run's spans are children of: the request's that submitted it (see
+    /// [`crate::telemetry::RunTrace`]); by default the span current where it was made.
+    pub trace: tracing::Span,
 }
 
 impl ExecuteRequest {
@@ -42,6 +45,7 @@ impl ExecuteRequest {
             expected_generation: None,
             notices: Vec::new(),
             subshell: false,
+            trace: tracing::Span::current(),
         }
     }
 }

@@ -60,16 +60,38 @@ impl Actor {
         });
         let launcher = self.desc.launcher.clone();
         let grace = self.limits.shutdown_grace();
+        let why = match reason {
+            StartReason::Create => "create",
+            StartReason::Restart => "restart",
+            StartReason::Recover => "recover",
+        };
+        let span = crate::telemetry::spans::kernel_start(
+            &self.desc.id,
+            &self.desc.spec.name,
+            why,
+            self.desc.launcher.location(),
+        );
         self.starting = Some((
             reason,
             tokio::spawn(
                 async move {
-                    match old {
+                    let started = match old {
                         Some(old) => launcher.replace(old, grace).await,
                         None => launcher.start().await,
+                    };
+                    if started.is_err() {
+                        crate::telemetry::spans::failed(&tracing::Span::current(), "start_failed");
                     }
+                    crate::telemetry::metrics::kernel_start(
+                        launcher.location(),
+                        why,
+                        started.is_ok(),
+                    );
+                    started
                 }
-                .in_current_span(),
+                // The telemetry span inside the session's (what its log lines are told by).
+                .instrument(span)
+                .instrument(self.desc.span.clone()),
             ),
         ));
     }
@@ -155,8 +177,17 @@ impl Actor {
         self.others.clear();
         self.other_requests.reset(String::new());
         tracing::warn!(session = %self.desc.id, "kernel died: {info}");
+        crate::telemetry::metrics::kernel_death(match info.cause {
+            crate::kernel::ExitCause::MemoryLimit { .. } => "memory_limit",
+            _ => "exited",
+        });
         let not_ours = self.not_ours().is_some();
         if let Some(run) = self.runs.current_mut() {
+            drop(crate::telemetry::spans::restart(
+                Some(&run.trace.span()),
+                &run.session_id,
+                "kernel_died",
+            ));
             if run.phase.was_interrupted() {
                 run.notices.push(format!(
                     "The kernel exited when it was interrupted ({info}); some kernels (e.g. xeus-python) do that instead of stopping the code."
@@ -206,6 +237,24 @@ impl Actor {
             return;
         }
         self.start_kernel(StartReason::Recover, None);
+    }
+
+    /// Move the session in the sessions-by-state metric when its state changed: `starting`,
+    /// `busy` (a run executes), `idle`, or `dead` (no kernel, none starting).
+    pub(super) fn count_state(&mut self) {
+        let state = if self.starting.is_some() {
+            "starting"
+        } else if self.kernel.is_none() {
+            "dead"
+        } else if self.runs.current().is_some() {
+            "busy"
+        } else {
+            "idle"
+        };
+        if self.counted_state != Some(state) {
+            crate::telemetry::metrics::session_state(self.counted_state, Some(state));
+            self.counted_state = Some(state);
+        }
     }
 
     /// End the session: cancel its runs, stop a start under way, shut the kernel down.
@@ -260,6 +309,11 @@ impl Actor {
             return; // A start is under way; its outcome answers this restart too.
         }
         if let Some(run) = self.runs.current_mut() {
+            drop(crate::telemetry::spans::restart(
+                Some(&run.trace.span()),
+                &run.session_id,
+                "requested",
+            ));
             // An earlier "still going" no longer holds: the restart stops the run.
             run.notices
                 .retain(|n| !n.contains(super::running::STILL_GOING));

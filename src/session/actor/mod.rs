@@ -201,6 +201,8 @@ pub struct Actor {
     /// Bumped whenever the history changes (an entry added, a display updated, entries
     /// deleted or cleared): what a live notebook mirror waits on.
     history_version: watch::Sender<u64>,
+    /// The state last counted in the sessions-by-state metric (see `lifecycle.rs`).
+    counted_state: Option<&'static str>,
 }
 
 impl Actor {
@@ -249,6 +251,7 @@ impl Actor {
             other_requests: Default::default(),
             agent_used: false,
             history_version,
+            counted_state: None,
         };
         let span = actor.desc.span.clone();
         runtime.spawn(
@@ -256,6 +259,7 @@ impl Actor {
                 actor.journal = actor.open_journal();
                 actor.start_kernel(StartReason::Create, None);
                 actor.run().await;
+                crate::telemetry::metrics::session_state(actor.counted_state.take(), None);
             }
             .instrument(span),
         )
@@ -291,6 +295,7 @@ impl Actor {
             }
             self.advance().await;
             self.deliver_settled();
+            self.count_state();
         }
     }
 
@@ -370,10 +375,14 @@ impl Actor {
     /// Interrupt the kernel, bounded by [`SEND_DEADLINE`]; failures are logged.
     async fn interrupt_kernel(&mut self) {
         self.observe_cancel();
+        let run = self.runs.current().map(|r| r.trace.span());
+        let span = crate::telemetry::spans::interrupt(run.as_ref(), &self.desc.id);
         let Some(kernel) = self.kernel.as_mut() else {
             return;
         };
-        let outcome = tokio::time::timeout(SEND_DEADLINE, kernel.interrupt()).await;
+        let outcome = tokio::time::timeout(SEND_DEADLINE, kernel.interrupt())
+            .instrument(span)
+            .await;
         if !matches!(outcome, Ok(Ok(()))) {
             tracing::warn!(session = %self.desc.id, "interrupt not delivered: {outcome:?}");
         }

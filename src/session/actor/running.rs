@@ -128,7 +128,7 @@ impl Actor {
         let (Some(kernel), Some(run)) = (self.kernel.as_ref(), self.runs.current()) else {
             return;
         };
-        let msg = kernel.request(
+        let mut msg = kernel.request(
             "execute_request",
             json!({
                 "code": run.code,
@@ -139,6 +139,11 @@ impl Actor {
                 "stop_on_error": false,
             }),
         );
+        // The run's trace context, for code in the kernel that traces itself (docs/telemetry.md).
+        let carried = crate::telemetry::context::carried(&run.trace.span());
+        if !carried.is_empty() {
+            msg.metadata = Value::Object(carried);
+        }
         let msg_id = MsgId::from(msg.msg_id());
         let id = run.id.clone();
         self.runs.index_msg(msg_id.clone(), id);
@@ -361,6 +366,11 @@ impl Actor {
         };
         match (e.timed_out, not_ours) {
             (true, None) => {
+                drop(crate::telemetry::spans::restart(
+                    Some(&run.trace.span()),
+                    &run.session_id,
+                    "interrupt_not_taken",
+                ));
                 run.notices.push(format!(
                     "The kernel did not stop within {grace} s of the interrupt, so it was restarted; all state in it is lost."
                 ));

@@ -63,6 +63,8 @@ pub struct Run {
     /// `mcp/tasks.rs`).
     pub queued_date: chrono::DateTime<chrono::Utc>,
     pub finished_date: Option<chrono::DateTime<chrono::Utc>>,
+    /// Its telemetry spans, told of its status changes (see [`Run::set_status`]).
+    pub trace: crate::telemetry::RunTrace,
 }
 
 impl Run {
@@ -99,6 +101,7 @@ impl Run {
             finished_at: None,
             queued_date: chrono::Utc::now(),
             finished_date: None,
+            trace: Default::default(),
         }
     }
 
@@ -109,12 +112,22 @@ impl Run {
     /// Change status and wake waiters. A final status also ends the phase.
     pub fn set_status(&mut self, status: RunStatus) {
         self.status = status;
+        if status == RunStatus::Running {
+            self.trace.executing(self.generation);
+        }
         if status.is_final() {
             self.phase = Phase::Done;
             self.input = None;
             self.finished_at.get_or_insert_with(Instant::now);
             self.finished_date.get_or_insert_with(chrono::Utc::now);
             self.output.seal();
+            self.trace.ended(crate::telemetry::RunEnd {
+                status: status.as_str(),
+                execution_count: self.output.execution_count,
+                output_bytes: self.output.stored_bytes(),
+                truncated: self.output.dropped(),
+                output: self.output.result.as_deref().unwrap_or_default(),
+            });
         }
         self.status_tx.send_replace(status);
     }

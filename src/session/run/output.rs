@@ -395,6 +395,11 @@ impl RunOutput {
         self.stored_bytes
     }
 
+    /// Whether output beyond the per-run cap was dropped.
+    pub fn dropped(&self) -> bool {
+        self.dropped
+    }
+
     /// The last non-empty line of output (for progress messages).
     pub fn last_line(&mut self) -> Option<String> {
         self.stdout.last_line().or_else(|| self.stderr.last_line())

@@ -80,6 +80,7 @@ impl Run {
                     StreamTruncation {
                         total_bytes,
                         omitted_bytes,
+                        artifact: None,
                     },
                 );
             }

@@ -600,6 +600,7 @@ pub mod jupyter;
 pub mod kernels;
 pub mod oauth;
 pub mod person;
+pub mod phoenix;
 pub mod raw;
 pub mod schemas;
 pub mod scripted;

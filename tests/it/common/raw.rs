@@ -32,6 +32,22 @@ pub fn call_line(id: i64, tool: &str, args: Value) -> String {
         + "\n"
 }
 
+/// A 2026-07-28 `tools/call` line (no `initialize`: protocol version and capabilities in
+/// `_meta`), with `extra` entries in `_meta` (a `traceparent`…).
+pub fn stateless_call_line(id: i64, tool: &str, args: Value, extra: Value) -> String {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"}});
+    if let (Some(m), Value::Object(x)) = (meta.as_object_mut(), extra) {
+        m.extend(x);
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": args, "_meta": meta}})
+    .to_string()
+        + "\n"
+}
+
 impl RawClient {
     /// Spawn the server, `initialize` (id 0) and send `notifications/initialized`.
     pub async fn start() -> RawClient {
@@ -41,6 +57,20 @@ impl RawClient {
     /// [`RawClient::start`] with extra environment variables and arguments for the server
     /// (e.g. a relay to a test's service: `serve --shared` and its environment).
     pub async fn start_with(env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> RawClient {
+        let mut client = RawClient::spawn(env, args);
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "1"}}});
+        client.write(&format!("{init}\n")).await;
+        client.read(0).await;
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        client.write(&format!("{initialized}\n")).await;
+        client
+    }
+
+    /// The server, not initialized: a 2026-07-28 client sends each request with its `_meta`
+    /// (see [`stateless_call_line`]).
+    pub fn spawn(env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> RawClient {
         let workdir = tempfile::tempdir().unwrap();
         let mut cmd = server_command(workdir.path());
         for (k, v) in env {
@@ -56,22 +86,24 @@ impl RawClient {
             .expect("spawn kernel-mcp");
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut client = RawClient {
+        RawClient {
             child,
             stdin,
             lines,
             seen: HashMap::new(),
             notifications: Vec::new(),
             _workdir: workdir,
-        };
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw-test", "version": "1"}}});
-        client.write(&format!("{init}\n")).await;
-        client.read(0).await;
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        client.write(&format!("{initialized}\n")).await;
-        client
+        }
+    }
+
+    /// The server's working directory (a fresh temp dir).
+    pub fn workdir(&self) -> &std::path::Path {
+        self._workdir.path()
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or_default()
     }
 
     /// Write `text` (one or more complete lines) in one write.

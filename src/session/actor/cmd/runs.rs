@@ -274,6 +274,12 @@ impl Actor {
         );
         run.notices.extend(req.notices);
         run.queue_timeout = req.queue_timeout;
+        run.trace = crate::telemetry::RunTrace::queued(
+            &req.trace,
+            &run.session_id,
+            run.id.as_str(),
+            &run.code,
+        );
         // The kernel it is expected to run in; set again when it starts.
         run.generation = self.generation.max(1);
         let rx = run.watch();
