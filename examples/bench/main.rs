@@ -29,7 +29,8 @@
 //!       HTTP, checked for cross-talk (oauth_load.rs; `--load-principals`, `--load-sessions`,
 //!       `--load-per`; `--no-load`).
 //!   (o) telemetry: `execute 1+1` with OpenTelemetry export on next to export off, the calls
-//!       alternating between the two servers (otel.rs; `--no-otel`).
+//!       alternating between the two servers (otel.rs; `--no-otel`; `--only-otel` runs this
+//!       row alone).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -103,6 +104,8 @@ pub struct Opts {
     pub no_load: bool,
     /// Skip the telemetry rows.
     pub no_otel: bool,
+    /// Run the telemetry rows only.
+    pub only_otel: bool,
 }
 
 // Two workers whatever TOKIO_WORKER_THREADS says: that variable is for the server under test
@@ -138,6 +141,7 @@ fn parse_opts() -> Res<Opts> {
         load_per: 200,
         no_load: false,
         no_otel: false,
+        only_otel: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -164,12 +168,13 @@ fn parse_opts() -> Res<Opts> {
             "--load-per" => o.load_per = val()?.parse()?,
             "--no-load" => o.no_load = true,
             "--no-otel" => o.no_otel = true,
+            "--only-otel" => o.only_otel = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
                      --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
                      --no-floods --no-fork --no-peer --no-oauth --load-principals \
-                     --load-sessions --load-per --no-load --no-otel)"
+                     --load-sessions --load-per --no-load --no-otel --only-otel)"
                 )
                 .into());
             }
@@ -219,7 +224,7 @@ pub(crate) fn venv_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv"))
 }
 
-fn loadavg() -> String {
+pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
@@ -232,6 +237,9 @@ async fn run() -> Res<()> {
     }
     let bin = server_binary()?;
     eprintln!("bench: server {}", bin.display());
+    if o.only_otel {
+        return otel::alone(&bin, &o).await;
+    }
     let total = Instant::now();
     let load_before = loadavg();
 

@@ -112,3 +112,31 @@ pub async fn measure(bin: &Path, o: &Opts) -> Res<Option<Figures>> {
         exports: exports.load(Ordering::Relaxed),
     }))
 }
+
+/// `--only-otel`: row (o) alone, printed as `on | off | ratio` lines (and written with
+/// `--json PATH`), with the load average before and after.
+pub async fn alone(bin: &Path, o: &Opts) -> Res<()> {
+    let before = crate::loadavg();
+    let Some(t) = measure(bin, o).await? else {
+        return Ok(());
+    };
+    let rows = crate::table::otel_rows(&t);
+    println!();
+    for r in &rows {
+        let (on, off) = (r.ours.unwrap_or(f64::NAN), r.raw.unwrap_or(f64::NAN));
+        println!("{}: {on:.3} ms | {off:.3} ms = {:.3}x", r.name, on / off);
+    }
+    println!(
+        "OTLP requests received: {}; load average (1/5/15 min) before {before}, after {}",
+        t.exports,
+        crate::loadavg()
+    );
+    if let Some(path) = &o.json {
+        let doc = json!({
+            "rows": rows.iter().map(crate::table::Row::to_json).collect::<Vec<_>>(),
+            "telemetry": t.raw_json(),
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
+    }
+    Ok(())
+}

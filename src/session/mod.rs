@@ -6,7 +6,8 @@
 //! Layout: `actor/` (the loop and its handlers), `run/` (one run: phase, collected output,
 //! bounded response), `runs.rs` (a session's runs), `ids.rs`, `history/` (history and its
 //! journal), `display.rs` and `output.rs` (what the agent sees of outputs), `quirks.rs`,
-//! `language.rs` and `octave.rs` (per-kernel and per-language behaviour), `error.rs`, `types.rs`.
+//! `language.rs` and `octave.rs` (per-kernel and per-language behaviour), `trace_env.rs` (the
+//! run's `TRACEPARENT` in a Python kernel), `error.rs`, `types.rs`.
 
 pub(crate) mod actor;
 pub(crate) mod display;
@@ -20,6 +21,7 @@ pub(crate) mod quirks;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod text;
+pub(crate) mod trace_env;
 pub mod types;
 
 use std::sync::Arc;

@@ -31,7 +31,8 @@ pub fn continue_from(span: &tracing::Span, carrier: &Map<String, Value>) {
 }
 
 /// Write `span`'s context into `carrier` (`traceparent`, and `tracestate`, `baggage` when
-/// there are any), replacing what it held under those keys; nothing when `span` is disabled.
+/// they are not empty), replacing what it held under those keys; nothing when `span` is
+/// disabled.
 pub fn inject(span: &tracing::Span, carrier: &mut Map<String, Value>) {
     #[cfg(feature = "otel")]
     {
@@ -42,6 +43,12 @@ pub fn inject(span: &tracing::Span, carrier: &mut Map<String, Value>) {
         }
         let cx = span.context();
         propagator().inject_context(&cx, &mut CarrierMut(carrier));
+        // The propagator writes an empty `tracestate` for a context that has none.
+        for key in KEYS {
+            if carrier.get(key).and_then(Value::as_str) == Some("") {
+                carrier.remove(key);
+            }
+        }
     }
     #[cfg(not(feature = "otel"))]
     let _ = (span, carrier);

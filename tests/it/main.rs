@@ -83,6 +83,7 @@ mod subshell_actor;
 mod subshells;
 mod tasks;
 mod telemetry;
+mod telemetry_context;
 mod toolsets;
 mod wheel_install;
 mod wire_vectors;

@@ -386,3 +386,70 @@ async fn a_collector_down_or_hanging_costs_no_latency_bounded_memory_and_one_war
     }
     collector.abort();
 }
+
+/// `kernel-mcp doctor` (text and `--json`) in an environment with `env` set.
+fn doctor(env: &[(&str, &str)]) -> (String, Value) {
+    let home = tempfile::tempdir().unwrap();
+    let run = |json: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"));
+        cmd.arg("doctor")
+            .current_dir(home.path())
+            .env("HOME", home.path())
+            .env("VIRTUAL_ENV", crate::common::venv())
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_SDK_DISABLED");
+        if json {
+            cmd.arg("--json");
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run doctor")
+    };
+    let text = String::from_utf8_lossy(&run(false).stdout).into_owned();
+    let report: Value = serde_json::from_slice(&run(true).stdout).expect("doctor --json");
+    (text, report["telemetry"].clone())
+}
+
+#[test]
+fn doctor_says_whether_export_is_on_and_where_to() {
+    let (text, off) = doctor(&[]);
+    assert_eq!(off["on"], false, "{off:#}");
+    assert_eq!(off["traces"], Value::Null);
+    assert!(
+        text.contains("telemetry: off (set OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "{text}"
+    );
+
+    let (text, on) = doctor(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_SERVICE_NAME", "agents-a"),
+    ]);
+    assert_eq!(on["on"], true, "{on:#}");
+    assert_eq!(on["traces"], "http://127.0.0.1:4318/v1/traces");
+    assert_eq!(on["metrics"], Value::Null, "OTEL_METRICS_EXPORTER=none");
+    assert_eq!(on["content_capture"], false);
+    assert!(
+        text.contains("telemetry: on: traces to http://127.0.0.1:4318/v1/traces")
+            && text.contains("service agents-a"),
+        "{text}"
+    );
+
+    let (text, grpc) = doctor(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ]);
+    assert_eq!(grpc["on"], false, "{grpc:#}");
+    assert!(
+        grpc["why_off"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("http/protobuf"),
+        "{grpc:#}"
+    );
+    assert!(
+        text.contains("telemetry: off (OTEL_EXPORTER_OTLP_PROTOCOL=grpc"),
+        "{text}"
+    );
+}

@@ -4,7 +4,8 @@
 //
 //   node screenshot.mjs PHOENIX_URL PROJECT TRACE_ID OUT.png
 //
-// Exits 1 (with the reason on stderr) when the trace's spans never show.
+// The run's span is selected and its attributes shown (best effort). Exits 1 (with the
+// reason on stderr) when the trace's spans never show.
 
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -32,6 +33,13 @@ try {
   await page.goto(`${url}/projects/${project}/traces/${trace}`, { timeout: 90000 });
   await page.getByText('kernel_mcp.run').first().waitFor({ timeout: 90000 });
   await page.getByText('tools/call echo').first().waitFor({ timeout: 30000 });
+  // Best effort: the run's span selected, its attributes shown (session, run id, status…).
+  try {
+    await page.getByText('kernel_mcp.run', { exact: true }).first().click({ timeout: 10000 });
+    await page.getByRole('tab', { name: 'Attributes' }).first().click({ timeout: 10000 });
+  } catch (e) {
+    console.error(`the run's attributes are not shown: ${e}`);
+  }
   await page.waitForTimeout(1500);
   await page.screenshot({ path: out });
   console.log(JSON.stringify({ screenshot: out }));

@@ -75,10 +75,13 @@ impl Actor {
             reason,
             tokio::spawn(
                 async move {
-                    let started = match old {
+                    let mut started = match old {
                         Some(old) => launcher.replace(old, grace).await,
                         None => launcher.start().await,
                     };
+                    if let Ok(kernel) = started.as_mut() {
+                        crate::session::trace_env::install(kernel.as_mut()).await;
+                    }
                     if started.is_err() {
                         crate::telemetry::spans::failed(&tracing::Span::current(), "start_failed");
                     }
