@@ -129,10 +129,14 @@ impl Registry {
             .await
             .map_err(started)?;
         let launcher = ForkedLauncher::new(kernel, desc.launcher.clone(), info.session_id.clone());
-        let observer = self
-            .broker
-            .as_ref()
-            .and_then(|b| b.attach(new.name(), &desc.spec, &desc.cwd));
+        let observer = self.broker.as_ref().and_then(|b| {
+            b.attach(
+                new.name(),
+                &desc.spec,
+                &desc.cwd,
+                self.artifacts_of(new.slot()),
+            )
+        });
         let fork_desc = SessionDesc {
             id: new.name().to_string(),
             spec: desc.spec.clone(),
