@@ -21,7 +21,9 @@ Each function takes a reference or an id. An artifact belongs to the session: it
 kernel restart and goes with the session; a session keeps 64 artifacts and 64 MiB at most
 (the oldest are evicted first, with a notice on stderr), one artifact 16 MiB. Failures raise
 kernel_mcp.ArtifactError with .code as the agent's tools name it (ARTIFACT_NOT_FOUND,
-LIMIT_EXCEEDED, INVALID_ARGUMENT, IO_ERROR); a forward fails otherwise as mcp.call does
+LIMIT_EXCEEDED, INVALID_ARGUMENT, IO_ERROR; UNSUPPORTED in a kernel without the session's
+broker endpoint: a remote or adopted kernel, or --mcp-scope none); a forward fails otherwise
+as mcp.call does
 (PermissionError outside the grant, ToolError, TimeoutError). Standard library only; loaded
 by kernel_mcp on first use. See kernel-mcp's docs/broker.md.
 """
@@ -83,6 +85,20 @@ class ArtifactRef(dict):
 
     def delete(self):
         return artifact.delete(self)
+
+
+def _call(op, _body=None, **params):
+    """One request to the session's broker endpoint (kernel_mcp._request); a kernel without
+    one raises ArtifactError UNSUPPORTED, saying why."""
+    try:
+        return _k._request(op, _body=_body, **params)
+    except _k.BrokerError as e:
+        if e.kind not in ("off", "no_endpoint"):
+            raise
+        raise _k.ArtifactError(
+            "Artifacts from kernel code travel through the session's broker endpoint, which this kernel cannot use: %s" % e,
+            "UNSUPPORTED",
+        ) from None
 
 
 def _ref(record):
@@ -160,7 +176,7 @@ def _read(ident, offset, length):
     pieces, got, record = [], 0, None
     while True:
         want = READ_PIECE if length is None else min(READ_PIECE, length - got)
-        record = _k._request("artifact_read", id=ident, offset=offset + got, length=want)
+        record = _call("artifact_read", id=ident, offset=offset + got, length=want)
         piece = base64.b64decode(record["data"])
         pieces.append(piece)
         got += len(piece)
@@ -230,7 +246,7 @@ class _Artifacts:
             data, mime = _encode(value, format)
         if len(data) > MAX_ARTIFACT_BYTES:
             raise _too_large(len(data))
-        kept = _k._request("artifact_put", _body=data, mime=mime, bytes=len(data), path=where)
+        kept = _call("artifact_put", _body=data, mime=mime, bytes=len(data), path=where)
         for notice in kept.get("notices") or []:
             print("kernel-mcp: %s" % notice, file=sys.stderr)
         return _ref(kept["artifact"])
@@ -269,17 +285,17 @@ class _Artifacts:
         if not isinstance(argument, str) or not argument:
             raise TypeError("argument must name the tool's argument that receives the artifact")
         args = _k._arguments(arguments, {})
-        return _k._request("artifact_forward", id=_id(ref), server=server, tool=tool, argument=argument, arguments=args, timeout=timeout)
+        return _call("artifact_forward", id=_id(ref), server=server, tool=tool, argument=argument, arguments=args, timeout=timeout)
 
     def list(self):
         """This session's artifacts, oldest first: id, bytes, mime, sha256, session_id,
         origin ('kernel' for what kernel code kept, '{run_id}/result' for a cut result),
         created."""
-        return [ArtifactRef(r) for r in _k._request("artifact_list")]
+        return [ArtifactRef(r) for r in _call("artifact_list")]
 
     def delete(self, ref):
         """Forget the artifact; returns its reference."""
-        return _ref(_k._request("artifact_delete", id=_id(ref)))
+        return _ref(_call("artifact_delete", id=_id(ref)))
 
     def __repr__(self):
         return "<kernel_mcp.artifact: artifact(value) keeps a value by reference; artifact.list() shows this session's>"

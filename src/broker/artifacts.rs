@@ -12,8 +12,9 @@
 //! | `artifact_forward` | `id`, `server`, `tool`, `argument`, `arguments`, `timeout` | the tool's result envelope, as `call` |
 //!
 //! `artifact_put` is the one request with a body: its line says how many bytes follow, and
-//! the connection reads exactly that many ([`read_body`]) when they fit one artifact (else it
-//! answers `LIMIT_EXCEEDED` without reading them), so a request stays bounded on the wire.
+//! the connection reads exactly that many ([`frame`]) when they fit one artifact (else it
+//! answers `LIMIT_EXCEEDED` without reading them), so a request stays bounded on the wire;
+//! at most [`MAX_BODIES`] bodies are held at once, across the server.
 //! A failure is `{"kind": "artifact", "code", "message"}` with the agent's tools' codes
 //! (`ARTIFACT_NOT_FOUND`, `LIMIT_EXCEEDED`, `INVALID_ARGUMENT`, `IO_ERROR`); a forward that
 //! reached the broker fails as a kernel's `call` does, except that one over the argument
@@ -23,6 +24,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::ops::{self, FailureKind, Gone, Request};
 use super::shared::{SessionArtifacts, Shared};
@@ -60,7 +62,7 @@ struct Params {
     argument: Option<String>,
 }
 
-/// The head of a request line, as much as [`read_body`] needs.
+/// The head of a request line, as much as [`frame`] needs.
 #[derive(Deserialize)]
 struct Head {
     #[serde(default)]
@@ -93,46 +95,64 @@ fn store_failure(e: ArtifactError) -> Value {
     failure(code, format!("{e}{next}"))
 }
 
-/// The bytes that follow an `artifact_put` line whose key is the session's, read from `rd`
-/// (exactly as many as the line says). `Ok(Err(reply))`: refused unread (more than one
-/// artifact holds). Any other line has no body (`Ok(Ok(empty))`). Errors: the peer closed
-/// the connection before the last byte.
-pub(super) async fn read_body<R: AsyncRead + Unpin>(
+/// What a request line asks of its connection ([`frame`]).
+pub(super) enum Framed {
+    /// Not an artifact operation: [`ops::handle`] answers it.
+    Broker,
+    /// An artifact operation, with the bytes that followed an `artifact_put` line.
+    Artifact(Body),
+    /// Refused before its bytes were read: this reply.
+    Refused(Value),
+}
+
+/// The bytes that followed an `artifact_put` line, holding one of [`BODIES`] until they are
+/// kept.
+#[derive(Default)]
+pub(super) struct Body {
+    bytes: Vec<u8>,
+    _held: Option<SemaphorePermit<'static>>,
+}
+
+/// `artifact_put` bodies held in memory at once, across the server (each at most 16 MiB):
+/// a further one waits before it is read.
+const MAX_BODIES: usize = 4;
+static BODIES: Semaphore = Semaphore::const_new(MAX_BODIES);
+
+/// What `line` is, reading from `rd` the bytes an `artifact_put` line with the session's key
+/// announces (exactly as many); refused unread when they exceed one artifact.
+/// Errors: the peer closed the connection before the last byte.
+pub(super) async fn frame<R: AsyncRead + Unpin>(
     shared: &Shared,
     line: &[u8],
     rd: &mut R,
-) -> std::io::Result<Result<Vec<u8>, Value>> {
-    let Ok(head) = serde_json::from_slice::<Head>(line) else {
-        return Ok(Ok(Vec::new()));
+) -> std::io::Result<Framed> {
+    let head = match serde_json::from_slice::<Head>(line) {
+        Ok(h) if h.op.starts_with(PREFIX) => h,
+        _ => return Ok(Framed::Broker),
     };
     let (Some(bytes), true) = (head.bytes, head.op == PUT && shared.key_matches(&head.key)) else {
-        return Ok(Ok(Vec::new()));
+        return Ok(Framed::Artifact(Body::default()));
     };
     let max = shared.artifacts.store.bounds().artifact_bytes;
     if bytes > max {
-        return Ok(Err(store_failure(ArtifactError::TooLarge { bytes, max })));
+        let refused = store_failure(ArtifactError::TooLarge { bytes, max });
+        return Ok(Framed::Refused(refused));
     }
+    let held = BODIES.acquire().await.ok();
     let mut body = Vec::with_capacity(bytes as usize);
     rd.take(bytes).read_to_end(&mut body).await?;
     if (body.len() as u64) < bytes {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
-    Ok(Ok(body))
+    Ok(Framed::Artifact(Body {
+        bytes: body,
+        _held: held,
+    }))
 }
 
-/// True for a line whose `op` is one of this module's.
-pub(super) fn is_artifact_op(line: &[u8]) -> bool {
-    serde_json::from_slice::<Head>(line).is_ok_and(|h| h.op.starts_with(PREFIX))
-}
-
-/// Answer an `artifact_*` request line (with the `body` [`read_body`] read for it); `None`
-/// when the peer went away before the answer.
-pub(super) async fn handle(
-    shared: &Shared,
-    line: &[u8],
-    body: Vec<u8>,
-    gone: Gone,
-) -> Option<Value> {
+/// Answer an `artifact_*` request line (with the `body` [`frame`] read for it); `None` when
+/// the peer went away before the answer.
+pub(super) async fn handle(shared: &Shared, line: &[u8], body: Body, gone: Gone) -> Option<Value> {
     let req = match ops::parse(shared, line) {
         Ok(r) => r,
         Err(reply) => return Some(reply),
@@ -140,7 +160,7 @@ pub(super) async fn handle(
     let p: Params = serde_json::from_slice(line).unwrap_or_default();
     let mine = &shared.artifacts;
     let answer = match req.op.as_str() {
-        PUT => put(shared, &p, body).await,
+        PUT => put(shared, &p, body.bytes).await,
         "artifact_read" => read(mine, &p).await,
         "artifact_list" => Ok(json!(mine.store.list(mine.sees()))),
         "artifact_delete" => match p.id.as_deref() {

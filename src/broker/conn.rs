@@ -1,7 +1,7 @@
 //! One connection of a session's endpoint, whether it came from the endpoint's socket
 //! ([`super::endpoint`]) or from a sandboxed kernel's dialer ([`super::dialer`]): admitted
 //! while one of the session's slots is free, then one request line (and the bytes an
-//! `artifact_put` line announces, [`super::artifacts::read_body`]) read and answered.
+//! `artifact_put` line announces, [`super::artifacts::frame`]) read and answered.
 
 use std::sync::Arc;
 
@@ -10,8 +10,9 @@ use tokio::net::UnixStream;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::artifacts::{self, Framed};
+use super::ops;
 use super::shared::Shared;
-use super::{artifacts, ops};
 
 /// Connections served at once per session (each is one call or query).
 pub const MAX_CONNECTIONS: usize = 32;
@@ -61,23 +62,23 @@ async fn serve(stream: UnixStream, shared: &Shared) {
                 ops::MAX_ARGUMENT_BYTES
             ),
         ),
-        Ok(_) => match artifacts::read_body(shared, &line, &mut rd).await {
-            Err(_) => return,
-            Ok(Err(refused)) => refused,
-            Ok(Ok(body)) => {
-                // The peer closing its side (KeyboardInterrupt, the kernel gone) abandons the call.
-                let gone = Box::pin(peer_gone(rd));
-                let answer = if artifacts::is_artifact_op(&line) {
-                    artifacts::handle(shared, &line, body, gone).await
-                } else {
-                    ops::handle(shared, &line, gone).await
-                };
-                match answer {
-                    Some(reply) => reply,
-                    None => return,
-                }
+        Ok(_) => {
+            let framed = match artifacts::frame(shared, &line, &mut rd).await {
+                Ok(f) => f,
+                Err(_) => return,
+            };
+            // The peer closing its side (KeyboardInterrupt, the kernel gone) abandons the call.
+            let gone = Box::pin(peer_gone(rd));
+            let answer = match framed {
+                Framed::Refused(reply) => Some(reply),
+                Framed::Broker => ops::handle(shared, &line, gone).await,
+                Framed::Artifact(body) => artifacts::handle(shared, &line, body, gone).await,
+            };
+            match answer {
+                Some(reply) => reply,
+                None => return,
             }
-        },
+        }
     };
     let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
     bytes.push(b'\n');

@@ -81,7 +81,8 @@ class _Limit(BrokerError, ValueError):
 
 class ArtifactError(BrokerError):
     """An artifact operation failed. .code is the error code the agent's artifact tools use:
-    ARTIFACT_NOT_FOUND, LIMIT_EXCEEDED, INVALID_ARGUMENT or IO_ERROR."""
+    ARTIFACT_NOT_FOUND, LIMIT_EXCEEDED, INVALID_ARGUMENT, IO_ERROR, or UNSUPPORTED (this
+    kernel has no broker endpoint)."""
 
     def __init__(self, message, code="IO_ERROR"):
         super().__init__(message, "artifact")

@@ -143,6 +143,14 @@ class ArtifactTest(unittest.TestCase):
         puts = [r for r in self.b.requests if r["op"] == "artifact_put"]
         self.assertEqual(puts, [], "nothing was sent for what the helper refuses")
 
+    def test_a_kernel_without_an_endpoint_says_artifacts_are_unsupported_there(self):
+        os.environ["KERNEL_MCP_BROKER_OFF"] = "kernel-mcp was started with --mcp-scope none"
+        self.addCleanup(os.environ.pop, "KERNEL_MCP_BROKER_OFF", None)
+        with self.assertRaises(ArtifactError) as cm:
+            artifact("x")
+        self.assertEqual(cm.exception.code, "UNSUPPORTED")
+        self.assertIn("--mcp-scope none", str(cm.exception))
+
     def test_forward_sends_the_id_not_the_payload(self):
         ref = artifact("y" * 1000)
         artifact.forward(ref, "srv", "echo", "message", arguments={"n": 1}, timeout=5)

@@ -1,18 +1,20 @@
 //! Artifacts made and used by kernel code (`from kernel_mcp import artifact`, docs/broker.md
 //! "Artifacts from kernel code") through the real binary, a real Python kernel and the
 //! reference MCP server: a 1 MB artifact forwarded to `echo` while the run's result carries
-//! only its reference; `artifact(value)` keeps str, bytes and JSON as their MIME types and
-//! the agent's `read_artifact` reads them back; `artifact(path=…)` keeps a file, which
-//! outlives a kernel restart and saves back whole; a save outside a sandboxed session's grants
-//! is refused; a forward over the budget is refused before it is sent; unknown ids, values over
-//! 16 MiB and values that are not JSON-safe are clear errors; the oldest is evicted with a
-//! notice.
+//! only its reference; `artifact(value)` keeps str, bytes and JSON as their MIME types, which
+//! the agent's `read_artifact` and `resources/read` give back; `artifact(path=…)` keeps a
+//! file, which outlives a kernel restart, saves back whole and goes with its session; a save
+//! outside a sandboxed session's grants is refused; a forward over the budget is refused before
+//! it is sent; unknown ids, values over 16 MiB and values that are not JSON-safe are clear
+//! errors; the oldest is evicted with a notice; 16 MiB goes to the store and back whole.
 
 use base64::Engine;
+use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::common::broker::{everything_entry, run, stdout_of, write_registry};
+use crate::common::history::error_code;
 use crate::common::*;
 
 /// The artifact records of `session`, as the agent lists them.
@@ -117,6 +119,21 @@ async fn artifact_values_keep_their_kind_and_read_back_through_the_agents_tools(
         .unwrap();
     assert_eq!(raw, [0u8, 1, 255]);
     assert_eq!(bytes["sha256"], json!(hex::encode(Sha256::digest(&raw))));
+    let uri = format!("kernel-mcp://artifacts/{}", refs[1]["id"].as_str().unwrap());
+    let contents = tokio::time::timeout(
+        CALL_TIMEOUT,
+        server
+            .client()
+            .read_resource(ReadResourceRequestParams::new(uri)),
+    )
+    .await
+    .expect("resources/read answers")
+    .expect("the kernel's artifact is a resource")
+    .contents;
+    match &contents[0] {
+        ResourceContents::BlobResourceContents { blob, .. } => assert_eq!(blob, "AAH/"),
+        other => panic!("not a blob: {other:?}"),
+    }
     let doc = agent_read(&server, refs[2]["id"].as_str().unwrap()).await;
     let parsed: Value = serde_json::from_str(doc["data"].as_str().unwrap()).unwrap();
     assert_eq!(parsed, json!({"a": [1, 2.5, null]}));
@@ -219,6 +236,18 @@ async fn a_files_artifact_outlives_a_kernel_restart_and_saves_back_whole() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "saved for its owner only");
+
+    let r = server
+        .call("destroy_session", json!({"session_id": "f"}))
+        .await;
+    assert!(!is_error(&r), "{}", dump(&r));
+    let r = server.call("read_artifact", json!({"id": id})).await;
+    assert_eq!(
+        error_code(&r),
+        "ARTIFACT_NOT_FOUND",
+        "gone with its session: {}",
+        dump(&r)
+    );
     server.shutdown().await;
 }
 
@@ -313,5 +342,27 @@ async fn kernel_code_past_64_artifacts_evicts_the_oldest_with_a_notice() {
         stderr.contains(&format!("Artifact {first} ")) && stderr.contains("evicted"),
         "the notice names the evicted artifact: {stderr}"
     );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_16_mib_value_goes_to_the_store_and_back_whole() {
+    let server = Server::start().await;
+    server.create_session("m").await;
+    let code = "import hashlib, os, time\n\
+                from kernel_mcp import artifact\n\
+                data = os.urandom(16 * 1024 * 1024)\n\
+                t0 = time.perf_counter(); ref = artifact(data); t1 = time.perf_counter()\n\
+                back = artifact.read(ref); t2 = time.perf_counter()\n\
+                assert back == data and ref.sha256 == hashlib.sha256(data).hexdigest()\n\
+                print('%.0f %.0f' % ((t1 - t0) * 1000, (t2 - t1) * 1000))";
+    let out = stdout_of(&server, "m", code).await;
+    let ms: Vec<&str> = out.split_whitespace().collect();
+    eprintln!(
+        "16 MiB from kernel code: keep {} ms, read back {} ms",
+        ms[0], ms[1]
+    );
+    let records = listed(&server, "m").await;
+    assert_eq!(records[0]["bytes"], json!(16 * 1024 * 1024));
     server.shutdown().await;
 }
