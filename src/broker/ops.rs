@@ -13,7 +13,7 @@
 //! Every request carries `key`. An answer is `{"ok": true, "result": …}` or `{"ok": false,
 //! "error": {"kind", "message", "result"?, "jsonrpc"?}}`; the helper raises by `kind`:
 //! `permission` → `PermissionError`, `tool` → `mcp.ToolError` (with `.result`), `timeout` →
-//! `TimeoutError`, the others → `mcp.BrokerError`.
+//! `TimeoutError`, `artifact` (with `code`) → `ArtifactError`, the others → `mcp.BrokerError`.
 
 use std::future::Future;
 use std::pin::Pin;
