@@ -36,6 +36,9 @@ pub const MAX_SESSION_BYTES: u64 = 64 * 1024 * 1024;
 pub const MAX_ARTIFACT_BYTES: u64 = 16 * 1024 * 1024;
 /// Bytes one `read_artifact` returns at most.
 pub const MAX_READ_BYTES: usize = 64 * 1024;
+/// Largest serialized `arguments` of a forward into a brokered tool (bytes of JSON): an
+/// artifact of up to 16 MiB fits only if its JSON does.
+pub const MAX_FORWARD_BYTES: usize = 16 * 1024 * 1024 + 64 * 1024;
 
 /// What an artifact is, as a result carries it beside its preview: `{id, bytes, mime,
 /// sha256}` (sha256 in lowercase hex).
@@ -57,6 +60,23 @@ impl ArtifactRef {
 /// True for MIME types read back as text: `text/*` and JSON.
 pub fn is_text_mime(mime: &str) -> bool {
     mime.starts_with("text/") || mime == "application/json" || mime.ends_with("+json")
+}
+
+/// The artifact's bytes as a brokered tool's argument value (a forward): JSON parsed, text as
+/// a string, else base64.
+pub fn argument_value(a: &ArtifactRef, bytes: Vec<u8>) -> serde_json::Value {
+    use base64::Engine;
+    use serde_json::Value;
+    let json = a.mime == "application/json" || a.mime.ends_with("+json");
+    if json && let Ok(v) = serde_json::from_slice(&bytes) {
+        return v;
+    }
+    let bytes = match (a.is_text(), String::from_utf8(bytes)) {
+        (true, Ok(s)) => return Value::String(s),
+        (_, Ok(s)) => s.into_bytes(),
+        (_, Err(e)) => e.into_bytes(),
+    };
+    Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
 /// An artifact as `list_artifacts` shows it.
@@ -233,18 +253,32 @@ impl<K: Clone + Eq + Hash + Send + 'static> Store<K> {
         data: Vec<u8>,
         origin: &str,
     ) -> Result<Kept, ArtifactError> {
-        let bytes = data.len() as u64;
-        if bytes > self.bounds.artifact_bytes {
-            return Err(ArtifactError::TooLarge {
-                bytes,
-                max: self.bounds.artifact_bytes,
-            });
-        }
         if let Some(a) = self.by_origin(key, origin) {
             return Ok(Kept {
                 artifact: a,
                 existed: true,
                 evicted: Vec::new(),
+            });
+        }
+        self.keep(key, session, mime, data, origin).await
+    }
+
+    /// Keep `data` (of type `mime`) for the session `key` as a new artifact, whatever else
+    /// came from `origin` (what kernel code keeps: each call is a value of its own). Evicts
+    /// as [`Self::put`] does. Errors: [`ArtifactError::TooLarge`], [`ArtifactError::Io`].
+    pub async fn keep(
+        &self,
+        key: &K,
+        session: &str,
+        mime: &str,
+        data: Vec<u8>,
+        origin: &str,
+    ) -> Result<Kept, ArtifactError> {
+        let bytes = data.len() as u64;
+        if bytes > self.bounds.artifact_bytes {
+            return Err(ArtifactError::TooLarge {
+                bytes,
+                max: self.bounds.artifact_bytes,
             });
         }
         let (file, sha256) = blocking(move || write_body(&data)).await?;

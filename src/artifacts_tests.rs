@@ -107,6 +107,33 @@ async fn the_same_origin_is_kept_once() {
 }
 
 #[tokio::test]
+async fn keep_makes_a_new_artifact_each_time_whatever_its_origin() {
+    let s = store(4, 1000, 1000);
+    let key = "a".to_string();
+    let one = s
+        .keep(&key, "a", "text/plain", b"v".to_vec(), "kernel")
+        .await
+        .unwrap();
+    let two = s
+        .keep(&key, "a", "text/plain", b"v".to_vec(), "kernel")
+        .await
+        .unwrap();
+    assert!(!two.existed);
+    assert_ne!(one.artifact.id, two.artifact.id);
+    assert_eq!(s.list(all).len(), 2);
+    let big = s
+        .keep(&key, "a", "text/plain", vec![0; 1001], "kernel")
+        .await;
+    assert!(matches!(
+        big,
+        Err(ArtifactError::TooLarge {
+            bytes: 1001,
+            max: 1000
+        })
+    ));
+}
+
+#[tokio::test]
 async fn an_artifact_is_unknown_to_whoever_does_not_see_its_session_and_after_it_ends() {
     let s = store(4, 1000, 1000);
     let a = put(&s, "a", b"secret", "kernel").await.artifact.id;

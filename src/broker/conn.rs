@@ -1,6 +1,7 @@
 //! One connection of a session's endpoint, whether it came from the endpoint's socket
 //! ([`super::endpoint`]) or from a sandboxed kernel's dialer ([`super::dialer`]): admitted
-//! while one of the session's slots is free, then one request line read and answered.
+//! while one of the session's slots is free, then one request line (and the bytes an
+//! `artifact_put` line announces, [`super::artifacts::frame`]) read and answered.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use tokio::net::UnixStream;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::artifacts::{self, Framed};
 use super::ops;
 use super::shared::Shared;
 
@@ -61,9 +63,18 @@ async fn serve(stream: UnixStream, shared: &Shared) {
             ),
         ),
         Ok(_) => {
+            let framed = match artifacts::frame(shared, &line, &mut rd).await {
+                Ok(f) => f,
+                Err(_) => return,
+            };
             // The peer closing its side (KeyboardInterrupt, the kernel gone) abandons the call.
             let gone = Box::pin(peer_gone(rd));
-            match ops::handle(shared, &line, gone).await {
+            let answer = match framed {
+                Framed::Refused(reply) => Some(reply),
+                Framed::Broker => ops::handle(shared, &line, gone).await,
+                Framed::Artifact(body) => artifacts::handle(shared, &line, body, gone).await,
+            };
+            match answer {
                 Some(reply) => reply,
                 None => return,
             }

@@ -25,6 +25,7 @@ use super::conn::MAX_CONNECTIONS;
 use super::dialer::Dialers;
 use super::lock;
 use super::project::Project;
+use super::shared::SessionArtifacts;
 use super::shared::Shared;
 use crate::kernel::connection::{BROKER_DIR_PREFIX, BROKER_SOCKET};
 use crate::session::observer::SessionObserver;
@@ -45,11 +46,12 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Bind the session's socket and start listening on `runtime`.
-    /// Errors: the runtime directory or the socket cannot be made.
+    /// Bind the session's socket and start listening on `runtime`; its kernels reach
+    /// `artifacts` through it. Errors: the runtime directory or the socket cannot be made.
     pub fn bind(
         session: &str,
         project: Arc<Project>,
+        artifacts: SessionArtifacts,
         runtime: &tokio::runtime::Handle,
         dialers: Arc<Dialers>,
     ) -> std::io::Result<Endpoint> {
@@ -80,6 +82,7 @@ impl Endpoint {
             journal: Default::default(),
             cancel: Mutex::new(CancellationToken::new()),
             bindings: Default::default(),
+            artifacts,
         });
         let stop = CancellationToken::new();
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));

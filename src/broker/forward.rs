@@ -12,11 +12,8 @@ use serde_json::{Map, Value};
 use super::endpoint::Endpoint;
 use super::ops::{self, Failure};
 use super::shared::Shared;
+use crate::artifacts::MAX_FORWARD_BYTES;
 use crate::session::observer::SessionObserver;
-
-/// Largest serialized `arguments` of a forward (bytes of JSON): an artifact of up to 16 MiB
-/// fits only if its JSON does.
-pub const MAX_FORWARD_BYTES: usize = 16 * 1024 * 1024 + 64 * 1024;
 
 /// The endpoint of the session `observer` observes, when it is the broker's.
 pub fn endpoint_of(observer: &Arc<dyn SessionObserver>) -> Option<Arc<Shared>> {

@@ -11,6 +11,10 @@
     mcp.journal()                         # recent calls: server, tool, started, ms, outcome
     mcp.explain("everything")             # configuration, grant, credentials, state, fix
 
+    from kernel_mcp import artifact       # values kept by reference (see _kernel_mcp_artifacts)
+    ref = artifact("a large text")        # {"id": "art-…", "bytes": …, "mime": …, "sha256": …}
+    artifact.forward(ref, "everything", "echo", "message")
+
 A call returns the tool's full result envelope as a dict (content, structuredContent,
 isError). A result with isError raises mcp.ToolError (its .result is the envelope); a tool
 outside the registry's allowedTools raises PermissionError; what the broker cannot do raises
@@ -31,7 +35,7 @@ import os
 import socket
 import threading
 
-__all__ = ["mcp", "BrokerError", "ToolError"]
+__all__ = ["mcp", "BrokerError", "ToolError", "ArtifactError"]
 
 ENDPOINT_ENV = "KERNEL_MCP_ENDPOINT"
 OFF_ENV = "KERNEL_MCP_BROKER_OFF"
@@ -73,6 +77,39 @@ class _NotFound(BrokerError, LookupError):
 
 class _Limit(BrokerError, ValueError):
     pass
+
+
+class ArtifactError(BrokerError):
+    """An artifact operation failed. .code is the error code the agent's artifact tools use:
+    ARTIFACT_NOT_FOUND, LIMIT_EXCEEDED, INVALID_ARGUMENT, IO_ERROR, or UNSUPPORTED (this
+    kernel has no broker endpoint)."""
+
+    def __init__(self, message, code="IO_ERROR"):
+        super().__init__(message, "artifact")
+        self.code = code
+
+
+class _ArtifactNotFound(ArtifactError, LookupError):
+    pass
+
+
+class _ArtifactInvalid(ArtifactError, ValueError):
+    pass
+
+
+class _ArtifactLimit(ArtifactError, ValueError):
+    pass
+
+
+class _ArtifactRefused(ArtifactError, PermissionError):
+    pass
+
+
+_ARTIFACT_CODES = {"ARTIFACT_NOT_FOUND": _ArtifactNotFound, "LIMIT_EXCEEDED": _ArtifactLimit, "INVALID_ARGUMENT": _ArtifactInvalid}
+
+
+def _artifact_error(message, code):
+    return _ARTIFACT_CODES.get(code, ArtifactError)(message, code)
 
 
 class _Text(str):
@@ -170,6 +207,8 @@ def _answer(data):
         raise PermissionError(message)
     if kind == "tool":
         raise ToolError(message, error.get("result"), error.get("jsonrpc"))
+    if kind == "artifact":
+        raise _artifact_error(message, error.get("code", "IO_ERROR"))
     raise _KINDS.get(kind, BrokerError)(message, kind)
 
 
@@ -225,15 +264,18 @@ def _unreachable(endpoint, e):
     )
 
 
-def _request(op, **params):
+def _request(op, _body=None, **params):
     """One request to the session's broker, answered synchronously (interruptible: an
-    interrupt closes the connection, which abandons the call)."""
+    interrupt closes the connection, which abandons the call). _body: the bytes that follow
+    the line (artifact_put)."""
     endpoint = _endpoint()
     line = _line(endpoint, op, params)
     s = _connect(endpoint)
     try:
         try:
             s.sendall(line)
+            if _body:
+                s.sendall(_body)
         except OSError:
             pass  # the broker may have answered before reading it all (a request over its limit)
         chunks = []
@@ -413,3 +455,12 @@ class _Mcp:
 
 
 mcp = _Mcp()
+
+
+def __getattr__(name):
+    """`artifact` and `ArtifactRef` live in the helper's artifact half, loaded on first use."""
+    if name in ("artifact", "ArtifactRef"):
+        import _kernel_mcp_artifacts
+
+        return getattr(_kernel_mcp_artifacts, name)
+    raise AttributeError("module 'kernel_mcp' has no attribute %r" % name)

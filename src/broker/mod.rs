@@ -15,7 +15,8 @@
 //!   the session's [`SessionObserver`]: when a kernel of the session is ready it writes that
 //!   kernel's endpoint file (socket path and key, 0600); when the session interrupts, restarts
 //!   or loses its kernel, the calls in flight are cancelled (`outcome_unknown`). It ends when
-//!   the session ends (the last holder drops it).
+//!   the session ends (the last holder drops it). Kernel code keeps and uses the session's
+//!   artifacts through it too (`from kernel_mcp import artifact`, [`artifacts`]).
 //! - A [`project::Project`] is one registry (same file, same content) and its downstream
 //!   servers ([`downstream::Downstream`], rmcp clients started lazily), shared by the
 //!   sessions attached to it and stopped when the last of them ends.
@@ -25,6 +26,7 @@
 //! downstream stdio server of another one ([`downstream::NO_BROKER_ENV`]) is off the same way
 //! (the recursion guard). Remote kernels get no helper; their sessions say so in a notice.
 
+pub mod artifacts;
 pub mod bound;
 pub mod config;
 pub mod conn;
@@ -142,7 +144,8 @@ pub struct Broker {
     settings: BrokerSettings,
     /// Where endpoints listen and downstream clients run (the sessions runtime).
     runtime: tokio::runtime::Handle,
-    /// The directory holding `kernel_mcp.py`; `None` if it could not be written.
+    /// The directory holding the helper (`kernel_mcp.py`, `_kernel_mcp_artifacts.py`); `None`
+    /// if it could not be written.
     helper_dir: Option<PathBuf>,
     /// Live projects by registry path and content.
     projects: Mutex<HashMap<String, Weak<project::Project>>>,
@@ -236,18 +239,21 @@ impl Broker {
     }
 
     /// The observer of a new local session of `spec` in `cwd`: an endpoint on the registry
-    /// that applies there, for a Python kernel while the broker is on; else `None`.
+    /// that applies there, through which its kernels also reach the session's `artifacts`,
+    /// for a Python kernel while the broker is on; else `None`.
     pub fn attach(
         &self,
         session_id: &str,
         spec: &KernelSpec,
         cwd: &Path,
+        artifacts: shared::SessionArtifacts,
     ) -> Option<Arc<dyn SessionObserver>> {
         if !self.is_on() || !is_python(spec) || self.helper_dir.is_none() {
             return None;
         }
         let project = self.project_for(cwd);
-        match endpoint::Endpoint::bind(session_id, project, &self.runtime, self.dialers.clone()) {
+        let (runtime, dialers) = (&self.runtime, self.dialers.clone());
+        match endpoint::Endpoint::bind(session_id, project, artifacts, runtime, dialers) {
             Ok(e) => Some(Arc::new(e)),
             Err(e) => {
                 tracing::warn!(

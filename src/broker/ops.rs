@@ -8,11 +8,12 @@
 //! | `call` | `server`, `tool`, `arguments`, `timeout` (s) | the result envelope, bounded |
 //! | `journal` | — | the session's call journal |
 //! | `explain` | `server`, `tool` | see [`super::explain`]; connects nothing |
+//! | `artifact_*` | see [`super::artifacts`] | the session's artifacts |
 //!
 //! Every request carries `key`. An answer is `{"ok": true, "result": …}` or `{"ok": false,
 //! "error": {"kind", "message", "result"?, "jsonrpc"?}}`; the helper raises by `kind`:
 //! `permission` → `PermissionError`, `tool` → `mcp.ToolError` (with `.result`), `timeout` →
-//! `TimeoutError`, the others → `mcp.BrokerError`.
+//! `TimeoutError`, `artifact` (with `code`) → `ArtifactError`, the others → `mcp.BrokerError`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -122,7 +123,7 @@ impl Failure {
         }
     }
 
-    fn into_reply(self) -> Value {
+    pub(super) fn into_reply(self) -> Value {
         let mut error = json!({"kind": self.kind, "message": self.message});
         if let Some(r) = self.result {
             error["result"] = r;
@@ -139,26 +140,33 @@ pub fn failure(kind: FailureKind, message: String) -> Value {
     Failure::new(kind, message).into_reply()
 }
 
-type Gone = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(super) type Gone = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Answer one request line; `None` when the peer went away before the answer.
-pub async fn handle(shared: &Shared, line: &[u8], gone: Gone) -> Option<Value> {
-    let req: Request = match serde_json::from_slice(line) {
-        Ok(r) => r,
-        Err(e) => {
-            return Some(failure(
-                FailureKind::Protocol,
-                format!("not a broker request ({e}); use the kernel_mcp module"),
-            ));
-        }
-    };
+/// The request in `line`, when it is one and carries the session's key; else the failure
+/// reply.
+pub(super) fn parse(shared: &Shared, line: &[u8]) -> Result<Request, Value> {
+    let req: Request = serde_json::from_slice(line).map_err(|e| {
+        failure(
+            FailureKind::Protocol,
+            format!("not a broker request ({e}); use the kernel_mcp module"),
+        )
+    })?;
     if !shared.key_matches(&req.key) {
-        return Some(failure(
+        return Err(failure(
             FailureKind::Unauthorized,
             "the key does not match this session's endpoint; the kernel's endpoint file is stale"
                 .into(),
         ));
     }
+    Ok(req)
+}
+
+/// Answer one request line; `None` when the peer went away before the answer.
+pub async fn handle(shared: &Shared, line: &[u8], gone: Gone) -> Option<Value> {
+    let req = match parse(shared, line) {
+        Ok(r) => r,
+        Err(reply) => return Some(reply),
+    };
     let answer = match req.op.as_str() {
         "servers" => Ok(servers(shared)),
         "journal" => Ok(serde_json::to_value(

@@ -138,10 +138,14 @@ impl Registry {
     ) -> Result<SessionInfo, SessionError> {
         let (info, desc) = (&source.info, &source.desc);
         let launcher = ForkedLauncher::new(kernel, desc.launcher.clone(), info.session_id.clone());
-        let observer = self
-            .broker
-            .as_ref()
-            .and_then(|b| b.attach(new.name(), &desc.spec, &desc.cwd));
+        let observer = self.broker.as_ref().and_then(|b| {
+            b.attach(
+                new.name(),
+                &desc.spec,
+                &desc.cwd,
+                self.artifacts_of(new.slot()),
+            )
+        });
         let fork_desc = SessionDesc {
             id: new.name().to_string(),
             spec: desc.spec.clone(),

@@ -272,7 +272,12 @@ impl Registry {
             .and_then(|b| match (&source, source.gateway()) {
                 (_, Some(gateway)) => b.attach_remote(gateway),
                 (KernelSource::ConnectionFile(_), _) => None,
-                _ => b.attach(key.name(), &launch.spec, &cwd),
+                _ => b.attach(
+                    key.name(),
+                    &launch.spec,
+                    &cwd,
+                    self.artifacts_of(key.slot()),
+                ),
             });
         let desc = SessionDesc {
             id: key.name().to_string(),
@@ -482,6 +487,14 @@ impl Registry {
     /// Every session's artifacts (see [`crate::artifacts`]).
     pub fn artifacts(&self) -> &Arc<crate::artifacts::Store<Slot>> {
         &self.artifacts
+    }
+
+    /// The part of the artifact store that the kernels of the session in `slot` reach.
+    fn artifacts_of(&self, slot: &Slot) -> crate::broker::shared::SessionArtifacts {
+        crate::broker::shared::SessionArtifacts {
+            store: self.artifacts.clone(),
+            slot: slot.clone(),
+        }
     }
 
     /// True while `owner` has a `default` session, live or recently expired.

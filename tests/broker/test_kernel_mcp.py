@@ -1,5 +1,6 @@
 """Unit tests of the kernel_mcp helper (src/broker/kernel_mcp.py) against a fake broker: a
-Unix socket answering one JSON line per connection, as kernel-mcp's endpoint does. Run by
+Unix socket answering one JSON line per connection (read with the bytes an artifact_put line
+announces), as kernel-mcp's endpoint does. Run by
 tests/it/broker_helper.rs (python -m unittest), with the module's directory on sys.path.
 """
 
@@ -26,6 +27,7 @@ class FakeBroker:
         self.path = os.path.join(self.dir, "mcp.sock")
         self.answer = answer
         self.requests = []
+        self.bodies = []
         self.closed = threading.Event()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(self.path)
@@ -45,12 +47,20 @@ class FakeBroker:
 
     def _one(self, conn):
         data = b""
-        while not data.endswith(b"\n"):
+        while b"\n" not in data:
             chunk = conn.recv(65536)
             if not chunk:
                 return
             data += chunk
-        request = json.loads(data)
+        line, body = data.split(b"\n", 1)
+        request = json.loads(line)
+        # artifact_put: the line says how many bytes follow it.
+        while len(body) < request.get("bytes", 0):
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            body += chunk
+        self.bodies.append(body)
         self.requests.append(request)
         reply = self.answer(request)
         if reply == "hold":

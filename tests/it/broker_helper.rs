@@ -1,7 +1,7 @@
-//! The Python helper `kernel_mcp` as a file of its own (`src/broker/kernel_mcp.py`): it
-//! passes pyflakes, imports in an isolated interpreter (`python -I`: the standard library
-//! alone), and its unit tests (`tests/broker/test_kernel_mcp.py`, against a
-//! fake broker socket) pass.
+//! The Python helper `kernel_mcp` as files of its own (`src/broker/kernel_mcp.py` and its
+//! artifact half `_kernel_mcp_artifacts.py`): they pass pyflakes, import in an isolated
+//! interpreter (`python -I`: the standard library alone), and their unit tests
+//! (`tests/broker/test_kernel_mcp*.py`, against a fake broker socket) pass.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,7 +41,9 @@ fn the_helper_passes_pyflakes() {
             "-m",
             "pyflakes",
             "src/broker/kernel_mcp.py",
+            "src/broker/_kernel_mcp_artifacts.py",
             "tests/broker/test_kernel_mcp.py",
+            "tests/broker/test_kernel_mcp_artifacts.py",
         ])
         .current_dir(root()));
     assert!(out.trim().is_empty(), "{out}");
@@ -54,16 +56,25 @@ fn the_helper_imports_with_the_standard_library_alone() {
         .args([
             "-I",
             "-c",
-            "import sys; sys.path.insert(0, 'src/broker'); import kernel_mcp; print(kernel_mcp.mcp)",
+            "import sys; sys.path.insert(0, 'src/broker'); import kernel_mcp; print(kernel_mcp.mcp, kernel_mcp.artifact)",
         ])
         .current_dir(root()));
-    assert!(out.contains("kernel_mcp.mcp"), "{out}");
+    assert!(
+        out.contains("kernel_mcp.mcp") && out.contains("kernel_mcp.artifact"),
+        "{out}"
+    );
 }
 
 #[test]
 fn the_helpers_unit_tests_pass() {
     let out = run(Command::new(python())
-        .args(["-m", "unittest", "-v", "test_kernel_mcp"])
+        .args([
+            "-m",
+            "unittest",
+            "-v",
+            "test_kernel_mcp",
+            "test_kernel_mcp_artifacts",
+        ])
         .env("PYTHONPATH", root().join("src/broker"))
         .env_remove("KERNEL_MCP_ENDPOINT")
         .env_remove("KERNEL_MCP_BROKER_OFF")

@@ -5,6 +5,7 @@ mod adopt;
 mod apps_view;
 mod artifacts;
 mod artifacts_forward;
+mod artifacts_kernel;
 mod attach;
 mod broker;
 mod broker_helper;

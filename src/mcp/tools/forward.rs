@@ -3,15 +3,15 @@
 //! kernel's `mcp.call` (see `crate::broker::forward`); a large result comes back as an
 //! artifact of its own.
 
-use base64::Engine;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::out::Output;
 use crate::artifacts::{ArtifactError, ArtifactRef};
-use crate::broker::forward::{MAX_FORWARD_BYTES, endpoint_of, forward};
+use crate::artifacts::{MAX_FORWARD_BYTES, argument_value};
+use crate::broker::forward::{endpoint_of, forward};
 use crate::broker::ops::FailureKind;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
@@ -83,20 +83,6 @@ impl Output for Forwarded {
 const INLINE_RESULT_BYTES: usize = 20_000;
 /// The head of such a result shown in the response.
 const PREVIEW_BYTES: usize = 2_000;
-
-/// The artifact's bytes as an argument value: JSON parsed, text as a string, else base64.
-fn argument_value(a: &ArtifactRef, bytes: Vec<u8>) -> Value {
-    let json = a.mime == "application/json" || a.mime.ends_with("+json");
-    if json && let Ok(v) = serde_json::from_slice(&bytes) {
-        return v;
-    }
-    let bytes = match (a.is_text(), String::from_utf8(bytes)) {
-        (true, Ok(s)) => return Value::String(s),
-        (_, Ok(s)) => s.into_bytes(),
-        (_, Err(e)) => e.into_bytes(),
-    };
-    Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
-}
 
 /// The error code of a broker failure.
 fn code_of(kind: FailureKind) -> ErrorCode {
