@@ -173,6 +173,22 @@ async fn broker_login_stores_a_private_credential_the_broker_refreshes_and_a_rev
         json!({"kernels": {"type": "http", "url": protected.url(), "oauth": {
             "grantType": "authorization_code", "credentialFile": creds, "scope": RW}}}),
     );
+    // Before the sign-in: explain says no credential is ready, and what to run.
+    server.create_session("s").await;
+    let out = stdout_of(
+        &server,
+        "s",
+        "import json\nfrom kernel_mcp import mcp\nprint(json.dumps(mcp.explain('kernels')))",
+    )
+    .await;
+    let explained: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(explained["oauth"]["ready"], false, "{out}");
+    assert!(
+        explained["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("kernel-mcp broker login kernels")),
+        "{out}"
+    );
     let (code, printed) = login(&auth, &server.workdir().join(".mcp.json")).await;
     assert_eq!(code, 0, "{printed}");
     assert!(printed.contains("Signed in"), "{printed}");
@@ -181,7 +197,6 @@ async fn broker_login_stores_a_private_credential_the_broker_refreshes_and_a_rev
     assert_eq!(mode(creds.parent().unwrap()), 0o700);
     let first = access_token(&creds);
 
-    server.create_session("s").await;
     let out = stdout_of(&server, "s", CALL).await;
     assert!(
         out.contains("CALLED False"),
@@ -294,4 +309,38 @@ async fn broker_login_refuses_a_symlinked_credential_path() {
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_login_uses_a_preregistered_native_client_on_a_fixed_redirect_port() {
+    let auth = AuthServer::start().await;
+    let protected = OAuthServe::start(&auth.issuer, &[], &[]).await;
+    let server = Server::start().await;
+    let creds = server.workdir().join("creds/kernels.json");
+    let port = crate::common::oauth::free_port();
+    write_registry(
+        server.workdir(),
+        json!({"kernels": {"type": "http", "url": protected.url(), "oauth": {
+            "grantType": "authorization_code", "credentialFile": creds, "scope": RW,
+            "clientId": "broker-native", "redirectPort": port}}}),
+    );
+    let (code, printed) = login(&auth, &server.workdir().join(".mcp.json")).await;
+    assert_eq!(code, 0, "{printed}");
+    assert!(
+        printed.contains(&format!("127.0.0.1%3A{port}%2Fcallback")),
+        "{printed}"
+    );
+    assert_eq!(
+        credential(&creds)["credentials"]["client_id"],
+        "broker-native"
+    );
+    server.create_session("s").await;
+    let out = stdout_of(&server, "s", CALL).await;
+    assert!(
+        out.contains("CALLED False"),
+        "{out}\n{}",
+        server.stderr_tail()
+    );
+    server.shutdown().await;
+    protected.stop().await;
 }
