@@ -27,7 +27,7 @@ const MAX_NAME_CHARS: usize = 128;
 /// Fields a stdio entry may have.
 const STDIO_FIELDS: &[&str] = &["type", "command", "args", "env", "cwd", "allowedTools"];
 /// Fields a streamable-HTTP entry may have.
-const HTTP_FIELDS: &[&str] = &["type", "url", "headers", "allowedTools"];
+const HTTP_FIELDS: &[&str] = &["type", "url", "headers", "oauth", "allowedTools"];
 
 /// Why an MCP registry (the `mcpServers` of a `.mcp.json`, [`McpRegistry`]; not kernel-mcp's
 /// session registry, `crate::registry`), or one of its entries, cannot be used. Every message
@@ -72,6 +72,8 @@ pub enum Written {
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        /// The `oauth` block (docs/broker.md "OAuth").
+        oauth: Option<super::oauth::OAuthBlock>,
     },
 }
 
@@ -97,6 +99,8 @@ pub enum Transport {
     Http {
         url: String,
         headers: Vec<(http::HeaderName, http::HeaderValue)>,
+        /// The broker gets the server's tokens itself (see [`super::oauth`]).
+        oauth: Option<super::oauth::OAuthGrant>,
     },
 }
 
@@ -316,7 +320,7 @@ fn parse_entry(
             entry.allowed_tools = allowed_tools(fields, &mut problems);
             entry.written = written(fields, &mut problems);
             if let (Some(w), true) = (&entry.written, problems.is_empty()) {
-                match resolve(w, dir, lookup) {
+                match resolve(w, name, dir, lookup) {
                     Ok((t, s)) => {
                         entry.transport = Some(t);
                         secrets = s;
@@ -465,7 +469,7 @@ fn stdio_written(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Opt
     })
 }
 
-/// An HTTP entry's `url` and `headers`.
+/// An HTTP entry's `url`, `headers` and `oauth`.
 fn http_written(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Option<Written> {
     let url = match fields.get("url") {
         Some(Value::String(u)) if !u.trim().is_empty() => u.clone(),
@@ -479,7 +483,21 @@ fn http_written(fields: &Map<String, Value>, problems: &mut Vec<String>) -> Opti
         }
     };
     let headers = string_map(fields.get("headers"), "headers", problems);
-    Some(Written::Http { url, headers })
+    let oauth = fields
+        .get("oauth")
+        .and_then(|o| super::oauth::OAuthBlock::parse(o, problems));
+    if oauth.is_some()
+        && headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+    {
+        problems.push("has both \"oauth\" and an Authorization header; the broker sends the OAuth token itself, so remove the header".into());
+    }
+    Some(Written::Http {
+        url,
+        headers,
+        oauth,
+    })
 }
 
 fn strings(v: &Value) -> Option<Vec<String>> {

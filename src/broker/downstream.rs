@@ -81,6 +81,9 @@ pub enum DownstreamError {
     Request { server: String, reason: String },
     #[error("server \"{server}\" is stopped: the last session of its project ended")]
     Stopped { server: String },
+    /// The broker cannot get the server's OAuth token (docs/broker.md "OAuth").
+    #[error("{0}")]
+    OAuth(super::oauth::source::OAuthError),
 }
 
 struct Conn {
@@ -97,6 +100,8 @@ pub struct Downstream {
     conn: tokio::sync::Mutex<Option<Conn>>,
     state: Mutex<State>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
+    /// An OAuth server's tokens.
+    oauth: super::oauth::Sources,
 }
 
 fn now() -> String {
@@ -112,6 +117,7 @@ impl Downstream {
             conn: tokio::sync::Mutex::new(None),
             state: Mutex::new(State::NotStarted),
             stderr: Default::default(),
+            oauth: Default::default(),
         }
     }
 
@@ -140,6 +146,8 @@ impl Downstream {
                 server: self.name.clone(),
             });
         }
+        // An OAuth server: a token is at hand before any request (refreshed when due).
+        self.oauth_source().await?;
         if let Some(c) = conn.as_ref() {
             if !c.client.is_closed() && !c.client.peer().is_transport_closed() {
                 return Ok(c.client.peer().clone());
@@ -188,6 +196,28 @@ impl Downstream {
                     since: now(),
                     reason: e.to_string(),
                 });
+                Err(e)
+            }
+        }
+    }
+
+    /// An OAuth server's token source, holding a current token; `None` for other servers.
+    async fn oauth_source(
+        &self,
+    ) -> Result<Option<Arc<super::oauth::source::TokenSource>>, DownstreamError> {
+        let Transport::Http {
+            url,
+            oauth: Some(grant),
+            ..
+        } = &self.transport
+        else {
+            return Ok(None);
+        };
+        match self.oauth.ready(&self.name, url, grant).await {
+            Ok(s) => Ok(Some(s)),
+            Err(e) => {
+                let e = self.redacted(DownstreamError::OAuth(e));
+                tracing::info!(server = %self.name, "no OAuth token for the server: {e}");
                 Err(e)
             }
         }
@@ -357,7 +387,7 @@ impl Downstream {
                     .map_err(|e| start_err(format!("{e}{}", self.stderr_tail())))?;
                 Ok((client, pid))
             }
-            Transport::Http { url, headers } => {
+            Transport::Http { url, headers, .. } => {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
@@ -365,11 +395,19 @@ impl Downstream {
                     // A session that expired is reported, not silently re-made and retried.
                     .reinit_on_expired_session(false);
                 crate::tls::install_provider();
-                let transport = StreamableHttpClientTransport::from_config(config);
-                let client = Self::client_info()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| start_err(format!("{e} (url {url})")))?;
+                let served = match self.oauth_source().await? {
+                    None => {
+                        let transport = StreamableHttpClientTransport::from_config(config);
+                        Self::client_info().serve(transport).await
+                    }
+                    Some(source) => {
+                        let http =
+                            super::oauth::client::Authorized::new(reqwest::Client::new(), source);
+                        let transport = StreamableHttpClientTransport::with_client(http, config);
+                        Self::client_info().serve(transport).await
+                    }
+                };
+                let client = served.map_err(|e| start_err(format!("{e} (url {url})")))?;
                 Ok((client, None))
             }
         }

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::config::{McpRegistry, Written};
+use super::config::{McpRegistry, Transport, Written};
 use super::downstream::State;
 use super::expand;
 use super::shared::Shared;
@@ -27,13 +27,18 @@ pub fn explain(shared: &Shared, server: &str, tool: Option<&str>) -> Value {
     let state = shared.project.downstreams.get(server).map(|d| d.state());
     let granted = tool.map(|t| entry.allows(t));
     let errors: Vec<String> = entry.errors.iter().map(|e| e.to_string()).collect();
+    let oauth = oauth_of(server, entry);
     let fix = fix(
         reg,
         server,
         &errors,
         tool.filter(|_| granted == Some(false)),
         &state,
-    );
+    )
+    .or_else(|| {
+        let o = oauth.as_ref()?;
+        (o["ready"] == false).then(|| o["hint"].as_str().map(String::from))?
+    });
     let mut out = json!({
         "server": server,
         "configured": true,
@@ -49,6 +54,9 @@ pub fn explain(shared: &Shared, server: &str, tool: Option<&str>) -> Value {
         "errors": errors,
         "fix": fix,
     });
+    if let Some(o) = oauth {
+        out["oauth"] = o;
+    }
     if let (Some(t), Some(g)) = (tool, granted) {
         out["tool"] = json!(t);
         out["tool_granted"] = json!(g);
@@ -61,6 +69,23 @@ pub fn explain(shared: &Shared, server: &str, tool: Option<&str>) -> Value {
     } else {
         out
     }
+}
+
+/// The `oauth` part of an HTTP entry's explanation (see [`super::oauth::explain`]).
+fn oauth_of(server: &str, entry: &super::config::Entry) -> Option<Value> {
+    let Some(Written::Http {
+        url,
+        oauth: Some(block),
+        ..
+    }) = &entry.written
+    else {
+        return None;
+    };
+    let (url, grant) = match &entry.transport {
+        Some(Transport::Http { url, oauth, .. }) => (url.as_str(), oauth.as_ref()),
+        _ => (url.as_str(), None),
+    };
+    Some(super::oauth::explain(server, url, block, grant))
 }
 
 /// The explanation of a server the registry does not configure, with where to add it.
@@ -126,8 +151,19 @@ fn written(written: Option<&Written>) -> Shown {
             }
             json!({"type": "stdio", "command": command, "args": args, "cwd": cwd, "env": env.keys().collect::<Vec<_>>()})
         }
-        Some(Written::Http { url, headers }) => {
+        Some(Written::Http {
+            url,
+            headers,
+            oauth,
+        }) => {
             variables.extend(expand::variables(url, &lookup));
+            for (where_, v, secret) in oauth.iter().flat_map(|o| o.values()) {
+                let vars = expand::variables(v, &lookup);
+                if secret {
+                    credentials.insert(where_.into(), present_word(vars.iter().all(|(_, s)| *s)));
+                }
+                variables.extend(vars);
+            }
             for (k, v) in headers {
                 let vars = expand::variables(v, &lookup);
                 let present = vars.iter().all(|(_, set)| *set) && !v.trim().is_empty();

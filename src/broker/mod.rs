@@ -38,6 +38,7 @@ pub mod explain;
 pub mod forward;
 pub mod helper;
 pub mod journal;
+pub mod oauth;
 pub mod ops;
 pub mod project;
 pub mod redact;

@@ -326,6 +326,12 @@ pub enum Command {
     /// Write kernel-mcp's entry into an MCP client's config (shown first; the rest of the file
     /// is kept).
     Install(super::install::InstallArgs),
+    /// The broker's OAuth sign-in: `broker login SERVER` (exit 0 signed in, 1 failed or timed
+    /// out, 2 usage), `broker logout SERVER`.
+    Broker {
+        #[command(subcommand)]
+        command: super::broker::BrokerCommand,
+    },
     /// Print the token of the service's HTTP face (`service --http`), and where it is.
     Token(super::token::TokenArgs),
     /// The service log, or its audit trail (`--audit`: one line per tool call).

@@ -45,6 +45,9 @@ pub fn run(global: GlobalArgs, command: Command) -> ExitCode {
         Command::Kernels => return kernels(&ctx.search),
         Command::Install(args) => return super::install::run(&args, ctx.python_env.as_ref()),
         Command::Token(args) => return super::token::run(args),
+        Command::Broker { command } => {
+            return with_runtime(Flavor::Light, |rt| super::broker::run(command, rt));
+        }
         Command::Log(args) => return super::log::run(args),
         Command::Doctor { json, oauth } => {
             return with_runtime(Flavor::Light, |rt| {

@@ -6,11 +6,12 @@
 //!
 //! The rest is for people (not the MCP server): `doctor` checks the setup, `install` writes an
 //! MCP client's config entry, `env` manages named Python environments, `token` prints the
-//! service's HTTP token, `service status | stop | restart` ([`service_ctl`]) hold the running service; `exec`, `sessions`, `session`, `history` and `console` are MCP
+//! service's HTTP token, `broker login` signs in to the broker's OAuth servers ([`broker`]), `service status | stop | restart` ([`service_ctl`]) hold the running service; `exec`, `sessions`, `session`, `history` and `console` are MCP
 //! clients of the per-user service ([`client`]), so a person sees what the agent sees. These
 //! print to stdout; the server never does.
 
 pub mod args;
+pub mod broker;
 pub mod client;
 pub mod console;
 pub mod context;

@@ -10,6 +10,7 @@ mod attach;
 mod broker;
 mod broker_helper;
 mod broker_lifecycle;
+mod broker_oauth;
 mod checkpoints;
 mod cli;
 mod collab;

@@ -6,7 +6,10 @@
 //   (GET /interaction/:uid, POST /interaction/:uid/login) that a test scripts over HTTP;
 // - a public client `kernel-mcp-test` (authorization code + PKCE, refresh tokens, redirect
 //   URIs on http://127.0.0.1), and dynamic client registration for MCP clients that register
-//   themselves;
+//   themselves; for kernel-mcp's broker (tests/it/broker_oauth.rs) a native client
+//   `broker-native` (a loopback redirect on any port) and a confidential client
+//   `broker-service` (secret `broker-service-secret`, the client credentials grant, scopes
+//   read and execute);
 // - resource indicators (RFC 8707): a token asked for `resource=R` is a JWT access token
 //   (RFC 9068, RS256) with `aud` R and the requested scopes the user may have
 //   (`kernel-mcp:read`, `kernel-mcp:execute`, `kernel-mcp:admin`), plus `preferred_username`;
@@ -19,7 +22,7 @@
 // publish). `key`: `issuer` (its current signing key, the default), `foreign` (a key nobody
 // publishes), `hs256` (a shared secret). Everything it mints says so in the test names.
 //
-// Usage: node provider.mjs [--port N] [--keys FILE] [--rotate] [--issuer-path /x]
+// Usage: node provider.mjs [--port N] [--keys FILE] [--rotate] [--access-ttl SECONDS]
 // Prints one JSON line on stdout once listening: {"issuer": "...", "port": N}.
 
 import * as http from 'node:http';
@@ -35,6 +38,7 @@ const { values: args } = parseArgs({
     port: { type: 'string', default: '0' },
     keys: { type: 'string' },
     rotate: { type: 'boolean', default: false },
+    'access-ttl': { type: 'string', default: '600' },
   },
 });
 
@@ -68,7 +72,7 @@ function resourceServer(indicator) {
   return {
     scope: SCOPES.join(' '),
     audience: indicator,
-    accessTokenTTL: 600,
+    accessTokenTTL: Number(args['access-ttl']),
     accessTokenFormat: 'jwt',
     jwt: { sign: { alg: 'RS256' } },
   };
@@ -99,6 +103,23 @@ function configuration(keys) {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
       redirect_uris: ['http://127.0.0.1/callback'],
+    }, {
+      // kernel-mcp's broker signing in as a native app (RFC 8252: any loopback port).
+      client_id: 'broker-native',
+      application_type: 'native',
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      redirect_uris: ['http://127.0.0.1/callback'],
+    }, {
+      // kernel-mcp's broker as a service of its own (the client credentials grant).
+      client_id: 'broker-service',
+      client_secret: 'broker-service-secret',
+      token_endpoint_auth_method: 'client_secret_post',
+      grant_types: ['client_credentials'],
+      response_types: [],
+      redirect_uris: [],
+      scope: 'kernel-mcp:read kernel-mcp:execute',
     }],
     jwks: { keys },
     cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
@@ -110,6 +131,7 @@ function configuration(keys) {
     features: {
       devInteractions: { enabled: false },
       registration: { enabled: true },
+      clientCredentials: { enabled: true },
       revocation: { enabled: true },
       resourceIndicators: {
         enabled: true,
@@ -144,6 +166,7 @@ function configuration(keys) {
     },
     ttl: {
       AccessToken: (_ctx, token) => token.resourceServer?.accessTokenTTL || 600,
+      ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL || 600,
       Grant: 3600,
       Interaction: 600,
       Session: 3600,

@@ -10,6 +10,7 @@ use crate::broker::expand::{self, ExpandError, Expanded};
 /// Expand and check a written entry. Errors: one sentence per problem.
 pub(super) fn resolve(
     w: &Written,
+    name: &str,
     dir: &Path,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Transport, Vec<String>), Vec<String>> {
@@ -61,7 +62,11 @@ pub(super) fn resolve(
                 cwd,
             }
         }
-        Written::Http { url, headers } => {
+        Written::Http {
+            url,
+            headers,
+            oauth,
+        } => {
             let url = exp(url, "url", false);
             let mut out = Vec::new();
             for (k, v) in headers {
@@ -73,7 +78,14 @@ pub(super) fn resolve(
             if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
                 problems.push("\"url\" must start with http:// or https://".into());
             }
-            Transport::Http { url, headers: out }
+            let oauth = oauth.as_ref().and_then(|b| {
+                crate::broker::oauth::block::resolve(b, name, &url, dir, &mut exp, &mut problems)
+            });
+            Transport::Http {
+                url,
+                headers: out,
+                oauth,
+            }
         }
     };
     expansion_problems.append(&mut problems);

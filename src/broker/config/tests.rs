@@ -56,7 +56,7 @@ fn stdio_and_http_entries_parse_and_resolve() {
     let remote = &reg.entries["remote"];
     assert!(remote.allows("anything"));
     match remote.transport.as_ref().unwrap() {
-        Transport::Http { url, headers } => {
+        Transport::Http { url, headers, .. } => {
             assert_eq!(url, "https://example.test/mcp");
             assert_eq!(headers.len(), 2);
         }
@@ -198,4 +198,35 @@ fn a_missing_file_is_an_empty_registry_unless_required() {
     assert!(reg.is_valid() && !reg.found && reg.entries.is_empty());
     let reg = McpRegistry::load(path, true, &env);
     assert!(matches!(reg.errors[0], McpRegistryError::Unreadable { .. }));
+}
+
+#[test]
+fn an_oauth_block_resolves_its_secret_and_refuses_an_authorization_header_beside_it() {
+    let reg = parse(
+        r#"{"mcpServers": {
+            "cc": {"type": "http", "url": "https://example.test/mcp", "oauth": {"grantType": "client_credentials", "clientId": "c", "clientSecret": "${TOKEN}"}},
+            "code": {"type": "http", "url": "https://example.test/mcp", "oauth": {"grantType": "authorization_code", "credentialFile": "creds/x.json"}}
+        }}"#,
+    );
+    assert!(reg.is_valid(), "{:?}", reg.errors);
+    assert!(reg.secrets.contains(&"tok-123".to_string()));
+    match &reg.entries["code"].transport {
+        Some(Transport::Http {
+            oauth:
+                Some(crate::broker::oauth::OAuthGrant::AuthorizationCode {
+                    credential_file, ..
+                }),
+            ..
+        }) => assert_eq!(credential_file, Path::new("/proj/creds/x.json")),
+        other => panic!("{other:?}"),
+    }
+    let reg = parse(
+        r#"{"mcpServers": {"both": {"url": "https://e.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"},
+            "oauth": {"grantType": "client_credentials", "clientId": "c", "clientSecret": "${MISSING}"}}}}"#,
+    );
+    let errors = entry_errors(&reg, "both").join("\n");
+    assert!(
+        errors.contains("both \"oauth\" and an Authorization header"),
+        "{errors}"
+    );
 }

@@ -84,6 +84,12 @@ impl AuthServer {
         AuthServer::spawn(dir, 0, false).await
     }
 
+    /// A fresh server whose access tokens live `ttl_s` seconds (for refreshes).
+    pub async fn start_with_access_ttl(ttl_s: u32) -> AuthServer {
+        let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+        AuthServer::spawn_with(dir, 0, false, &["--access-ttl", &ttl_s.to_string()]).await
+    }
+
     /// A second server (another issuer) that signs with the same keys as `self`.
     pub async fn sharing_keys(&self) -> AuthServer {
         AuthServer::spawn(self.dir.clone(), 0, false).await
@@ -98,6 +104,15 @@ impl AuthServer {
     }
 
     async fn spawn(dir: Arc<tempfile::TempDir>, port: u16, rotate: bool) -> AuthServer {
+        AuthServer::spawn_with(dir, port, rotate, &[]).await
+    }
+
+    async fn spawn_with(
+        dir: Arc<tempfile::TempDir>,
+        port: u16,
+        rotate: bool,
+        extra: &[&str],
+    ) -> AuthServer {
         let oauth = oauth_dir();
         let keys = dir.path().join("keys.json");
         let mut cmd =
@@ -107,6 +122,7 @@ impl AuthServer {
             .arg(port.to_string())
             .arg("--keys")
             .arg(&keys)
+            .args(extra)
             .current_dir(&oauth)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -162,9 +178,17 @@ impl AuthServer {
             ("code_challenge_method", "S256"),
             ("state", "test"),
         ]);
-        let code = self
-            .sign_in(&http, &format!("{}/auth?{query}", self.issuer), user)
+        let back = self
+            .sign_in(
+                &http,
+                &format!("{}/auth?{query}", self.issuer),
+                user,
+                REDIRECT_URI,
+            )
             .await;
+        let back = reqwest::Url::parse(&back).unwrap();
+        let code = back.query_pairs().find(|(k, _)| k == "code");
+        let code = code.expect("a code in the redirect").1.into_owned();
         let body = form(&[
             ("grant_type", "authorization_code"),
             ("code", &code),
@@ -198,15 +222,34 @@ impl AuthServer {
         r.json().await.expect("a JSON token response")
     }
 
+    /// Follow the authorization request `url` (a client's, e.g. the one `kernel-mcp broker
+    /// login` prints) as a browser would, signing in as `user`, up to the redirect back to the
+    /// client's `redirect_uri`; that redirect's URL (not followed).
+    pub async fn authorize(&self, url: &str, user: &str) -> String {
+        let parsed = reqwest::Url::parse(url).expect("an authorization URL");
+        let redirect = parsed
+            .query_pairs()
+            .find(|(k, _)| k == "redirect_uri")
+            .expect("a redirect_uri in the authorization URL")
+            .1
+            .into_owned();
+        self.sign_in(&http(), url, user, &redirect).await
+    }
+
     /// Follow the authorization request from `url` as a browser would, signing in as `user`
-    /// (and allowing, if asked); the code the provider redirects back with.
-    async fn sign_in(&self, http: &reqwest::Client, url: &str, user: &str) -> String {
+    /// (and allowing, if asked); the URL the provider redirects back to `redirect`'s with.
+    async fn sign_in(
+        &self,
+        http: &reqwest::Client,
+        url: &str,
+        user: &str,
+        redirect: &str,
+    ) -> String {
         let mut cookies: Vec<(String, String)> = Vec::new();
         let mut url = reqwest::Url::parse(url).unwrap();
         for _ in 0..10 {
-            if url.as_str().starts_with(REDIRECT_URI) {
-                let code = url.query_pairs().find(|(k, _)| k == "code");
-                return code.expect("a code in the redirect").1.into_owned();
+            if url.as_str().starts_with(redirect) {
+                return url.to_string();
             }
             let cookie = cookie_header(&cookies);
             let mut r = http
