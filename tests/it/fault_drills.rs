@@ -136,6 +136,20 @@ async fn an_idle_kernel_that_closes_its_sockets_is_replaced_before_the_next_run(
         wait_until(Duration::from_secs(30), || !pid_alive(old_pid)).await,
         "the kernel without sockets ({old_pid}) is stopped"
     );
+    // Its exit reaches the server a moment after the process is gone (the supervisor reports
+    // it); from then on the next run waits for the replacement.
+    let mut info = Value::Null;
+    for _ in 0..300 {
+        info = structured(&server.call("get_session", json!({"session_id": "c"})).await);
+        if info["generation"].as_u64() > Some(1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        info["generation"].as_u64() > Some(1),
+        "the death is noticed: {info}"
+    );
     let after = server.exec("c", "print after").await;
     assert_eq!(status(&after), "ok", "{after}");
     assert_eq!(after["stdout"], "after\n");

@@ -29,6 +29,12 @@ impl Actor {
             if self.runs.current().is_some() || self.kernel.is_none() || self.fork_hold.is_some() {
                 return;
             }
+            // A death already received is handled before a run goes to that kernel: the run
+            // then waits for the replacement instead of ending `kernel_died`.
+            self.handle_received_events().await;
+            if self.kernel.is_none() {
+                return;
+            }
             if self.hold_for_other_cell() {
                 return;
             }
@@ -63,6 +69,13 @@ impl Actor {
                 self.send_execute().await;
             }
             // A send that failed leaves the run to its deadlines; a complete one loops.
+        }
+    }
+
+    /// Handle the kernel events already received (without waiting for more).
+    async fn handle_received_events(&mut self) {
+        while let Some(ev) = self.kernel.as_mut().and_then(|k| k.try_next_event()) {
+            self.handle_kernel_event(ev).await;
         }
     }
 
