@@ -8,15 +8,17 @@
 //! agent asked to run); outputs go back through [`Doc::finish`], so a person's edits in
 //! between are merged, and a cell the person deleted meanwhile just loses its outputs (a
 //! notice says so). In a collaboration room the cell shows running from the start and its
-//! stream text is appended as it arrives ([`STREAM_EVERY`]), so the person watches it grow. With `stop_on_error` the first cell that does not end `ok` stops the
-//! batch; the cells after it are `skipped`. Each cell is an ordinary run of the session: its
-//! run id answers `get_execution`, `cancel_execution` stops it, and it is in the history.
+//! outputs follow the run's every [`STREAM_EVERY`] (streams grow, displays appear, an
+//! updated display changes in place, `clear_output` clears), so the person watches them as
+//! they come; the end writes the run's outputs over them, the same ones in the same place.
+//! With `stop_on_error` the first cell that does not end `ok` stops the batch; the cells
+//! after it are `skipped`. Each cell is an ordinary run of the session: its run id answers
+//! `get_execution`, `cancel_execution` stops it, and it is in the history.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::json;
 use tokio::sync::watch;
 
 use super::doc::Doc;
@@ -27,8 +29,11 @@ use crate::session::cmd;
 use crate::session::history::HistoryEntry;
 use crate::session::{ExecuteRequest, RunId, RunStatus, SessionError, SessionHandle};
 
-/// How often a running cell's new stream text is sent to a collaboration room.
+/// How often a running cell's new outputs are shown in a collaboration room.
 pub const STREAM_EVERY: Duration = Duration::from_millis(200);
+/// How often, at most, a running cell's long stream (cut at the output bound, so no longer
+/// growing at its end) is rewritten in a room.
+const REWRITE_EVERY: Duration = Duration::from_secs(1);
 
 /// Where one cell of a batch is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -143,7 +148,7 @@ async fn run_cell(
         .submit(key, ExecuteRequest::new(source))
         .await
         .map_err(|e: SessionError| e.to_string())?;
-    let mut streamed = Streamed::default();
+    let mut live = Live::default();
     loop {
         let status = *rx.borrow_and_update();
         let state = CellState::Run {
@@ -164,7 +169,7 @@ async fn run_cell(
         match tokio::time::timeout(STREAM_EVERY, rx.changed()).await {
             Ok(Err(_)) => break,
             Ok(Ok(())) => {}
-            Err(_) => streamed.send_new(&handle, &run_id, doc, id).await,
+            Err(_) => live.show_new(&handle, &run_id, doc, id).await,
         }
     }
     let status = *rx.borrow();
@@ -180,42 +185,46 @@ async fn run_cell(
     Ok(status)
 }
 
-/// The stream text of a running cell sent to a room so far.
+/// What a running cell's outputs show in a room so far.
 #[derive(Default)]
-struct Streamed {
-    stdout: usize,
-    stderr: usize,
-    /// Sending failed once (the cell was deleted, the room is lost): the end writes all.
+struct Live {
+    /// The run's output count last shown (see [`cmd::RunEntry`]).
+    seen: u64,
+    /// When a long stream cut at the output bound was last allowed to be rewritten.
+    rewritten: Option<Instant>,
+    /// A long stream waits for its rewrite.
+    waiting: bool,
+    /// Showing failed once (the cell was deleted, the room is lost): the end writes all.
     stopped: bool,
 }
 
-impl Streamed {
-    /// Send the text the run printed since the last call, as stream outputs.
-    async fn send_new(&mut self, handle: &SessionHandle, run: &RunId, doc: &Doc, id: &str) {
+impl Live {
+    /// Bring the cell's outputs in the room to the run's, when they changed: streams grow,
+    /// displays appear, updates and clears apply, as the run's end will write them.
+    async fn show_new(&mut self, handle: &SessionHandle, run: &RunId, doc: &Doc, id: &str) {
         if self.stopped {
             return;
         }
-        let Ok(r) = handle.call(cmd::GetRun { run: run.clone() }).await else {
+        let whole = self.rewritten.is_none_or(|t| t.elapsed() >= REWRITE_EVERY);
+        // Unchanged outputs with a stream waiting are asked for again once it may go.
+        let seen = match self.waiting && whole {
+            true => u64::MAX,
+            false => self.seen,
+        };
+        let request = cmd::RunEntry {
+            run: run.clone(),
+            seen,
+        };
+        let Ok(Some((now, entry))) = handle.call(request).await else {
             return;
         };
-        for (name, text, sent) in [
-            ("stdout", &r.stdout, &mut self.stdout),
-            ("stderr", &r.stderr, &mut self.stderr),
-        ] {
-            // A long stream is shown head and tail: what no longer extends what was sent
-            // waits for the run's end.
-            let Some(new) = text.get(*sent..).filter(|n| !n.is_empty()) else {
-                continue;
-            };
-            if r.truncated.as_ref().is_some_and(|t| t.contains_key(name)) {
-                continue;
-            }
-            let out = json!({"output_type": "stream", "name": name, "text": new});
-            if doc.stream(id, &out).is_err() {
-                self.stopped = true;
-                return;
-            }
-            *sent = text.len();
+        self.seen = now;
+        match doc.show(id, &cell_outputs(&entry), whole) {
+            Ok(waiting) => self.waiting = waiting,
+            Err(_) => self.stopped = true,
+        }
+        if whole {
+            self.rewritten = Some(Instant::now());
         }
     }
 }

@@ -205,3 +205,104 @@ async fn a_cell_the_person_is_editing_is_not_replaced_by_the_agent() {
     server.shutdown().await;
     drop(lab);
 }
+
+/// The cell's display outputs' text/plain, as the person's copy holds them.
+fn displays(cell: &Value) -> Vec<String> {
+    let outputs = cell["outputs"].as_array().cloned().unwrap_or_default();
+    outputs
+        .iter()
+        .filter(|o| o["output_type"] == "display_data")
+        .map(|o| {
+            o["data"]["text/plain"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_display_reaches_the_person_while_the_cell_runs_and_its_update_replaces_it_in_place() {
+    let (lab, server, mut person) = setup().await;
+    ok(
+        &server,
+        "open_notebook",
+        json!({"path": NB, "gateway": "lab", "session_id": "nb"}),
+    )
+    .await;
+    // The display says when the kernel sent it (the person's clock is the same machine's).
+    let src = "import time\n\
+               h = display({'text/plain': f'step 0 at {time.time()}'}, raw=True, display_id=True)\n\
+               time.sleep(3)\n\
+               h.update({'text/plain': 'step 1'}, raw=True)\n\
+               time.sleep(3)\n\
+               print('done')";
+    let edited = ok(
+        &server,
+        "edit_cells",
+        json!({"path": NB, "ops": [{"op": "insert", "after": "b", "source": src}]}),
+    )
+    .await;
+    let id = edited["inserted"][0].as_str().unwrap().to_string();
+    let started = ok(
+        &server,
+        "execute_cells",
+        json!({"path": NB, "ids": [id], "wait_s": 0}),
+    )
+    .await;
+    assert_eq!(started["status"], "running", "{started}");
+
+    let cells = person
+        .wait_cells("the display while the cell runs", |c| {
+            cell(c, &id).is_some_and(|x| !displays(x).is_empty())
+        })
+        .await;
+    let seen_at = unix_now();
+    let running = cell(&cells, &id).unwrap();
+    assert_eq!(running["execution_state"], "running", "{running}");
+    let shown = displays(running);
+    let sent_at: f64 = shown[0]
+        .strip_prefix("step 0 at ")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{running}"));
+    eprintln!(
+        "the person saw the display {:.0} ms after the kernel sent it",
+        (seen_at - sent_at) * 1000.0
+    );
+    assert!(seen_at - sent_at < 2.0, "{seen_at} {sent_at}");
+
+    let cells = person
+        .wait_cells("the updated display while the cell runs", |c| {
+            cell(c, &id).is_some_and(|x| displays(x).iter().any(|d| d == "step 1"))
+        })
+        .await;
+    let updated = cell(&cells, &id).unwrap();
+    assert_eq!(updated["execution_state"], "running", "{updated}");
+    assert_eq!(
+        updated["outputs"].as_array().map(Vec::len),
+        Some(1),
+        "replaced in place, not appended: {updated}"
+    );
+
+    let cells = person
+        .wait_cells("the run's end", |c| {
+            cell(c, &id).is_some_and(|x| x["execution_state"] == "idle")
+        })
+        .await;
+    let ended = cell(&cells, &id).unwrap();
+    assert_eq!(displays(ended), ["step 1"], "{ended}");
+    assert_eq!(text(ended), "done\n", "{ended}");
+    let read = ok(&server, "read_cells", json!({"path": NB, "ids": [id]})).await;
+    let outputs = &read["cells"][0]["outputs"];
+    assert_eq!(outputs.as_array().map(Vec::len), Some(2), "{read}");
+    ok(&server, "close_notebook", json!({"path": NB})).await;
+    person.quit().await;
+    server.shutdown().await;
+    drop(lab);
+}
