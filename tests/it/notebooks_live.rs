@@ -2,9 +2,11 @@
 //! binary: kernel-mcp configured with `--gateway lab=URL`, a real Jupyter Server running
 //! jupyter-collaboration (`crate::common::collab`), and a person in the notebook's room (a
 //! pycrdt client, `tests/collab_person.py`). The agent's `edit_cells` and `execute_cells`
-//! reach the person's copy as they happen (the output while the cell still runs), the
-//! person's edit made during the run is kept and reaches the agent's `read_cells`, and a
-//! cell the person has their cursor in is not replaced.
+//! reach the person's copy as they happen (the output while the cell still runs: a stream
+//! growing, a display appearing and updated in place), the person's edit made during the run
+//! is kept and reaches the agent's `read_cells`, a cell the person has their cursor in is not
+//! replaced, and notebooks of the fidelity corpus run live are saved by the server as
+//! nbclient ran them.
 //!
 //! What the person sees is polled to a deadline; every test stops the servers and the
 //! person it started.
@@ -14,8 +16,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::collab::{CollabServer, Person, cell, notebook};
-use crate::common::history::error_code;
+use crate::common::history::{error_code, read_json};
 use crate::common::*;
+use crate::fidelity::{
+    Applied, Diff, code_cells, compare_cells, fidelity_dir, reference_notebooks,
+};
 
 const NB: &str = "analysis.ipynb";
 
@@ -303,6 +308,76 @@ async fn a_display_reaches_the_person_while_the_cell_runs_and_its_update_replace
     assert_eq!(outputs.as_array().map(Vec::len), Some(2), "{read}");
     ok(&server, "close_notebook", json!({"path": NB})).await;
     person.quit().await;
+    server.shutdown().await;
+    drop(lab);
+}
+
+/// Notebooks of the fidelity corpus run live: displays (updated by display_id, cleared) and
+/// a stream past the output bound.
+const LIVE_CORPUS: [&str; 2] = ["kernel_mcp__displays", "nbgrader__long_output"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notebook_run_live_is_saved_by_the_server_as_nbclient_ran_it() {
+    let files: Vec<(String, Value)> = LIVE_CORPUS
+        .iter()
+        .map(|n| {
+            let path = fidelity_dir().join(format!("notebooks/{n}.ipynb"));
+            (format!("{n}.ipynb"), read_json(&path))
+        })
+        .collect();
+    let named: Vec<(&str, Value)> = files.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    let lab = CollabServer::start(&named).await;
+    let flag = format!("lab={}", lab.url);
+    let server = Server::start_with(
+        &[("KERNEL_MCP_GATEWAY_TOKEN", std::ffi::OsStr::new(&lab.token))],
+        &["--tools", "all", "--gateway", &flag],
+    )
+    .await;
+    let references: std::collections::BTreeMap<String, Value> =
+        reference_notebooks().into_iter().collect();
+    for name in LIVE_CORPUS {
+        let file = format!("{name}.ipynb");
+        let session = name.replace("__", "-");
+        ok(
+            &server,
+            "open_notebook",
+            json!({"path": file, "gateway": "lab", "session_id": session, "kernel": "python3"}),
+        )
+        .await;
+        let args = json!({"path": file, "stop_on_error": false, "wait_s": 60});
+        // A cell that fails makes the answer an error: read it as it is.
+        let mut ran = structured(&server.call("execute_cells", args).await);
+        let t0 = Instant::now();
+        while ran["status"] != "done" {
+            assert!(t0.elapsed() < Duration::from_secs(300), "never done: {ran}");
+            let follow = json!({"run_id": ran["run_id"], "wait_s": 30});
+            ran = structured(&server.call("get_execution", follow).await);
+        }
+        // The server saves the shared document about a second after the last change.
+        let want = code_cells(&references[name]);
+        let t0 = Instant::now();
+        loop {
+            let (mut diffs, mut applied) = (Vec::<Diff>::new(), Applied::default());
+            let saved = lab.validated(&file).unwrap_or_default();
+            let got = code_cells(&saved);
+            if got.len() == want.len() {
+                compare_cells(&mut diffs, name, &want, &got, &mut applied);
+                if diffs.is_empty() {
+                    break;
+                }
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                let report: String = diffs
+                    .iter()
+                    .map(|d| format!("DIFF {} cell {}: {}\n", d.notebook, d.cell, d.what))
+                    .collect();
+                panic!("{name} as the server saved it:\n{report}{saved}");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        ok(&server, "close_notebook", json!({"path": file})).await;
+        server.destroy(&session).await;
+    }
     server.shutdown().await;
     drop(lab);
 }
