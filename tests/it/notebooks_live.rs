@@ -312,6 +312,61 @@ async fn a_display_reaches_the_person_while_the_cell_runs_and_its_update_replace
     drop(lab);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_batch_cancelled_by_its_handle_stops_its_cell_and_skips_the_rest_for_the_person() {
+    let (lab, server, mut person) = setup().await;
+    ok(
+        &server,
+        "open_notebook",
+        json!({"path": NB, "gateway": "lab", "session_id": "nb"}),
+    )
+    .await;
+    let slow = "import time\nprint('waiting', flush=True)\ntime.sleep(60)";
+    ok(
+        &server,
+        "edit_cells",
+        json!({"path": NB, "ops": [{"op": "replace", "id": "a", "source": slow}]}),
+    )
+    .await;
+    let started = ok(
+        &server,
+        "execute_cells",
+        json!({"path": NB, "wait_s": 0, "stop_on_error": false}),
+    )
+    .await;
+    let batch = started["run_id"].as_str().unwrap().to_string();
+    person
+        .wait_cells("the slow cell printing", |c| {
+            cell(c, "a").is_some_and(|x| text(x).contains("waiting"))
+        })
+        .await;
+    let t0 = Instant::now();
+    let stopped = structured(
+        &server
+            .call("cancel_execution", json!({"run_id": batch}))
+            .await,
+    );
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert_eq!(stopped["cancelled"], true, "{stopped}");
+    assert_eq!(
+        stopped["cells"][0]["run"]["status"], "interrupted",
+        "{stopped}"
+    );
+    assert!(stopped["cells"][1]["skipped"].is_object(), "{stopped}");
+    let cells = person
+        .wait_cells("the cancelled cell idle", |c| {
+            cell(c, "a").is_some_and(|x| x["execution_state"] == "idle")
+        })
+        .await;
+    let b = cell(&cells, "b").unwrap();
+    assert_eq!(b["outputs"], json!([]), "the skipped cell did not run: {b}");
+    assert!(b["execution_count"].is_null(), "{b}");
+    ok(&server, "close_notebook", json!({"path": NB})).await;
+    person.quit().await;
+    server.shutdown().await;
+    drop(lab);
+}
+
 /// Notebooks of the fidelity corpus run live: displays (updated by display_id, cleared) and
 /// a stream past the output bound.
 const LIVE_CORPUS: [&str; 2] = ["kernel_mcp__displays", "nbgrader__long_output"];
