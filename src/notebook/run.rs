@@ -187,7 +187,7 @@ pub fn start(registry: Arc<Registry>, key: SessionKey, doc: Doc, batch: Batch) -
 }
 
 async fn run(ctx: &Ctx<'_>, batch: Batch) {
-    let tx = ctx.tx;
+    let (tx, n) = (ctx.tx, batch.cells.len());
     for (i, (id, source)) in batch.cells.into_iter().enumerate() {
         if ctx.stop.asked() {
             return cancelled(tx, i);
@@ -196,7 +196,8 @@ async fn run(ctx: &Ctx<'_>, batch: Batch) {
             Ok(status) => status,
             Err(reason) => return skip_rest(tx, i, &reason),
         };
-        if ctx.stop.asked() {
+        // Asked as the last cell ended well: nothing was stopped, the batch just ended.
+        if ctx.stop.asked() && (i + 1 < n || status != RunStatus::Ok) {
             return cancelled(tx, i + 1);
         }
         if batch.stop_on_error && status != RunStatus::Ok {
