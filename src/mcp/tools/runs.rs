@@ -27,7 +27,7 @@ const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetExecutionParams {
-    /// From an execute result.
+    /// From an execute (or execute_cells: the batch) result.
     pub run_id: String,
     /// Seconds to wait for it (default 0).
     #[serde(default)]
