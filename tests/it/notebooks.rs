@@ -275,13 +275,18 @@ async fn a_long_batch_is_one_handle_followed_cell_by_cell_and_cancelled_as_one()
             json!({"run_id": id, "wait_s": 0.5}),
         )
         .await;
-        if r["running_cell"] == "slow" {
+        let printed = r["running_result"]["stdout"] == "sleeping\n";
+        if r["running_cell"] == "slow" && printed {
             break r;
         }
         assert!(t0.elapsed() < Duration::from_secs(60), "{r}");
     };
     assert_eq!(following["status"], "running", "{following}");
     assert_eq!(following["cells_done"], 1, "{following}");
+    assert_eq!(
+        following["running_result"]["status"], "running",
+        "{following}"
+    );
     assert_eq!(following["results"][0]["stdout"], "one\n", "{following}");
     let paged = server
         .call("get_execution", json!({"run_id": id, "stream": "stdout"}))

@@ -22,7 +22,7 @@ use super::out::{Json, Output};
 use crate::notebook::bind::{Binding, Notebooks};
 use crate::notebook::run::{BatchHandle, BatchState, CellState};
 use crate::registry::scope::Scope;
-use crate::session::{ExecutionResult, RunStatus, cmd};
+use crate::session::{ExecutionResult, RunId, RunStatus, cmd};
 
 /// Bytes of serialized results one `execute_cells` answer carries at most.
 const RESULTS_BUDGET: usize = 256 * 1024;
@@ -46,6 +46,8 @@ pub struct CellsRun {
     pub cells_done: usize,
     /// The cell running (or queued) now.
     pub running_cell: Option<String>,
+    /// What `execute` returns so far for the running cell (its output up to now).
+    pub running_result: Option<ExecutionResult>,
     #[serde(flatten)]
     pub batch: BatchState,
     /// What `execute` returns, for each cell that finished, in order (bounded: past
@@ -112,11 +114,15 @@ pub(crate) async fn answer(
     let results = finished_results(scope, &b.session_id, &mut state).await;
     let finished = |c: &&crate::notebook::run::BatchCell| matches!(&c.state, CellState::Run { status, .. } if status.is_final());
     let cells_done = state.cells.iter().filter(finished).count();
-    let running_cell = state
-        .cells
-        .iter()
-        .find(|c| matches!(&c.state, CellState::Run { status, .. } if !status.is_final()))
-        .map(|c| c.id.clone());
+    let running = state.cells.iter().find_map(|c| match &c.state {
+        CellState::Run { run_id, status } if !status.is_final() => Some((c.id.clone(), run_id)),
+        _ => None,
+    });
+    let running_result = match &running {
+        Some((_, run)) => record(scope, &b.session_id, run).await,
+        None => None,
+    };
+    let running_cell = running.map(|(id, _)| id);
     CellsRun {
         path: b.path.clone(),
         session_id: b.session_id.clone(),
@@ -124,6 +130,7 @@ pub(crate) async fn answer(
         status: if state.done { "done" } else { "running" }.into(),
         cells_done,
         running_cell,
+        running_result,
         batch: state,
         results,
     }
@@ -174,6 +181,12 @@ pub(crate) async fn task(scope: &Scope, id: &str) -> Option<DetailedTask> {
         TaskPayload::Completed { result }
     };
     Some(DetailedTask::new(task, payload))
+}
+
+/// The record of `run` in `session` now.
+async fn record(scope: &Scope, session: &str, run: &RunId) -> Option<ExecutionResult> {
+    let handle = scope.registry().get(&scope.key(session)).ok()?;
+    handle.call(cmd::GetRun { run: run.clone() }).await.ok()
 }
 
 /// The records of the cells of `state` that finished, within [`RESULTS_BUDGET`]; a notice

@@ -78,7 +78,7 @@ impl Output for RunPage {
 #[serde(untagged)]
 pub enum RunExtra {
     Page(RunPage),
-    Cells(CellsRun),
+    Cells(Box<CellsRun>),
 }
 
 impl Output for RunExtra {
@@ -117,7 +117,7 @@ impl KernelMcp {
                 )));
             }
             let cells = notebook_batch::answer(&caller.scope, &b, &batch, wait).await;
-            return Ok(Json(RunOr::Other(RunExtra::Cells(cells))));
+            return Ok(Json(RunOr::Other(RunExtra::Cells(Box::new(cells)))));
         }
         let key = caller.scope.run_key(p.run_id);
         let found = caller.registry().run(&key)?;
