@@ -7,9 +7,9 @@
 //! [`MAX_OPEN`] bindings. Each binding holds its document (a file behind an async mutex:
 //! one change at a time; or a collaboration room) and the batch of cells `execute_cells`
 //! runs, if any (the latest: its id names it to `get_execution`, `cancel_execution` and
-//! tasks, [`Notebooks::find_batch`]). A notebook in a Jupyter Server's room is keyed `SERVER:PATH` (a relative
-//! path, so it never meets a local file's absolute one); [`Notebooks::find_room`] finds it by
-//! the server path alone too.
+//! tasks, [`Notebooks::find_batch`]). A notebook in a Jupyter Server's room is keyed
+//! `SERVER:PATH` (a relative path, so it never meets a local file's absolute one);
+//! [`Notebooks::find_room`] finds it by the server path alone too.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
