@@ -273,7 +273,7 @@ build:
 # The MCP suites run a second time through `serve --shared` (the per-user service and the
 # stdio relay), each test with a service of its own.
 SHARED_SUITES := execute mcp_surface lifecycle faults ordering stdout_purity regression execution_trust \
-  history_files history_export tasks resources broker broker_lifecycle
+  history_files history_export tasks resources broker broker_lifecycle notebooks notebooks_live
 
 test: $(STAMP) kernels gateways broker-deps oauth-deps browser phoenix ui-check
 	$(RUN_ENV) $(CARGO) test --all-targets --features test-kernel -- --test-threads=$(TEST_THREADS)

@@ -1,10 +1,12 @@
 //! The MCP tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) on top of runs.
 //!
-//! A client that declares the extension and calls `execute` or `execute_file` gets a task
-//! instead of a `"running"` result when the run outlasts `wait_s`. The task id *is* the
-//! `run_id`, so `tasks/get` is `get_execution(run_id)` without waiting, `tasks/cancel` is
-//! `cancel_execution(run_id)`, and the ordinary run tools keep working on the same run. A
-//! client that does not declare the extension gets exactly the result it got before.
+//! A client that declares the extension and calls `execute`, `execute_file` or
+//! `execute_cells` gets a task instead of a `"running"` result when the run (or the batch of
+//! cells) outlasts `wait_s`. The task id *is* the `run_id` (a batch's `cells-…` id: see
+//! `tools/notebook_batch.rs`), so `tasks/get` is `get_execution(run_id)` without waiting,
+//! `tasks/cancel` is `cancel_execution(run_id)`, and the ordinary run tools keep working on
+//! the same run. A client that does not declare the extension gets exactly the result it got
+//! before.
 //!
 //! Status mapping: a queued, running or `awaiting_input` run is `working` (the status message
 //! says what it waits for; answering `input()` stays with `send_input`), a `cancelled` run is
@@ -23,6 +25,8 @@ use rmcp::model::{
 };
 
 use super::render;
+use super::tools::notebook_batch::{find as find_batch, task as batch_task};
+use crate::notebook::run::BatchHandle;
 use crate::registry::scope::Scope;
 use crate::session::{ExecutionResult, RunStatus, SessionError};
 
@@ -31,7 +35,7 @@ const POLL_INTERVAL_MS: u64 = 1_000;
 
 /// Tools whose long runs may become tasks.
 pub(crate) fn may_become_task(tool: &str) -> bool {
-    matches!(tool, "execute" | "execute_file")
+    matches!(tool, "execute" | "execute_file" | "execute_cells")
 }
 
 /// If `response` is a run still queued or running after `wait_s`, the task for it; else
@@ -165,6 +169,11 @@ async fn task_run(scope: &Scope, task_id: &str) -> Result<ExecutionResult, McpEr
 /// `tasks/get`: the run's state; once it has finished, its result as `execute` renders it.
 /// A task of a run the caller does not see is unknown (`-32602`), like one that never was.
 pub(crate) async fn detailed(scope: &Scope, task_id: &str) -> Result<DetailedTask, McpError> {
+    if BatchHandle::is_batch_id(task_id) {
+        return batch_task(scope, task_id)
+            .await
+            .ok_or_else(|| not_found(task_id));
+    }
     let run = task_run(scope, task_id).await?;
     let (task, payload) = describe(&RunState::of(&run));
     let payload = match payload {
@@ -179,6 +188,11 @@ pub(crate) async fn detailed(scope: &Scope, task_id: &str) -> Result<DetailedTas
 /// `tasks/cancel`: cancel the run (a queued run never executes, a running one is
 /// interrupted), as `cancel_execution` does. Cancelling a finished run is a no-op.
 pub(crate) async fn cancel(scope: &Scope, task_id: &str) -> Result<(), McpError> {
+    if BatchHandle::is_batch_id(task_id) {
+        let (_, batch) = find_batch(scope, task_id).ok_or_else(|| not_found(task_id))?;
+        batch.cancel();
+        return Ok(());
+    }
     let key = scope.run_key(task_id.to_string());
     let run = scope.registry().run(&key).map_err(|_| not_found(task_id))?;
     match run.cancel().await {

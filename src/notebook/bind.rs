@@ -6,9 +6,10 @@
 //! The table is the process's, like the registry ([`Notebooks::global`]), bounded to
 //! [`MAX_OPEN`] bindings. Each binding holds its document (a file behind an async mutex:
 //! one change at a time; or a collaboration room) and the batch of cells `execute_cells`
-//! runs, if any. A notebook in a Jupyter Server's room is keyed `SERVER:PATH` (a relative
-//! path, so it never meets a local file's absolute one); [`Notebooks::find_room`] finds it by
-//! the server path alone too.
+//! runs, if any (the latest: its id names it to `get_execution`, `cancel_execution` and
+//! tasks, [`Notebooks::find_batch`]). A notebook in a Jupyter Server's room is keyed
+//! `SERVER:PATH` (a relative path, so it never meets a local file's absolute one);
+//! [`Notebooks::find_room`] finds it by the server path alone too.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use tokio::sync::watch;
 
 use super::doc::Doc;
-use super::run::BatchState;
+use super::run::{BatchHandle, BatchState};
 
 /// Most notebooks open at once in a server.
 pub const MAX_OPEN: usize = 256;
@@ -31,23 +32,30 @@ pub struct Binding {
     /// The file, as last read or written, or the room.
     pub doc: Doc,
     /// The batch of cells running or last run (`execute_cells`).
-    batch: Mutex<Option<watch::Receiver<BatchState>>>,
+    batch: Mutex<Option<BatchHandle>>,
 }
 
 impl Binding {
-    /// The batch running now or last run.
+    /// The batch running now or last run, followed.
     pub fn batch(&self) -> Option<watch::Receiver<BatchState>> {
+        lock(&self.batch).as_ref().map(|b| b.rx.clone())
+    }
+
+    /// The batch running now or last run.
+    pub fn batch_handle(&self) -> Option<BatchHandle> {
         lock(&self.batch).clone()
     }
 
     /// The batch that runs from now on.
-    pub fn set_batch(&self, rx: watch::Receiver<BatchState>) {
-        *lock(&self.batch) = Some(rx);
+    pub fn set_batch(&self, batch: BatchHandle) {
+        *lock(&self.batch) = Some(batch);
     }
 
     /// True while a batch of this notebook's cells runs.
     pub fn is_running(&self) -> bool {
-        lock(&self.batch).as_ref().is_some_and(|b| !b.borrow().done)
+        lock(&self.batch)
+            .as_ref()
+            .is_some_and(|b| !b.rx.borrow().done)
     }
 }
 
@@ -124,6 +132,18 @@ impl Notebooks {
     /// End `owner`'s binding of `path`; returns it, if the notebook was open.
     pub fn close(&self, owner: &str, path: &Path) -> Option<Arc<Binding>> {
         lock(&self.open).remove(&(owner.to_string(), path.to_path_buf()))
+    }
+
+    /// `owner`'s batch whose id is `id` (each notebook keeps its latest batch), with the
+    /// binding it runs in.
+    pub fn find_batch(&self, owner: &str, id: &str) -> Option<(Arc<Binding>, BatchHandle)> {
+        let open = lock(&self.open);
+        open.iter()
+            .filter(|((o, _), _)| o == owner)
+            .find_map(|(_, b)| {
+                let batch = b.batch_handle().filter(|h| h.id == id)?;
+                Some((b.clone(), batch))
+            })
     }
 
     /// The paths `owner` has open, sorted.

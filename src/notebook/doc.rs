@@ -5,9 +5,10 @@
 //! tools and `execute_cells`' runs go through [`Doc`] and do not care which.
 //!
 //! A run writes into a room in steps, as JupyterLab's own run does: [`Doc::begin_run`]
-//! clears the cell's outputs and shows it running, [`Doc::stream`] appends output text as it
-//! arrives, [`Doc::finish`] puts the run's final outputs and execution count. In a file only
-//! the last step writes (one write per finished cell).
+//! clears the cell's outputs and shows it running, [`Doc::show`] brings them to the run's
+//! outputs so far as they change (streams grow, displays appear and are updated in place),
+//! [`Doc::finish`] puts the run's final outputs and execution count. In a file only the last
+//! step writes (one write per finished cell).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -146,12 +147,15 @@ impl Doc {
         }
     }
 
-    /// Output that arrived while cell `id` runs (an nbformat output; stream text is appended
-    /// to the stream before it). Nothing in a file: it gets the whole run at the end.
-    pub fn stream(&self, id: &str, output: &Value) -> Result<(), DocError> {
+    /// The outputs of cell `id`'s run so far (nbformat outputs, as the run's end will write
+    /// them): in a room the cell's outputs are brought to them by the least change (see
+    /// [`crate::notebook::collab::ops::sync_outputs`]; without `whole`, a long stream cut at
+    /// the output bound waits, and true is returned). Nothing in a file: it gets the whole
+    /// run at the end.
+    pub fn show(&self, id: &str, outputs: &[Value], whole: bool) -> Result<bool, DocError> {
         match self {
-            Doc::File(_) => Ok(()),
-            Doc::Room { room, .. } => Ok(room.append_output(id, output)?),
+            Doc::File(_) => Ok(false),
+            Doc::Room { room, .. } => Ok(room.show_outputs(id, outputs, whole)?),
         }
     }
 
@@ -181,9 +185,10 @@ impl Doc {
                 Ok(found)
             }
             Doc::Room { room, .. } => {
+                // What the person saw grow becomes the final outputs in place.
                 let written = room
-                    .set_outputs(id, &outputs, count)
-                    .and_then(|()| room.end_run(id, count));
+                    .show_outputs(id, &outputs, true)
+                    .and_then(|_| room.end_run(id, count));
                 match written {
                     Ok(()) => Ok(true),
                     Err(CollabError::UnknownCell { .. }) => Ok(false),

@@ -8,16 +8,21 @@
 //! agent asked to run); outputs go back through [`Doc::finish`], so a person's edits in
 //! between are merged, and a cell the person deleted meanwhile just loses its outputs (a
 //! notice says so). In a collaboration room the cell shows running from the start and its
-//! stream text is appended as it arrives ([`STREAM_EVERY`]), so the person watches it grow. With `stop_on_error` the first cell that does not end `ok` stops the
-//! batch; the cells after it are `skipped`. Each cell is an ordinary run of the session: its
-//! run id answers `get_execution`, `cancel_execution` stops it, and it is in the history.
+//! outputs follow the run's every [`STREAM_EVERY`] (streams grow, displays appear, an
+//! updated display changes in place, `clear_output` clears), so the person watches them as
+//! they come; the end writes the run's outputs over them, the same ones in the same place.
+//! With `stop_on_error` the first cell that does not end `ok` stops the batch; the cells
+//! after it are `skipped`. Each cell is an ordinary run of the session: its run id answers
+//! `get_execution`, `cancel_execution` stops it, and it is in the history. The batch itself
+//! has one handle ([`BatchHandle`], its id `cells-…`): cancelling it cancels the running
+//! cell's run and skips the cells after it, as `stop_on_error` does.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::json;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::doc::Doc;
 use crate::ops::export::{cell_outputs, execution_count};
@@ -27,8 +32,11 @@ use crate::session::cmd;
 use crate::session::history::HistoryEntry;
 use crate::session::{ExecuteRequest, RunId, RunStatus, SessionError, SessionHandle};
 
-/// How often a running cell's new stream text is sent to a collaboration room.
+/// How often a running cell's new outputs are shown in a collaboration room.
 pub const STREAM_EVERY: Duration = Duration::from_millis(200);
+/// How often, at most, a running cell's long stream (cut at the output bound, so no longer
+/// growing at its end) is rewritten in a room.
+const REWRITE_EVERY: Duration = Duration::from_secs(1);
 
 /// Where one cell of a batch is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -57,6 +65,9 @@ pub struct BatchState {
     pub cells: Vec<BatchCell>,
     pub notices: Vec<String>,
     pub done: bool,
+    /// True when the batch was cancelled (`cancel_execution` or `tasks/cancel` on its id):
+    /// the cell that ran was cancelled, the cells after it are skipped.
+    pub cancelled: bool,
 }
 
 impl BatchState {
@@ -75,13 +86,68 @@ pub struct Batch {
     pub stop_on_error: bool,
 }
 
-/// Start `batch` in the session of `key`; the returned receiver follows it to its end.
-pub fn start(
-    registry: Arc<Registry>,
-    key: SessionKey,
-    doc: Doc,
-    batch: Batch,
-) -> watch::Receiver<BatchState> {
+/// What a batch's handle id starts with (run ids never do), so `get_execution`,
+/// `cancel_execution` and the tasks extension tell it from a run's.
+pub const BATCH_PREFIX: &str = "cells-";
+
+/// Why the cells after a cancelled batch's running one were not run.
+const CANCELLED: &str = "the batch was cancelled";
+
+/// A started batch: its id (one handle for the whole batch), a receiver following it, and
+/// the way to stop it.
+#[derive(Clone)]
+pub struct BatchHandle {
+    pub id: String,
+    pub rx: watch::Receiver<BatchState>,
+    /// When it started.
+    pub started: chrono::DateTime<chrono::Utc>,
+    ended: Arc<OnceLock<chrono::DateTime<chrono::Utc>>>,
+    stop: Arc<Stop>,
+}
+
+/// A request to stop a batch: set once, and the running cell told at once.
+#[derive(Default)]
+struct Stop {
+    asked: AtomicBool,
+    wake: Notify,
+}
+
+impl Stop {
+    fn asked(&self) -> bool {
+        self.asked.load(Ordering::SeqCst)
+    }
+}
+
+impl BatchHandle {
+    /// Stop the batch: its running cell's run is cancelled (interrupted), the cells after it
+    /// are skipped. A batch that is over stays as it ended.
+    pub fn cancel(&self) {
+        self.stop.asked.store(true, Ordering::SeqCst);
+        self.stop.wake.notify_one();
+    }
+
+    /// When it ended, once it has.
+    pub fn ended(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.ended.get().copied()
+    }
+
+    /// True for an id of this shape (a batch's, not a run's).
+    pub fn is_batch_id(id: &str) -> bool {
+        id.starts_with(BATCH_PREFIX)
+    }
+}
+
+/// What the batch's task works with.
+struct Ctx<'a> {
+    registry: &'a Registry,
+    key: &'a SessionKey,
+    doc: &'a Doc,
+    tx: &'a watch::Sender<BatchState>,
+    stop: &'a Stop,
+}
+
+/// Start `batch` in the session of `key`; the handle follows it to its end and stops it.
+pub fn start(registry: Arc<Registry>, key: SessionKey, doc: Doc, batch: Batch) -> BatchHandle {
     let initial = BatchState {
         cells: batch
             .cells
@@ -93,57 +159,78 @@ pub fn start(
             .collect(),
         notices: Vec::new(),
         done: batch.cells.is_empty(),
+        cancelled: false,
     };
     let (tx, rx) = watch::channel(initial);
+    let stop = Arc::new(Stop::default());
+    let ended = Arc::new(OnceLock::new());
+    let handle = BatchHandle {
+        id: format!("{BATCH_PREFIX}{}", uuid::Uuid::new_v4().simple()),
+        rx,
+        started: chrono::Utc::now(),
+        ended: ended.clone(),
+        stop: stop.clone(),
+    };
     tokio::spawn(async move {
-        run(&registry, &key, &doc, batch, &tx).await;
+        let ctx = Ctx {
+            registry: &registry,
+            key: &key,
+            doc: &doc,
+            tx: &tx,
+            stop: &stop,
+        };
+        run(&ctx, batch).await;
+        let _ = ended.set(chrono::Utc::now());
         tx.send_modify(|s| s.done = true);
     });
-    rx
+    handle
 }
 
-async fn run(
-    registry: &Registry,
-    key: &SessionKey,
-    doc: &Doc,
-    batch: Batch,
-    tx: &watch::Sender<BatchState>,
-) {
+async fn run(ctx: &Ctx<'_>, batch: Batch) {
+    let (tx, n) = (ctx.tx, batch.cells.len());
     for (i, (id, source)) in batch.cells.into_iter().enumerate() {
-        let status = match run_cell(registry, key, doc, i, &id, source, tx).await {
+        if ctx.stop.asked() {
+            return cancelled(tx, i);
+        }
+        let status = match run_cell(ctx, i, &id, source).await {
             Ok(status) => status,
-            Err(reason) => {
-                skip_rest(tx, i, &reason);
-                return;
-            }
+            Err(reason) => return skip_rest(tx, i, &reason),
         };
+        // Asked as the last cell ended well: nothing was stopped, the batch just ended.
+        if ctx.stop.asked() && (i + 1 < n || status != RunStatus::Ok) {
+            return cancelled(tx, i + 1);
+        }
         if batch.stop_on_error && status != RunStatus::Ok {
             let reason = format!("cell {id} ended {}", status.as_str());
-            skip_rest(tx, i + 1, &reason);
-            return;
+            return skip_rest(tx, i + 1, &reason);
         }
     }
+}
+
+fn cancelled(tx: &watch::Sender<BatchState>, from: usize) {
+    tx.send_modify(|s| s.cancelled = true);
+    skip_rest(tx, from, CANCELLED);
 }
 
 /// Run one cell and write its outputs; returns the run's final status, or why the batch
 /// cannot go on (the session is gone, its queue is full).
 async fn run_cell(
-    registry: &Registry,
-    key: &SessionKey,
-    doc: &Doc,
+    ctx: &Ctx<'_>,
     index: usize,
     id: &str,
     source: String,
-    tx: &watch::Sender<BatchState>,
 ) -> Result<RunStatus, String> {
+    let (doc, tx) = (ctx.doc, ctx.tx);
     if let Err(e) = doc.begin_run(id) {
         notice(tx, format!("Cell {id} could not be shown running: {e}"));
     }
-    let (handle, (run_id, mut rx)) = registry
-        .submit(key, ExecuteRequest::new(source))
+    let (handle, (run_id, mut rx)) = ctx
+        .registry
+        .submit(ctx.key, ExecuteRequest::new(source))
         .await
         .map_err(|e: SessionError| e.to_string())?;
-    let mut streamed = Streamed::default();
+    let mut live = Live::default();
+    let mut stopping = false;
     loop {
         let status = *rx.borrow_and_update();
         let state = CellState::Run {
@@ -154,17 +241,27 @@ async fn run_cell(
         if status.is_final() {
             break;
         }
-        // Awaiting input is answered with send_input by the agent; keep following.
-        if !doc.is_live() {
-            if rx.changed().await.is_err() {
-                break;
-            }
-            continue;
+        if ctx.stop.asked() && !std::mem::replace(&mut stopping, true) {
+            // A cancel before or while the cell runs: its run is cancelled like any run.
+            let _ = handle
+                .call(cmd::Cancel {
+                    run: run_id.clone(),
+                })
+                .await;
         }
-        match tokio::time::timeout(STREAM_EVERY, rx.changed()).await {
-            Ok(Err(_)) => break,
-            Ok(Ok(())) => {}
-            Err(_) => streamed.send_new(&handle, &run_id, doc, id).await,
+        // Awaiting input is answered with send_input by the agent; keep following.
+        let every = if doc.is_live() {
+            STREAM_EVERY
+        } else {
+            Duration::MAX
+        };
+        tokio::select! {
+            changed = tokio::time::timeout(every, rx.changed()) => match changed {
+                Ok(Err(_)) => break,
+                Ok(Ok(())) => {}
+                Err(_) => live.show_new(&handle, &run_id, doc, id).await,
+            },
+            _ = ctx.stop.wake.notified(), if !stopping => {}
         }
     }
     let status = *rx.borrow();
@@ -180,42 +277,46 @@ async fn run_cell(
     Ok(status)
 }
 
-/// The stream text of a running cell sent to a room so far.
+/// What a running cell's outputs show in a room so far.
 #[derive(Default)]
-struct Streamed {
-    stdout: usize,
-    stderr: usize,
-    /// Sending failed once (the cell was deleted, the room is lost): the end writes all.
+struct Live {
+    /// The run's output count last shown (see [`cmd::RunEntry`]).
+    seen: u64,
+    /// When a long stream cut at the output bound was last allowed to be rewritten.
+    rewritten: Option<Instant>,
+    /// A long stream waits for its rewrite.
+    waiting: bool,
+    /// Showing failed once (the cell was deleted, the room is lost): the end writes all.
     stopped: bool,
 }
 
-impl Streamed {
-    /// Send the text the run printed since the last call, as stream outputs.
-    async fn send_new(&mut self, handle: &SessionHandle, run: &RunId, doc: &Doc, id: &str) {
+impl Live {
+    /// Bring the cell's outputs in the room to the run's, when they changed: streams grow,
+    /// displays appear, updates and clears apply, as the run's end will write them.
+    async fn show_new(&mut self, handle: &SessionHandle, run: &RunId, doc: &Doc, id: &str) {
         if self.stopped {
             return;
         }
-        let Ok(r) = handle.call(cmd::GetRun { run: run.clone() }).await else {
+        let whole = self.rewritten.is_none_or(|t| t.elapsed() >= REWRITE_EVERY);
+        // Unchanged outputs with a stream waiting are asked for again once it may go.
+        let seen = match self.waiting && whole {
+            true => u64::MAX,
+            false => self.seen,
+        };
+        let request = cmd::RunEntry {
+            run: run.clone(),
+            seen,
+        };
+        let Ok(Some((now, entry))) = handle.call(request).await else {
             return;
         };
-        for (name, text, sent) in [
-            ("stdout", &r.stdout, &mut self.stdout),
-            ("stderr", &r.stderr, &mut self.stderr),
-        ] {
-            // A long stream is shown head and tail: what no longer extends what was sent
-            // waits for the run's end.
-            let Some(new) = text.get(*sent..).filter(|n| !n.is_empty()) else {
-                continue;
-            };
-            if r.truncated.as_ref().is_some_and(|t| t.contains_key(name)) {
-                continue;
-            }
-            let out = json!({"output_type": "stream", "name": name, "text": new});
-            if doc.stream(id, &out).is_err() {
-                self.stopped = true;
-                return;
-            }
-            *sent = text.len();
+        self.seen = now;
+        match doc.show(id, &cell_outputs(&entry), whole) {
+            Ok(waiting) => self.waiting = waiting,
+            Err(_) => self.stopped = true,
+        }
+        if whole {
+            self.rewritten = Some(Instant::now());
         }
     }
 }

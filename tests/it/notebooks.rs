@@ -236,3 +236,92 @@ async fn bad_notebooks_and_bad_ids_are_clear_errors_and_leave_the_file_untouched
     assert_valid_notebook(&created);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_batch_is_one_handle_followed_cell_by_cell_and_cancelled_as_one() {
+    let server = notebook_server().await;
+    let dir = tmpdir();
+    let path = dir.path().join("batch.ipynb");
+    let slow = "import time\nprint('sleeping', flush=True)\ntime.sleep(60)";
+    write_nb(
+        &path,
+        &[
+            ("first", "print('one')"),
+            ("slow", slow),
+            ("after", "print('never')"),
+        ],
+    );
+    let p = json!(path);
+    ok(&server, "open_notebook", json!({"path": p})).await;
+    let started = ok(
+        &server,
+        "execute_cells",
+        json!({"path": p, "wait_s": 1, "stop_on_error": false}),
+    )
+    .await;
+    assert_eq!(started["status"], "running", "{started}");
+    let id = started["run_id"].as_str().unwrap().to_string();
+    assert!(
+        id.starts_with("cells-"),
+        "one handle for the batch: {started}"
+    );
+
+    // Followed by its handle: cells done, the cell running, each finished cell's result.
+    let t0 = std::time::Instant::now();
+    let following = loop {
+        let r = ok(
+            &server,
+            "get_execution",
+            json!({"run_id": id, "wait_s": 0.5}),
+        )
+        .await;
+        let printed = r["running_result"]["stdout"] == "sleeping\n";
+        if r["running_cell"] == "slow" && printed {
+            break r;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{r}");
+    };
+    assert_eq!(following["status"], "running", "{following}");
+    assert_eq!(following["cells_done"], 1, "{following}");
+    assert_eq!(
+        following["running_result"]["status"], "running",
+        "{following}"
+    );
+    assert_eq!(following["results"][0]["stdout"], "one\n", "{following}");
+    let paged = server
+        .call("get_execution", json!({"run_id": id, "stream": "stdout"}))
+        .await;
+    assert_eq!(error_code(&paged), "INVALID_ARGUMENT", "{}", dump(&paged));
+
+    let t0 = std::time::Instant::now();
+    let cancelled = structured(&server.call("cancel_execution", json!({"run_id": id})).await);
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert_eq!(cancelled["status"], "done", "{cancelled}");
+    assert_eq!(cancelled["cancelled"], true, "{cancelled}");
+    let cells = &cancelled["cells"];
+    assert_eq!(cells[0]["run"]["status"], "ok", "{cancelled}");
+    assert_eq!(cells[1]["run"]["status"], "interrupted", "{cancelled}");
+    assert!(
+        cells[2]["skipped"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("cancelled")),
+        "the rest is skipped: {cancelled}"
+    );
+    assert_eq!(cancelled["results"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        cancelled["results"][1]["stdout"], "sleeping\n",
+        "{cancelled}"
+    );
+
+    // The notebook is free again; the skipped cell was not run.
+    let again = ok(
+        &server,
+        "execute_cells",
+        json!({"path": p, "ids": ["first"]}),
+    )
+    .await;
+    assert_eq!(again["status"], "done", "{again}");
+    let nb = read_json(&path);
+    assert_eq!(nb["cells"][2]["outputs"], json!([]), "{nb}");
+    server.shutdown().await;
+}

@@ -266,3 +266,91 @@ async fn a_finished_tasks_dates_stay_put_between_two_tasks_get_calls() {
     client.cancel().await.ok();
     terminate(server.pid, Duration::from_secs(10));
 }
+
+/// A notebook of code cells `(id, source)` in `dir`, as `name`; its path.
+fn notebook(dir: &std::path::Path, name: &str, cells: &[(&str, &str)]) -> String {
+    let cells: Vec<Value> = cells
+        .iter()
+        .map(|(id, s)| json!({"cell_type": "code", "id": id, "metadata": {}, "source": s, "outputs": [], "execution_count": null}))
+        .collect();
+    let nb = json!({"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}, "nbformat": 4, "nbformat_minor": 5});
+    let path = dir.join(name);
+    std::fs::write(&path, nb.to_string()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execute_cells_batch_that_outlasts_wait_s_is_one_task_and_tasks_cancel_stops_it() {
+    let (client, server) = task_client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let short = notebook(
+        dir.path(),
+        "short.ipynb",
+        &[
+            ("a", "import time\ntime.sleep(1.5)\nprint('a')"),
+            ("b", "print('b')"),
+        ],
+    );
+    call(&client, "open_notebook", json!({"path": short}))
+        .await
+        .unwrap();
+    let r = call(
+        &client,
+        "execute_cells",
+        json!({"path": short, "wait_s": 0.2}),
+    )
+    .await
+    .unwrap();
+    let id = task_id_of(&r);
+    assert!(id.starts_with("cells-"), "the batch's id: {id}");
+    let done = until_terminal(&client, &id).await;
+    assert_eq!(field(&done, "status"), "completed", "{done}");
+    let result = &field(&done, "result")["structuredContent"];
+    assert_eq!(result["run_id"], id.as_str(), "{done}");
+    assert_eq!(result["cells_done"], 2, "{done}");
+    assert_eq!(result["results"][1]["stdout"], "b\n", "{done}");
+
+    let long = notebook(
+        dir.path(),
+        "long.ipynb",
+        &[
+            ("slow", "import time\ntime.sleep(60)"),
+            ("next", "print('never')"),
+        ],
+    );
+    call(&client, "open_notebook", json!({"path": long}))
+        .await
+        .unwrap();
+    let r = call(
+        &client,
+        "execute_cells",
+        json!({"path": long, "wait_s": 0.5}),
+    )
+    .await
+    .unwrap();
+    let id = task_id_of(&r);
+    let working = get_task(&client, &id).await;
+    assert_eq!(field(&working, "status"), "working", "{working}");
+    assert!(
+        field(&working, "statusMessage")
+            .as_str()
+            .is_some_and(|m| m.contains("slow")),
+        "says which cell runs: {working}"
+    );
+    let started = Instant::now();
+    client
+        .send_request(ClientRequest::CancelTaskRequest(Request::new(
+            CancelTaskParams::new(id.clone()),
+        )))
+        .await
+        .expect("tasks/cancel");
+    let done = until_terminal(&client, &id).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(field(&done, "status"), "cancelled", "{done}");
+    client.cancel().await.ok();
+    terminate(server.pid, Duration::from_secs(10));
+}

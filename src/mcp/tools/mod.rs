@@ -41,6 +41,7 @@ mod fresh;
 mod history;
 mod interrupt;
 mod kernels;
+pub(crate) mod notebook_batch;
 mod notebook_open;
 mod notebook_view;
 mod notebooks;

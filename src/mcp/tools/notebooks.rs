@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::args::{Seconds, WaitS};
+use super::notebook_batch;
 use super::notebook_open::{
     OpenNotebookParams, Opened, bound_session, doc_error, notebook_error, open_in_room, owner,
 };
@@ -29,11 +30,11 @@ use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
 use crate::notebook::bind::{Binding, Notebooks};
 use crate::notebook::doc::Doc;
-use crate::notebook::run::{self, Batch, BatchState};
+use crate::notebook::run::{self, Batch};
 use crate::notebook::{CellType, EditOp, Notebook, NotebookFile};
 use crate::ops::files::Reach;
 use crate::registry::KernelSource;
-use crate::session::{ErrorCode, ExecutionResult, RunStatus, cmd};
+use crate::session::{ErrorCode, cmd};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadCellsParams {
@@ -145,53 +146,6 @@ impl Output for Edited {
                 ""
             }
         )
-    }
-}
-
-/// What `execute_cells` answers.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct CellsRun {
-    pub path: PathBuf,
-    pub session_id: String,
-    /// `done`, or `running` when the wait ended first (follow the running cell's run_id with
-    /// get_execution; read_cells shows the outputs written so far).
-    pub status: String,
-    #[serde(flatten)]
-    pub batch: BatchState,
-    /// What `execute` returns, for each cell that finished, in order (bounded: past
-    /// [`RESULTS_BUDGET`] bytes, only the cells' states above say how they ended).
-    pub results: Vec<ExecutionResult>,
-}
-
-/// Bytes of serialized results one `execute_cells` answer carries at most.
-const RESULTS_BUDGET: usize = 256 * 1024;
-
-impl Output for CellsRun {
-    fn text(&self) -> String {
-        let mut t = format!(
-            "{} cells of {}: {}\n",
-            self.batch.cells.len(),
-            self.path.display(),
-            self.status
-        );
-        for c in &self.batch.cells {
-            t.push_str(&format!(
-                "  {}: {}\n",
-                c.id,
-                serde_json::to_string(&c.state).unwrap_or_default()
-            ));
-        }
-        for n in &self.batch.notices {
-            t.push_str(&format!("notice: {n}\n"));
-        }
-        t
-    }
-
-    fn is_error(&self) -> bool {
-        self.batch.done
-            && self.batch.cells.iter().any(|c| {
-                matches!(&c.state, run::CellState::Run { status, .. } if status.is_final() && *status != RunStatus::Ok)
-            })
     }
 }
 
@@ -327,14 +281,14 @@ impl KernelMcp {
     }
 
     /// Run cells of an open notebook in its session, in order, writing outputs and execution
-    /// counts into the file as each finishes. After wait_s: "running" (get_execution follows
-    /// a cell's run_id).
+    /// counts into the file as each finishes. After wait_s: "running"; the answer's run_id
+    /// is the batch's (get_execution follows it, cancel_execution stops it).
     #[tool]
     async fn execute_cells(
         &self,
         caller: Caller,
         Parameters(p): Parameters<ExecuteCellsParams>,
-    ) -> Result<Json<CellsRun>, ToolError> {
+    ) -> Result<Json<notebook_batch::CellsRun>, ToolError> {
         let b = binding(&caller, &p.path)?;
         if b.is_running() {
             return Err(ToolError::new(
@@ -369,22 +323,15 @@ impl KernelMcp {
         let key = caller.scope.key(&b.session_id);
         caller.registry().get(&key)?;
         let registry = caller.scope.registry_arc();
-        let mut rx = run::start(registry, key, b.doc.clone(), batch);
-        b.set_batch(rx.clone());
+        let batch = run::start(registry, key, b.doc.clone(), batch);
+        b.set_batch(batch.clone());
         let wait = p
             .wait_s
             .map(|w| w.get())
             .unwrap_or(Duration::from_secs_f64(caller.limits().default_wait_s));
-        let _ = tokio::time::timeout(wait, rx.wait_for(|s| s.done)).await;
-        let mut state = rx.borrow().clone();
-        let results = finished_results(&caller, &b.session_id, &mut state).await;
-        Ok(Json(CellsRun {
-            path: b.path.clone(),
-            session_id: b.session_id.clone(),
-            status: if state.done { "done" } else { "running" }.into(),
-            batch: state,
-            results,
-        }))
+        Ok(Json(
+            notebook_batch::answer(&caller.scope, &b, &batch, wait).await,
+        ))
     }
 
     /// Close an open notebook (the binding ends; the session and the file stay).
@@ -473,46 +420,4 @@ fn choose(
         return Ok(out);
     }
     Ok(crate::session::history::slice_range(nb.cells().len(), start, end).collect())
-}
-
-/// The records of the cells of `state` that finished, within [`RESULTS_BUDGET`]; a notice
-/// in `state` says when some were left out.
-async fn finished_results(
-    caller: &Caller,
-    session: &str,
-    state: &mut BatchState,
-) -> Vec<ExecutionResult> {
-    let Ok(handle) = caller.session(session) else {
-        return Vec::new();
-    };
-    let (mut out, mut used, mut left) = (Vec::new(), 0, 0);
-    for c in &state.cells {
-        let run::CellState::Run { run_id, status } = &c.state else {
-            continue;
-        };
-        if !status.is_final() {
-            continue;
-        }
-        let Ok(r) = handle
-            .call(cmd::GetRun {
-                run: run_id.clone(),
-            })
-            .await
-        else {
-            continue;
-        };
-        let size = serde_json::to_vec(&r).map_or(0, |v| v.len());
-        if used + size > RESULTS_BUDGET {
-            left += 1;
-            continue;
-        }
-        used += size;
-        out.push(r);
-    }
-    if left > 0 {
-        state.notices.push(format!(
-            "{left} finished cells' results are left out of this answer (over {RESULTS_BUDGET} bytes): get_execution(run_id) reads each, read_cells shows the outputs written."
-        ));
-    }
-    out
 }

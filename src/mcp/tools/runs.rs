@@ -1,6 +1,8 @@
 //! Tools on a run already started: `get_execution` (wait for it again, or page one of its
 //! parts), `send_input` (answer its `input()` prompt) and `cancel_execution`. Runs are named
 //! through the caller's scope: a run of a session it does not see is `EXECUTION_NOT_FOUND`.
+//! An `execute_cells` batch's id (`cells-…`) is taken too: `get_execution` follows the batch
+//! and `cancel_execution` stops it (see `notebook_batch.rs`).
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::args::{Choice, Seconds, WaitS};
+use super::notebook_batch::{self, CellsRun};
 use super::out::{Json, Output, Run, RunOr};
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
@@ -24,7 +27,7 @@ const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetExecutionParams {
-    /// From an execute result.
+    /// From an execute (or execute_cells: the batch) result.
     pub run_id: String,
     /// Seconds to wait for it (default 0).
     #[serde(default)]
@@ -69,6 +72,31 @@ impl Output for RunPage {
     }
 }
 
+/// What `get_execution` answers besides a run: a page of one of its parts, or an
+/// `execute_cells` batch named by its id.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RunExtra {
+    Page(RunPage),
+    Cells(Box<CellsRun>),
+}
+
+impl Output for RunExtra {
+    fn text(&self) -> String {
+        match self {
+            RunExtra::Page(p) => p.text(),
+            RunExtra::Cells(c) => c.text(),
+        }
+    }
+
+    fn is_error(&self) -> bool {
+        match self {
+            RunExtra::Page(p) => p.is_error(),
+            RunExtra::Cells(c) => c.is_error(),
+        }
+    }
+}
+
 #[tool_router(router = runs_router, vis = "pub(crate)")]
 impl KernelMcp {
     /// A run's result (waiting up to wait_s), or a page of stream ("stdout", "stderr", "result",
@@ -79,7 +107,18 @@ impl KernelMcp {
         caller: Caller,
         Parameters(p): Parameters<GetExecutionParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<RunOr<RunPage>>, ToolError> {
+    ) -> Result<Json<RunOr<RunExtra>>, ToolError> {
+        let wait = p.wait_s.map(|w| w.get()).unwrap_or(Duration::ZERO);
+        if let Some((b, batch)) = notebook_batch::find(&caller.scope, &p.run_id) {
+            if p.stream.is_some() {
+                return Err(ToolError::invalid(format!(
+                    "{} is a batch of notebook cells: page one cell's output with that cell's run_id (the answer's cells list them).",
+                    p.run_id
+                )));
+            }
+            let cells = notebook_batch::answer(&caller.scope, &b, &batch, wait).await;
+            return Ok(Json(RunOr::Other(RunExtra::Cells(Box::new(cells)))));
+        }
         let key = caller.scope.run_key(p.run_id);
         let found = caller.registry().run(&key)?;
         if let Some(stream) = p.stream {
@@ -89,9 +128,8 @@ impl KernelMcp {
                 ))
             })?;
             let page = page(&caller, &found, stream, p.offset, p.limit).await?;
-            return Ok(Json(RunOr::Other(page)));
+            return Ok(Json(RunOr::Other(RunExtra::Page(page))));
         }
-        let wait = p.wait_s.map(|w| w.get()).unwrap_or(Duration::ZERO);
         let rx = found.watch().await?;
         let run = self
             .wait_and_render(&caller, &found, rx, wait, &ctx)
@@ -117,13 +155,18 @@ impl KernelMcp {
         Ok(Json(run))
     }
 
-    /// Cancel a run: a queued run never executes; a running one is interrupted.
+    /// Cancel a run: a queued run never executes; a running one is interrupted. A batch of
+    /// notebook cells: its running cell is cancelled, the rest skipped.
     #[tool]
     async fn cancel_execution(
         &self,
         caller: Caller,
         Parameters(p): Parameters<RunIdParams>,
-    ) -> Result<Json<Run>, ToolError> {
+    ) -> Result<Json<RunOr<CellsRun>>, ToolError> {
+        if let Some((b, batch)) = notebook_batch::find(&caller.scope, &p.run_id) {
+            let cells = notebook_batch::cancel(&caller.scope, &b, &batch).await;
+            return Ok(Json(RunOr::Other(cells)));
+        }
         let key = caller.scope.run_key(p.run_id);
         let found = caller.registry().run(&key)?;
         found.cancel().await?;
@@ -133,7 +176,7 @@ impl KernelMcp {
         }
         let mut r = found.record().await?;
         super::artifacts::keep_result(&caller, &found, &mut r).await;
-        Ok(Json(Run::render(&r, caller.limits()).await))
+        Ok(Json(RunOr::Run(Run::render(&r, caller.limits()).await)))
     }
 }
 

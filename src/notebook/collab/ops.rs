@@ -1,5 +1,8 @@
 //! Changes the agent makes in a room's document: `edit_cells`' operations and a run's
-//! outputs, each in one transaction.
+//! outputs, each in one transaction. A running cell's outputs are brought to the run's as
+//! they change ([`sync_outputs`]) by the least change, so a person sees a stream grow, a
+//! display appear and an updated display replaced in place, and the cell's final outputs
+//! are what the run wrote.
 //!
 //! An edit runs [`crate::notebook::edit::apply`] on the cells as they are (ids, types and
 //! sources), so its rules and errors are the file's; nothing changes when an operation
@@ -18,6 +21,7 @@ use yrs::{Array, Map, Out, Text, TransactionMut};
 use super::CollabError;
 use super::diff;
 use super::schema::{self, Roots};
+use super::values;
 use crate::notebook::edit::{self, EditOp, EditOutcome};
 use crate::notebook::model::{Cell, Notebook};
 
@@ -156,6 +160,86 @@ fn set_count(txn: &mut TransactionMut, cell: &yrs::MapRef, count: Option<i64>) {
     cell.insert(txn, "execution_count", value);
 }
 
+/// Streams longer than this that no longer extend what the document shows (a text cut at
+/// the output bound) are not rewritten while a run goes on, only when `whole`.
+pub const LIVE_REWRITE_BYTES: usize = 8 * 1024;
+
+/// Bring a cell's outputs to `target` (its run's outputs so far) by the least change: the
+/// outputs both hold alike stay, a stream that grew gets the new text appended (as
+/// JupyterLab's `appendStreamOutput`), and from the first output that differs (a display
+/// updated by its `display_id`, outputs cleared, new ones) the rest is replaced. Without
+/// `whole` (the run goes on), a long stream that no longer extends what is shown stays as it
+/// is until a later call with `whole`. Returns true when such a stream was left waiting.
+///
+/// Errors: [`CollabError::UnknownCell`].
+pub fn sync_outputs(
+    txn: &mut TransactionMut,
+    roots: &Roots,
+    id: &str,
+    target: &[Value],
+    whole: bool,
+) -> Result<bool, CollabError> {
+    let cell = cell_of(txn, roots, id)?;
+    let array = schema::outputs_array(txn, &cell);
+    let current: Vec<Value> = array.iter(txn).map(|o| values::from_out(txn, &o)).collect();
+    let (mut waiting, mut i) = (false, 0);
+    let alike = |i: usize| i < current.len() && i < target.len() && current[i] == target[i];
+    loop {
+        while alike(i) {
+            i += 1;
+        }
+        if i >= current.len() || i >= target.len() {
+            break;
+        }
+        match grown(&current[i], &target[i]) {
+            Some(Growth::Appended(tail)) => {
+                let Some(Out::YMap(out)) = array.get(txn, i as u32) else {
+                    break;
+                };
+                let Some(Out::YText(text)) = out.get(txn, "text") else {
+                    break;
+                };
+                let end = text.len(txn);
+                text.insert(txn, end, tail);
+            }
+            Some(Growth::Rewritten) if !whole => waiting = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    if i < current.len() {
+        array.remove_range(txn, i as u32, (current.len() - i) as u32);
+    }
+    for o in target.iter().skip(i) {
+        array.push_back(txn, schema::output_prelim(o));
+    }
+    Ok(waiting)
+}
+
+/// How a stream output shown (`was`) became `now`.
+enum Growth<'a> {
+    /// Its text extends the one shown by this.
+    Appended(&'a str),
+    /// Its text changed otherwise, and is long (cut at the output bound).
+    Rewritten,
+}
+
+/// `None` unless `was` and `now` are outputs of the same stream (then: how it changed, or
+/// `None` for a short text rewritten, which is replaced at once).
+fn grown<'a>(was: &Value, now: &'a Value) -> Option<Growth<'a>> {
+    let stream = |v: &Value| v["output_type"] == "stream";
+    if !stream(was) || !stream(now) || was["name"] != now["name"] {
+        return None;
+    }
+    let (old, new) = (was["text"].as_str()?, now["text"].as_str()?);
+    match new.strip_prefix(old) {
+        Some(tail) if !tail.is_empty() => Some(Growth::Appended(tail)),
+        Some(_) => None,
+        None if new.len() > LIVE_REWRITE_BYTES => Some(Growth::Rewritten),
+        None => None,
+    }
+}
+
 /// Append one output to a cell (a stream's text grows the stream before it).
 ///
 /// Errors: [`CollabError::UnknownCell`].
@@ -203,3 +287,7 @@ pub fn set_state(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "ops_tests.rs"]
+mod tests;

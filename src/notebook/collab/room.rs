@@ -257,6 +257,24 @@ impl Room {
         })
     }
 
+    /// Bring a cell's outputs to `outputs` (its run's so far) by the least change; without
+    /// `whole` a long stream cut at the output bound waits (see [`ops::sync_outputs`]);
+    /// returns true when one did.
+    ///
+    /// Errors: as [`Room::set_outputs`].
+    pub fn show_outputs(
+        &self,
+        cell: &str,
+        outputs: &[Value],
+        whole: bool,
+    ) -> Result<bool, CollabError> {
+        self.usable()?;
+        let extra = outputs.iter().map(weight).sum();
+        self.change(extra, |txn, roots, _| {
+            ops::sync_outputs(txn, roots, cell, outputs, whole)
+        })
+    }
+
     /// Set a cell's execution state (`[*]` in JupyterLab while running).
     ///
     /// Errors: [`CollabError::UnknownCell`], [`CollabError::Lost`].

@@ -74,6 +74,8 @@ pub struct RunOutput {
     /// The "output dropped" notice, once the cap was hit (taken by the run).
     pub dropped_notice: Option<String>,
     dropped: bool,
+    /// Counts messages that changed the outputs (a live view redraws when it moves).
+    changes: u64,
 }
 
 impl RunOutput {
@@ -113,6 +115,12 @@ impl RunOutput {
     /// Returns true for `status: idle`.
     pub fn apply_iopub(&mut self, msg: &Message, quirks: &Quirks, finished: bool) -> bool {
         let c = &msg.content;
+        if matches!(
+            msg.msg_type(),
+            "stream" | "execute_result" | "display_data" | "clear_output" | "error"
+        ) {
+            self.changes += 1;
+        }
         match msg.msg_type() {
             "stream" => {
                 let stderr = c["name"] == "stderr";
@@ -284,7 +292,9 @@ impl RunOutput {
     /// `display_id` (each keeps its kind). Returns true when one did.
     pub fn update_display(&mut self, content: &Value) -> bool {
         let item = output_item("display_data", content);
-        item.display_id.is_some() && self.update_display_item(&item)
+        let updated = item.display_id.is_some() && self.update_display_item(&item);
+        self.changes += u64::from(updated);
+        updated
     }
 
     fn update_display_item(&mut self, item: &OutputItem) -> bool {
@@ -393,6 +403,12 @@ impl RunOutput {
     /// Bytes stored for this run (streams, texts and images).
     pub fn stored_bytes(&self) -> usize {
         self.stored_bytes
+    }
+
+    /// Counts the messages that changed the outputs so far (streams, displays, updates,
+    /// clears, the error): unchanged, the outputs are as they were.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Whether output beyond the per-run cap was dropped.

@@ -4,9 +4,10 @@
 //! caller sends one with [`crate::session::SessionHandle::call`]; the actor's dispatch
 //! (`Actor::handle_command`) stamps the activity and hands the command to its `apply`.
 //!
-//! Files by family: `runs.rs` (submit, read, page, answer input, cancel, clear the queue),
-//! `interrupt.rs`, `history.rs` (read, delete, seed), `request.rs` (shell requests and the
-//! fork helper's), `session.rs` (info, renew, expiry, restart, destroy, clients).
+//! Files by family: `runs.rs` (submit, read, page, outputs so far, answer input, cancel,
+//! clear the queue), `interrupt.rs`, `history.rs` (read, delete, seed), `request.rs` (shell
+//! requests and the fork helper's), `session.rs` (info, renew, expiry, restart, destroy,
+//! clients).
 
 use std::ops::ControlFlow;
 
@@ -24,7 +25,7 @@ mod session;
 pub use history::{DeleteHistory, History, HistoryPage, SeedHistory};
 pub use interrupt::{Interrupt, InterruptKernel, Interrupted};
 pub use request::{EndFork, Fork, Request};
-pub use runs::{Cancel, ClearQueue, GetRun, Page, RunTail, SendInput, Submit, WatchRun};
+pub use runs::{Cancel, ClearQueue, GetRun, Page, RunEntry, RunTail, SendInput, Submit, WatchRun};
 pub use session::{CheckExpired, Destroy, Info, NoteClient, Renew, Restart, UsedByAgents};
 
 /// A command to a session's actor: what it answers, and whether it is activity.
@@ -88,6 +89,7 @@ commands!(
     WatchRun,
     Page,
     RunTail,
+    RunEntry,
     SendInput,
     Cancel,
     ClearQueue,
@@ -118,6 +120,7 @@ impl Actor {
             Command::WatchRun(c, answer) => c.apply(self, answer),
             Command::Page(c, answer) => c.apply(self, answer),
             Command::RunTail(c, answer) => c.apply(self, answer),
+            Command::RunEntry(c, answer) => c.apply(self, answer),
             Command::SendInput(c, answer) => c.apply(self, answer).await,
             Command::Cancel(c, answer) => c.apply(self, answer).await,
             Command::ClearQueue(c, answer) => c.apply(self, answer),

@@ -7,6 +7,7 @@ use super::{Activity, Answer, SessionCommand};
 use crate::kernel::Channel;
 use crate::session::actor::{Actor, ExecuteRequest, Settled, Submitted};
 use crate::session::error::SessionError;
+use crate::session::history::HistoryEntry;
 use crate::session::ids::RunId;
 use crate::session::run::{Part, Run, page_part};
 use crate::session::text::StreamPage;
@@ -151,6 +152,33 @@ impl RunTail {
     pub(super) fn apply(self, actor: &mut Actor, answer: Answer<Self>) {
         let tail = actor.runs.get_mut(self.run.as_str()).map(|r| r.last_line());
         let _ = answer.send(Ok(tail));
+    }
+}
+
+/// The run's outputs so far as a history entry (what a notebook cell shows of it), when
+/// they changed since `seen` (a count [`RunEntry`] answered before; 0 at first): the count
+/// now and the entry, or `None` when nothing changed. Errors: `EXECUTION_NOT_FOUND`.
+pub struct RunEntry {
+    pub run: RunId,
+    pub seen: u64,
+}
+
+impl SessionCommand for RunEntry {
+    type Output = Option<(u64, HistoryEntry)>;
+    const ACTIVITY: Activity = Activity::Use;
+}
+
+impl RunEntry {
+    pub(super) fn apply(self, actor: &mut Actor, answer: Answer<Self>) {
+        let entry = actor
+            .runs
+            .get_mut(self.run.as_str())
+            .map(|r| {
+                let now = r.output.changes();
+                (now != self.seen).then(|| (now, r.history_entry()))
+            })
+            .ok_or_else(|| SessionError::RunNotFound(self.run.to_string()));
+        let _ = answer.send(entry);
     }
 }
 
