@@ -113,7 +113,7 @@ async fn run(
         let status = match run_cell(registry, key, doc, i, &id, source, tx).await {
             Ok(status) => status,
             Err(reason) => {
-                skip_rest(tx, i, &reason);
+                skip_rest(tx, i, &reason.to_string());
                 return;
             }
         };
@@ -135,14 +135,11 @@ async fn run_cell(
     id: &str,
     source: String,
     tx: &watch::Sender<BatchState>,
-) -> Result<RunStatus, String> {
+) -> Result<RunStatus, SessionError> {
     if let Err(e) = doc.begin_run(id) {
         notice(tx, format!("Cell {id} could not be shown running: {e}"));
     }
-    let (handle, (run_id, mut rx)) = registry
-        .submit(key, ExecuteRequest::new(source))
-        .await
-        .map_err(|e: SessionError| e.to_string())?;
+    let (handle, (run_id, mut rx)) = registry.submit(key, ExecuteRequest::new(source)).await?;
     let mut streamed = Streamed::default();
     loop {
         let status = *rx.borrow_and_update();

@@ -21,6 +21,7 @@ mod displays;
 mod distribution;
 mod docs_reference;
 mod environments;
+mod error_types;
 mod execute;
 mod execution_trust;
 mod expiry;
