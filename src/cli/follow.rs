@@ -24,7 +24,7 @@ pub fn is_final(status: &str) -> bool {
     !matches!(status, "queued" | "running" | "awaiting_input" | "")
 }
 
-/// The exit status of a finished run (DESIGN §8): 0 `ok`, 1 `error`, 3 for a run that was
+/// The exit status of a finished run (docs/cli.md): 0 `ok`, 1 `error`, 3 for a run that was
 /// stopped or never ran (`timeout`, `interrupted`, `cancelled`, `kernel_died`, `aborted`).
 pub fn exit_status(status: &str) -> u8 {
     match status {

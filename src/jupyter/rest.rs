@@ -264,7 +264,8 @@ pub async fn delete(
     }
 }
 
-/// Why `DELETE` may not end this session, if it may not (DESIGN §15).
+/// Why `DELETE` may not end this session, if it may not (docs/jupyter.md, "What the API may do
+/// to a session").
 async fn refuse_delete(face: &Face, sessions: &Sessions, found: &Found) -> Option<String> {
     let name = &found.info.session_id;
     if found.info.attached {

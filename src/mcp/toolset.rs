@@ -1,7 +1,7 @@
-//! Which tools a server offers (`--tools`, DESIGN §16): the sets, which optional parameter
-//! of a tool is in which set, and the server instructions that go with each set. Which tool
-//! is in which set is a column of the one table of tools (`tools/mod.rs`); the lists below
-//! are made from it.
+//! Which tools a server offers (`--tools`, docs/tools.md, "Toolsets"): the sets, which optional
+//! parameter of a tool is in which set, and the server instructions that go with each set.
+//! Which tool is in which set is a column of the one table of tools (`tools/mod.rs`); the lists
+//! below are made from it.
 //!
 //! A toolset is a **base** — `default` (the everyday tools), `all`, `minimal` or `code` —
 //! plus any number of **named sets** added to it: `environments`, `checkpoints`, `service`,
@@ -30,8 +30,8 @@ pub const DEFAULT_TOOLS: [&str; count(&TOOLS, Pick::Default)] = names(&TOOLS, Pi
 /// The tools of `--tools minimal`: enough to start a session, run code and follow the run.
 pub const MINIMAL_TOOLS: [&str; count(&TOOLS, Pick::Minimal)] = names(&TOOLS, Pick::Minimal);
 
-/// The tools of `--tools code` (DESIGN §14): run code and follow the run; everything else is
-/// reached from the code, through `from kernel_mcp import mcp`.
+/// The tools of `--tools code` (docs/broker.md): run code and follow the run; everything else
+/// is reached from the code, through `from kernel_mcp import mcp`.
 pub const CODE_TOOLS: [&str; count(&TOOLS, Pick::Code)] = names(&TOOLS, Pick::Code);
 
 /// Optional parameters that belong to a named set rather than to their tool: left out of the

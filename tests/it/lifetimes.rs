@@ -1,4 +1,4 @@
-//! How long what belongs to a client lives, through the real binary (DESIGN §12): a
+//! How long what belongs to a client lives, through the real binary (docs/semantics.md): a
 //! connection's end is not a cancellation (a killed relay leaves a named session's run going;
 //! the client's own `notifications/cancelled` still stops it), an HTTP connection's `default`
 //! lives as long as its `Mcp-Session-Id` (not the HTTP library's idle keep-alive), an expired

@@ -1,10 +1,10 @@
-//! OAuth on the service's HTTP faces (DESIGN §19, §15), through the real service (`service
-//! --http … --oauth-issuer …`) and a real authorization server: an access token works on
-//! MCP (`/mcp`) and on the Jupyter API (`/api`), where `GET` needs the read scope and starting
-//! a kernel or opening its channels needs execute; the service's static token keeps working
-//! beside it on both; no token, and a bad one, are 401 with the RFC 9728 / RFC 6750 words; no
-//! token reaches the service's log. `kernel-mcp doctor` says whether OAuth is on, for which
-//! issuer and audience, and whether the issuer's keys are reachable.
+//! OAuth on the service's HTTP faces (docs/auth.md, docs/jupyter.md), through the real service
+//! (`service --http … --oauth-issuer …`) and a real authorization server: an access token works
+//! on MCP (`/mcp`) and on the Jupyter API (`/api`), where `GET` needs the read scope and
+//! starting a kernel or opening its channels needs execute; the service's static token keeps
+//! working beside it on both; no token, and a bad one, are 401 with the RFC 9728 / RFC 6750
+//! words; no token reaches the service's log. `kernel-mcp doctor` says whether OAuth is on, for
+//! which issuer and audience, and whether the issuer's keys are reachable.
 
 use std::io::{Read, Write};
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Sessions belong to who is calling, not to a connection (DESIGN §19), through the real
+//! Sessions belong to who is calling, not to a connection (docs/auth.md), through the real
 //! service (`service --http`) and a real authorization server (oidc-provider):
 //! - a 2026-07-28 client (no `initialize`, no `Mcp-Session-Id`) keeps its principal's
 //!   `default` across requests, with an honest `state_reset`;

@@ -1,4 +1,4 @@
-//! `kernel-mcp service --http ADDR:PORT` is always behind a token (DESIGN §12), through the
+//! `kernel-mcp service --http ADDR:PORT` is always behind a token, through the
 //! real service: without one it generates a token 0600 next to the socket, requests without it
 //! are 401 and with it 200, `kernel-mcp token` and `kernel-mcp doctor` say where it is;
 //! `--token-file` works quietly and `--token` works but warns that `ps` shows it.
