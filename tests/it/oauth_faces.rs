@@ -18,18 +18,6 @@ use crate::common::service::{TestService, http_face};
 
 const RW: &str = "kernel-mcp:read kernel-mcp:execute";
 
-/// `service --http` on a free port of `svc`'s socket, trusting `issuer`.
-async fn oauth_service(svc: &TestService, issuer: &str) -> OAuthServe {
-    let port = free_port();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"));
-    cmd.args(["service", "--pool", "python3=0", "--http"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--oauth-issuer", issuer, "--oauth-audience"])
-        .arg(format!("http://127.0.0.1:{port}/mcp"))
-        .envs(svc.env());
-    OAuthServe::spawn(cmd, port, &[]).await
-}
-
 /// The status line of a websocket handshake for `path` with `authorization`.
 async fn upgrade(port: u16, path: &str, authorization: &str) -> String {
     let (path, authorization) = (path.to_string(), authorization.to_string());
@@ -53,7 +41,7 @@ async fn upgrade(port: u16, path: &str, authorization: &str) -> String {
 async fn an_access_token_works_on_mcp_and_the_jupyter_api_of_the_service_beside_its_static_token() {
     let auth = AuthServer::start().await;
     let svc = TestService::new();
-    let service = oauth_service(&svc, &auth.issuer).await;
+    let service = OAuthServe::service(&svc, &auth.issuer).await;
     let face = http_face(&svc).await;
     assert_eq!(
         face.record["oauth_issuer"],
