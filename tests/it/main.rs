@@ -88,5 +88,6 @@ mod tasks;
 mod telemetry;
 mod telemetry_context;
 mod toolsets;
+mod wall_clock;
 mod wheel_install;
 mod wire_vectors;
