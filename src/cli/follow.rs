@@ -169,12 +169,7 @@ pub fn ending(result: &Value) -> Ending {
     }
     let mut stderr = String::new();
     if let Some(e) = result.get("error").filter(|e| !e.is_null()) {
-        let tb: Vec<&str> = e["traceback"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let tb = traceback(e);
         if tb.is_empty() {
             line(
                 &mut stderr,
@@ -199,6 +194,16 @@ pub fn ending(result: &Value) -> Ending {
 }
 
 /// Append `t` to `out` as whole lines.
+/// The traceback lines of an `error` object (none when it has no traceback).
+pub fn traceback(e: &Value) -> Vec<&str> {
+    e["traceback"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 fn line(out: &mut String, t: &str) {
     out.push_str(t);
     if !t.ends_with('\n') {

@@ -16,9 +16,9 @@
 //! every exit path tells the connected MCP clients and shuts every kernel down (a SIGKILLed service leaves none either: the
 //! kernels' parent-death signal takes them).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,7 +37,7 @@ use crate::auth::stamp::stamped;
 use crate::auth::{AccessError, HttpAccess, TokenError};
 use crate::mcp::KernelMcp;
 use crate::mcp::serve::{
-    SHUTDOWN_DEADLINE, ServeError, bind, in_order_runtime, serve_http_on, termination,
+    ServeError, bind, in_order_runtime, serve_http_on, shut_down_within_deadline, termination,
 };
 use crate::registry::Registry;
 
@@ -108,14 +108,7 @@ pub struct AliveLock {
 /// Errors: [`ServiceError::AlreadyRunning`] (naming its pid), or the file cannot be opened.
 pub fn take_alive_lock(paths: &ServicePaths) -> Result<AliveLock, ServiceError> {
     let path = &paths.alive_lock;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(file_error("open", path))?;
+    let file = super::paths::open_lock_file(path).map_err(file_error("open", path))?;
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(l) => l,
         Err((mut file, _)) => {
@@ -278,8 +271,8 @@ async fn serve(
 }
 
 /// Remove the service's files (the token too when asked to stop: a restarted service
-/// generates a new one) and shut every kernel down, exiting the process if that takes over
-/// [`SHUTDOWN_DEADLINE`].
+/// generates a new one) and shut every kernel down, exiting the process if that takes too
+/// long.
 async fn wind_down(registry: &Registry, opts: &ServiceOptions, ending: Ending) {
     let paths = &opts.paths;
     if opts.http.is_some() {
@@ -291,15 +284,7 @@ async fn wind_down(registry: &Registry, opts: &ServiceOptions, ending: Ending) {
     if ending.asked_to_stop {
         let _ = std::fs::remove_file(&paths.token_file);
     }
-    std::thread::spawn(|| {
-        std::thread::sleep(SHUTDOWN_DEADLINE);
-        tracing::error!(
-            "shutdown took longer than {} s; exiting",
-            SHUTDOWN_DEADLINE.as_secs()
-        );
-        std::process::exit(1);
-    });
-    registry.shutdown_all().await;
+    shut_down_within_deadline(registry).await;
     tracing::info!("service stopped");
 }
 
