@@ -1,5 +1,5 @@
 //! Who is calling, and how far they may go: plain values that every face decides once per
-//! request and every layer above may read (DESIGN §19).
+//! request and every layer above may read (docs/auth.md).
 //!
 //! - A [`Principal`] is the caller: the [owner](Principal::Owner) of this process or service
 //!   (the stdio client, a socket peer with our uid, a holder of the static token: today's

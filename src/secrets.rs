@@ -1,5 +1,5 @@
 //! kernel-mcp's own secrets, and keeping them out of every process it starts for code
-//! (DESIGN §12: "tokens and secrets never reach a kernel").
+//! (docs/semantics.md, "Secrets never reach a kernel").
 //!
 //! The server may hold tokens in its environment (`KERNEL_MCP_TOKEN`,
 //! `KERNEL_MCP_GATEWAY_TOKEN`) and the paths of files that hold them (`KERNEL_MCP_TOKEN_FILE`);

@@ -1,5 +1,5 @@
 //! Whether a directory, and the process at the other end of a Unix socket, may be trusted with
-//! our code (DESIGN §12, "Service faces").
+//! our code (docs/semantics.md, "The shared service").
 //!
 //! Whoever controls the directory of the service's socket can put a listener of their own at
 //! its path; whoever listens there receives every line of code a client sends and can answer

@@ -1,8 +1,9 @@
 //! (o) Telemetry: `execute 1+1` with OpenTelemetry export on (OTLP/HTTP protobuf to a local
 //! sink that answers every POST with 200, exporting every second) next to the same server
 //! with export off (the raw column), in the same run, the calls alternating between the two
-//! servers so that drift in the machine's load falls on both. The goal (DESIGN §22): the p50
-//! within 3 %. Skipped, with a note, when the server was built without the `otel` feature.
+//! servers so that drift in the machine's load falls on both. The goal (docs/performance.md):
+//! the p50 within 3 %. Skipped, with a note, when the server was built without the `otel`
+//! feature.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! Authentication under the faces (DESIGN §19, §10 "HTTP auth", §12 "Service faces"): who a
-//! request comes from and how far it may go, decided once per request where it arrives, the
-//! same way for MCP (`/mcp`), the Jupyter API (`/api`) and the service's socket.
+//! Authentication under the faces (docs/auth.md): who a request comes from and how far it may
+//! go, decided once per request where it arrives, the same way for MCP (`/mcp`), the Jupyter
+//! API (`/api`) and the service's socket.
 //!
 //! - [`token`]: the static token of an HTTP face and the ways a request presents a token.
 //! - [`http`]: [`HttpAccess`], who may reach an HTTP face (bind rules, `Host`/`Origin`

@@ -1,4 +1,4 @@
-//! The broker (DESIGN §14, docs/broker.md): code in a local Python kernel calls the tools of
+//! The broker (docs/broker.md): code in a local Python kernel calls the tools of
 //! other MCP servers — `from kernel_mcp import mcp; mcp.call("server", "tool", arguments={…})`
 //! — against the project's registry (`.mcp.json` in the session's cwd, or `--mcp-config`),
 //! whose `allowedTools` grant is checked on every call.

@@ -6,7 +6,7 @@
 //! or a failure to talk to the service at all (exit status 1).
 //!
 //! A person's command therefore sees exactly what an agent sees: the same tools, the same
-//! records, the same error codes (DESIGN-style contract in docs/tools.md).
+//! records, the same error codes (docs/tools.md).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -48,7 +48,7 @@ pub enum CliError {
 }
 
 impl CliError {
-    /// The command's exit status for this error (DESIGN §8: 4 for a tool error, else 1).
+    /// The command's exit status for this error (docs/cli.md: 4 for a tool error, else 1).
     pub fn exit_code(&self) -> ExitCode {
         match self {
             CliError::Tool { .. } => ExitCode::from(4),

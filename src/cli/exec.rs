@@ -1,8 +1,8 @@
-//! `kernel-mcp exec`: run code in a session of the service from a shell or a script (DESIGN
-//! §8). stdout gets the run's stdout and its result, stderr its stderr, error and traceback,
-//! both as they arrive; `--json` prints the final ExecutionResult instead. The run is followed
-//! past the service's `wait_s` to its end ([`super::follow`]). Ctrl-C cancels the run
-//! (`cancel_execution`: a queued run never starts, a running one is interrupted), waits
+//! `kernel-mcp exec`: run code in a session of the service from a shell or a script
+//! (docs/cli.md). stdout gets the run's stdout and its result, stderr its stderr, error and
+//! traceback, both as they arrive; `--json` prints the final ExecutionResult instead. The run
+//! is followed past the service's `wait_s` to its end ([`super::follow`]). Ctrl-C cancels the
+//! run (`cancel_execution`: a queued run never starts, a running one is interrupted), waits
 //! briefly for it to stop, and exits 3.
 //!
 //! When the code calls `input()`, the answer is a line of stdin; when stdin held the code or
@@ -72,7 +72,7 @@ const QUIET_POLL: Duration = Duration::from_secs(25);
 /// After Ctrl-C, how long to wait for the run to report its end before exiting anyway.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
-/// Exit status of a usage error (DESIGN §8), as clap's own.
+/// Exit status of a usage error, as clap's own.
 const USAGE: u8 = 2;
 
 /// Run `kernel-mcp exec`.

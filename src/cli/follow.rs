@@ -24,7 +24,7 @@ pub fn is_final(status: &str) -> bool {
     !matches!(status, "queued" | "running" | "awaiting_input" | "")
 }
 
-/// The exit status of a finished run (DESIGN §8): 0 `ok`, 1 `error`, 3 for a run that was
+/// The exit status of a finished run (docs/cli.md): 0 `ok`, 1 `error`, 3 for a run that was
 /// stopped or never ran (`timeout`, `interrupted`, `cancelled`, `kernel_died`, `aborted`).
 pub fn exit_status(status: &str) -> u8 {
     match status {
@@ -169,12 +169,7 @@ pub fn ending(result: &Value) -> Ending {
     }
     let mut stderr = String::new();
     if let Some(e) = result.get("error").filter(|e| !e.is_null()) {
-        let tb: Vec<&str> = e["traceback"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let tb = traceback(e);
         if tb.is_empty() {
             line(
                 &mut stderr,
@@ -199,6 +194,16 @@ pub fn ending(result: &Value) -> Ending {
 }
 
 /// Append `t` to `out` as whole lines.
+/// The traceback lines of an `error` object (none when it has no traceback).
+pub fn traceback(e: &Value) -> Vec<&str> {
+    e["traceback"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 fn line(out: &mut String, t: &str) {
     out.push_str(t);
     if !t.ends_with('\n') {

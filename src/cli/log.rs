@@ -1,7 +1,8 @@
 //! `kernel-mcp log [--audit] [--principal ID] [--lines N] [--json]`: the service log, or its
 //! audit trail — one line per tool call: when, who (the principal's id), which tool, the
-//! session, the run, the outcome and how long it took (DESIGN §19). Reads the service log and
-//! the log it moved aside at its last start (`service.log.old`), oldest first.
+//! session, the run, the outcome and how long it took (docs/auth.md, "The audit trail"). Reads
+//! the service log and the log it moved aside at its last start (`service.log.old`), oldest
+//! first.
 //!
 //! Exit status: 0 lines were printed (or none matched); 1 there is no service log.
 

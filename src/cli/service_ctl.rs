@@ -137,7 +137,7 @@ async fn ask(paths: &ServicePaths, op: Op) -> Result<Value, CtlError> {
     };
     match control::parse_answer(&line) {
         Some(Ok(body)) => Ok(body),
-        Some(Err(why)) => Err(CtlError::Refused(why)),
+        Some(Err(control::Refused(why))) => Err(CtlError::Refused(why)),
         None => Err(CtlError::Failed(format!(
             "the service on {} did not understand (it is older than this kernel-mcp: end its process, pid {})",
             paths.socket.display(),

@@ -1,5 +1,5 @@
 //! `kernel-mcp sessions`, `kernel-mcp session get|interrupt|restart|destroy|renew` and
-//! `kernel-mcp history` (DESIGN §8): the session tools of the service for a person (a table,
+//! `kernel-mcp history` (docs/cli.md): the session tools of the service for a person (a table,
 //! or the tool's own short text) and for scripts (`--json`: the tool's structuredContent as
 //! is). Exit status 0, 4 for a tool error (unknown session…), 1 when the service cannot be
 //! reached.

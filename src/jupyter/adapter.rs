@@ -5,9 +5,10 @@
 //!
 //! What the face sees: it has a connection's [`Scope`] of its own (the face never makes a
 //! `default`, and may not name one), seen per request as the request's principal
-//! ([`Sessions::of`]), so `/api/kernels` lists that principal's **named** sessions — the
-//! ones it reaches by name over `/mcp` too (an admin: every principal's) — and never an
-//! MCP connection's own `default`, which is private to that connection (DESIGN §12, §19).
+//! ([`Sessions::of`]), so `/api/kernels` lists that principal's **named** sessions — the ones
+//! it reaches by name over `/mcp` too (an admin: every principal's) — and never an MCP
+//! connection's own `default`, which is private to that connection (docs/jupyter.md, "Which
+//! sessions the API shows").
 //!
 //! Registry calls made here, and nowhere else in `jupyter/`:
 //! - [`Scope::connection`] once, for the face's own view;
@@ -69,7 +70,7 @@ impl Sessions {
         }
     }
 
-    /// The face as the principal of one request sees it (DESIGN §19): its own sessions, and
+    /// The face as the principal of one request sees it: its own sessions, and
     /// an admin every principal's; a session started through it is that principal's.
     /// `None` (no face stamped the request) is the owner.
     pub fn of(&self, who: Option<&Authenticated>) -> Sessions {

@@ -1,5 +1,5 @@
 //! The relay's own connection to a session's kernel: one per person's websocket, a client of
-//! the kernel beside the session's (as `jupyter console --existing` is, DESIGN §7), so the
+//! the kernel beside the session's (as `jupyter console --existing` is), so the
 //! person's requests carry their own msg_ids and the session actor, which follows only its
 //! own, never takes their output into a run of an agent.
 //!

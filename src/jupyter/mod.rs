@@ -1,5 +1,5 @@
-//! The Jupyter face of `kernel-mcp service --http` (DESIGN §15): the Jupyter Server kernels
-//! API, so that Jupyter's own clients reach the agent's sessions — Jupyter Server as a
+//! The Jupyter face of `kernel-mcp service --http` (docs/jupyter.md): the Jupyter Server
+//! kernels API, so that Jupyter's own clients reach the agent's sessions — Jupyter Server as a
 //! gateway client (`jupyter lab --gateway-url …`), VS Code's "existing Jupyter server",
 //! nbclient through a gateway kernel manager.
 //!

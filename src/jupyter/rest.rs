@@ -155,7 +155,7 @@ pub async fn start(
     };
     let start = match start_request(&req) {
         Ok(s) => s,
-        Err(why) => return models::error(StatusCode::BAD_REQUEST, why),
+        Err(why) => return models::error(StatusCode::BAD_REQUEST, why.to_string()),
     };
     // A session's own kernelspec: the notebook attaches to that session's running kernel.
     if let Some(id) = start.kernel.as_deref().and_then(models::session_of_spec) {
@@ -189,18 +189,31 @@ pub async fn start(
     }
 }
 
-/// The session to start for a `POST /api/kernels` body. Errors: a sentence.
-fn start_request(req: &Value) -> Result<StartKernel, String> {
+/// Why a `POST /api/kernels` body names no session to start (a 400's message).
+#[derive(Debug, thiserror::Error)]
+enum BadStart {
+    #[error("`name` must be a kernelspec name.")]
+    Name,
+    #[error("`metadata.session_id` must be a session name.")]
+    SessionId,
+    #[error("{0:?} in `env` is not an environment variable name.")]
+    EnvName(String),
+    #[error("`env`: {0}")]
+    Env(String),
+}
+
+/// The session to start for a `POST /api/kernels` body.
+fn start_request(req: &Value) -> Result<StartKernel, BadStart> {
     let kernel = match &req["name"] {
         Value::Null => None,
         Value::String(s) if s.is_empty() => None,
         Value::String(s) => Some(s.clone()),
-        _ => return Err("`name` must be a kernelspec name.".into()),
+        _ => return Err(BadStart::Name),
     };
     let session_id = match &req["metadata"]["session_id"] {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
-        _ => return Err("`metadata.session_id` must be a session name.".into()),
+        _ => return Err(BadStart::SessionId),
     };
     let mut env = BTreeMap::new();
     if let Some(map) = req["env"].as_object() {
@@ -208,13 +221,11 @@ fn start_request(req: &Value) -> Result<StartKernel, String> {
             if let Some(v) = v.as_str() {
                 env.insert(k.clone(), v.to_string());
             } else if k.is_empty() || k.contains(['=', '\0']) {
-                return Err(format!(
-                    "{k:?} in `env` is not an environment variable name."
-                ));
+                return Err(BadStart::EnvName(k.clone()));
             }
         }
         if let Some(problem) = crate::kernel::env_problem(&env) {
-            return Err(format!("`env`: {problem}"));
+            return Err(BadStart::Env(problem));
         }
     }
     let cwd = env
@@ -253,7 +264,8 @@ pub async fn delete(
     }
 }
 
-/// Why `DELETE` may not end this session, if it may not (DESIGN §15).
+/// Why `DELETE` may not end this session, if it may not (docs/jupyter.md, "What the API may do
+/// to a session").
 async fn refuse_delete(face: &Face, sessions: &Sessions, found: &Found) -> Option<String> {
     let name = &found.info.session_id;
     if found.info.attached {

@@ -417,9 +417,9 @@ fn kernel_command(
     Ok((argv, kernel_program))
 }
 
-/// The kernel's environment: the kernelspec's `env` expanded (`${KERNEL_MCP_TOKEN}` to nothing,
-/// DESIGN §12), then the session's, then the launch hook's; and the descriptor the hook gives
-/// the kernel to inherit, if any.
+/// The kernel's environment: the kernelspec's `env` expanded (`${KERNEL_MCP_TOKEN}` to nothing:
+/// secrets never reach a kernel), then the session's, then the launch hook's; and the
+/// descriptor the hook gives the kernel to inherit, if any.
 fn environment(
     spec: &KernelSpec,
     opts: &LaunchOptions,

@@ -129,16 +129,14 @@ impl KernelProcess {
         }
         let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let rx = watch_exit(child, drains, supervised, report.clone(), killed.clone());
-        Ok(KernelProcess {
+        Ok(KernelProcess::assembled(
             pid,
             supervised,
-            kernel: std::sync::OnceLock::new(),
-            exit: rx,
+            rx,
             output_tail,
             report,
             killed,
-            reaped: false,
-        })
+        ))
     }
 
     /// A running process this server did not spawn (a fork of a kernel, see
@@ -178,11 +176,23 @@ impl KernelProcess {
                 &killed_by_us,
             )));
         });
+        KernelProcess::assembled(pid, supervised, rx, output_tail, report, killed)
+    }
+
+    /// The process of `pid` once its pipes are drained and its exit is watched (`exit`).
+    fn assembled(
+        pid: i32,
+        supervised: bool,
+        exit: watch::Receiver<Option<ExitInfo>>,
+        output_tail: Arc<Mutex<VecDeque<u8>>>,
+        report: Arc<Mutex<ReportState>>,
+        killed: Arc<std::sync::atomic::AtomicBool>,
+    ) -> KernelProcess {
         KernelProcess {
             pid,
             supervised,
             kernel: std::sync::OnceLock::new(),
-            exit: rx,
+            exit,
             output_tail,
             report,
             killed,

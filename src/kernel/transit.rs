@@ -1,5 +1,6 @@
 //! Transit files: where the content frame of a large `stream` message goes while it comes off
-//! the iopub socket (DESIGN §17), so a flood costs the server a piece buffer, not the frame.
+//! the iopub socket (docs/performance.md), so a flood costs the server a piece buffer, not the
+//! frame.
 //!
 //! ipykernel batches a flood's stdout into a few messages of up to tens of MB (50 MB of
 //! `print` arrive as two messages of 6–10 and 40–44 MB on an idle host). A content frame of

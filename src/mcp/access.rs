@@ -1,6 +1,6 @@
-//! What access each MCP call needs (DESIGN §19): the one place that rates methods and tools
-//! for the HTTP faces' OAuth scopes ([`crate::auth::need`] reads the JSON-RPC body and asks
-//! [`need`]).
+//! What access each MCP call needs (docs/auth.md, "Scopes"): the one place that rates methods
+//! and tools for the HTTP faces' OAuth scopes ([`crate::auth::need`] reads the JSON-RPC body
+//! and asks [`need`]).
 //!
 //! `read`: discovery and listing (`initialize`, `ping`, `server/discover`, `tools/list`,
 //! `prompts/*`, `completion/complete`, `logging/setLevel`), resources, `tasks/get|list|result`,

@@ -1,7 +1,8 @@
-//! The audit trail (DESIGN §19): one line per tool call in the server's log (the service log
-//! for the service), at target `kernel_mcp::audit`: who called (the principal's id), which
-//! tool, the session it named, the run it made or read, the outcome and how long it took —
-//! never code, arguments, outputs or tokens. `kernel-mcp log --audit` reads them back.
+//! The audit trail (docs/auth.md, "The audit trail"): one line per tool call in the server's
+//! log (the service log for the service), at target `kernel_mcp::audit`: who called (the
+//! principal's id), which tool, the session it named, the run it made or read, the outcome and
+//! how long it took — never code, arguments, outputs or tokens. `kernel-mcp log --audit` reads
+//! them back.
 //!
 //! Outcome: `ok`, a run's status (`error`, `timeout`, `running`…), a tool error's code
 //! (`SESSION_NOT_FOUND`…), `task` for a call that became a task, or `rejected` for a

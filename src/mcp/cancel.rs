@@ -1,5 +1,5 @@
-//! Telling a client's cancellation from the end of its connection (DESIGN §12: a connection's
-//! end is not a cancellation).
+//! Telling a client's cancellation from the end of its connection (a connection's end
+//! is not a cancellation: docs/semantics.md, "Progress and cancellation").
 //!
 //! rmcp cancels a request's token (`RequestContext::ct`) in two cases: the client sent
 //! `notifications/cancelled` for it, or the connection ended (stdin EOF, a killed relay, a

@@ -1,5 +1,5 @@
-//! How long a streamable-HTTP MCP session (an `Mcp-Session-Id`) lives (DESIGN §12: a
-//! `default` session lives as long as its connection, whatever the transport).
+//! How long a streamable-HTTP MCP session (an `Mcp-Session-Id`) lives (a `default`
+//! session lives as long as its connection, whatever the transport: docs/semantics.md).
 //!
 //! rmcp ends a session after `keep_alive` (5 minutes) without a request, and with it the
 //! connection's `default` session and kernel, although the client still holds its id and

@@ -1,7 +1,7 @@
-//! Images as the agent gets them (DESIGN §16): at most `image_max_px` on the long side and
-//! within the per-image byte cap (`max_image_bytes`), scaled down once per image, off the
-//! runtime (`spawn_blocking`), and kept in a small cache so that `get_execution` of the same
-//! run does not scale again. The original stays the run's resource
+//! Images as the agent gets them (docs/limits.md, "Responses"): at most `image_max_px` on the
+//! long side and within the per-image byte cap (`max_image_bytes`), scaled down once per image,
+//! off the runtime (`spawn_blocking`), and kept in a small cache so that `get_execution` of the
+//! same run does not scale again. The original stays the run's resource
 //! (`kernel-mcp://runs/{run_id}/outputs/{index}`), and the notebook export keeps it.
 //!
 //! PNG stays PNG and JPEG stays JPEG; a PNG that is still over the byte cap at the pixel limit

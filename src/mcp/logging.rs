@@ -8,13 +8,13 @@
 //! a peer whose connection is closed is dropped. rmcp's own events are never forwarded (no
 //! feedback loop when sending a notification logs).
 //!
-//! Who may see a record (DESIGN §12, §19): an event inside a session's span (the registry
-//! gives each session one, `session{id, owner, principal}`) goes to the clients that see that
-//! session — its principal's clients (and admins) for a named session, only the owning
-//! connection for a connection's own `default` (whose events can carry a person's console
-//! output). An event outside any session span goes to admins (the owner, in a single-user
-//! setup: every client), except those of the session and kernel layers, which are about some
-//! session's kernel by nature and are dropped when no span says whose.
+//! Who may see a record: an event inside a session's span (the registry gives each session one,
+//! `session{id, owner, principal}`) goes to the clients that see that session — its principal's
+//! clients (and admins) for a named session, only the owning connection for a connection's own
+//! `default` (whose events can carry a person's console output). An event outside any session
+//! span goes to admins (the owner, in a single-user setup: every client), except those of the
+//! session and kernel layers, which are about some session's kernel by nature and are dropped
+//! when no span says whose.
 //!
 //! Logging is deprecated from MCP 2026-07-28 on: clients of that version never call
 //! `logging/setLevel`; they name a level in a request's `_meta`

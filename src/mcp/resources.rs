@@ -50,25 +50,42 @@ pub enum Target {
     Output { run: String, index: usize },
 }
 
-/// Parse a run resource URI. Errors: the reason, for the client.
-pub fn parse(uri: &str) -> Result<Target, String> {
+/// Why a URI names no run resource (the message the client reads).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadUri {
+    #[error("Unknown resource {0:?}: run resources start with {PREFIX}", PREFIX = PREFIX)]
+    Scheme(String),
+    #[error("no run id")]
+    NoRun,
+    #[error("offset must be a byte count, not {0:?}")]
+    Offset(String),
+    #[error("unknown query {0:?}; only offset=N is understood")]
+    Query(String),
+    #[error("output index must be a number, not {0:?}")]
+    Index(String),
+    #[error(
+        "Unknown resource {0:?}: use {PREFIX}{{run_id}}/stdout, /stderr or /outputs/{{index}}",
+        PREFIX = PREFIX
+    )]
+    Part(String),
+}
+
+/// Parse a run resource URI.
+pub fn parse(uri: &str) -> Result<Target, BadUri> {
     let rest = uri
         .strip_prefix(PREFIX)
-        .ok_or_else(|| format!("Unknown resource {uri:?}: run resources start with {PREFIX}"))?;
+        .ok_or_else(|| BadUri::Scheme(uri.to_string()))?;
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     let mut parts = path.split('/');
-    let run = parts.next().filter(|r| !r.is_empty()).ok_or("no run id")?;
+    let run = parts
+        .next()
+        .filter(|r| !r.is_empty())
+        .ok_or(BadUri::NoRun)?;
     let what = parts.next().unwrap_or("");
     let offset = match query.strip_prefix("offset=") {
-        Some(n) => n
-            .parse()
-            .map_err(|_| format!("offset must be a byte count, not {n:?}"))?,
+        Some(n) => n.parse().map_err(|_| BadUri::Offset(n.to_string()))?,
         None if query.is_empty() => 0,
-        None => {
-            return Err(format!(
-                "unknown query {query:?}; only offset=N is understood"
-            ));
-        }
+        None => return Err(BadUri::Query(query.to_string())),
     };
     let target = match (what, parts.next(), parts.next()) {
         ("stdout", None, _) => Target::Stream {
@@ -83,15 +100,9 @@ pub fn parse(uri: &str) -> Result<Target, String> {
         },
         ("outputs", Some(i), None) => Target::Output {
             run: run.into(),
-            index: i
-                .parse()
-                .map_err(|_| format!("output index must be a number, not {i:?}"))?,
+            index: i.parse().map_err(|_| BadUri::Index(i.to_string()))?,
         },
-        _ => {
-            return Err(format!(
-                "Unknown resource {uri:?}: use {PREFIX}{{run_id}}/stdout, /stderr or /outputs/{{index}}"
-            ));
-        }
+        _ => return Err(BadUri::Part(uri.to_string())),
     };
     Ok(target)
 }
@@ -156,7 +167,7 @@ pub async fn read(scope: &Scope, uri: &str) -> Result<Vec<ResourceContents>, Mcp
     if let Some(rest) = uri.strip_prefix(ARTIFACT_PREFIX) {
         return read_artifact(scope, uri, rest).await;
     }
-    let target = parse(uri).map_err(|m| McpError::invalid_params(m, None))?;
+    let target = parse(uri).map_err(|m| McpError::invalid_params(m.to_string(), None))?;
     let run_of = |run: &str| -> Result<RunHandle, McpError> {
         let key = scope.run_key(run.to_string());
         scope

@@ -137,17 +137,22 @@ pub async fn serve_stdio(registry: Arc<Registry>, toolset: Toolset) -> Result<()
             Ok(())
         }
     };
-    // Whatever happens during shutdown, the process ends: a wedged task must not keep it alive.
+    shut_down_within_deadline(&registry).await;
+    outcome
+}
+
+/// Shut every kernel down. Whatever happens meanwhile, the process ends: a wedged task must not
+/// keep it alive, so past [`SHUTDOWN_DEADLINE`] it says so and exits with status 1.
+pub(crate) async fn shut_down_within_deadline(registry: &Registry) {
     std::thread::spawn(|| {
         std::thread::sleep(SHUTDOWN_DEADLINE);
-        eprintln!(
-            "kernel-mcp: shutdown took longer than {} s; exiting",
+        tracing::error!(
+            "shutdown took longer than {} s; exiting",
             SHUTDOWN_DEADLINE.as_secs()
         );
         std::process::exit(1);
     });
     registry.shutdown_all().await;
-    outcome
 }
 
 /// Serve MCP over streamable HTTP on `addr` (path `/mcp`) until a termination signal, then
@@ -177,11 +182,7 @@ pub async fn serve_http(
         }
         Err(e) => Err(e),
     };
-    std::thread::spawn(|| {
-        std::thread::sleep(SHUTDOWN_DEADLINE);
-        std::process::exit(1);
-    });
-    registry.shutdown_all().await;
+    shut_down_within_deadline(&registry).await;
     outcome
 }
 
@@ -324,11 +325,7 @@ pub async fn serve_sse(
         }
         Err(e) => Err(e),
     };
-    std::thread::spawn(|| {
-        std::thread::sleep(SHUTDOWN_DEADLINE);
-        std::process::exit(1);
-    });
-    registry.shutdown_all().await;
+    shut_down_within_deadline(&registry).await;
     outcome
 }
 

@@ -93,7 +93,7 @@ impl KernelMcp {
     /// its access are what the request's face decided ([`crate::auth::authenticated`]; a
     /// request no face stamped, an in-process handler's, is the owner's). A request over
     /// HTTP without an `Mcp-Session-Id` (a 2026-07-28 stateless request) has no connection
-    /// of its own: its `default` is its principal's (DESIGN §19).
+    /// of its own: its `default` is its principal's (docs/auth.md).
     fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
         let who = crate::auth::authenticated(&context.extensions)
             .cloned()

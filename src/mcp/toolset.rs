@@ -1,7 +1,7 @@
-//! Which tools a server offers (`--tools`, DESIGN §16): the sets, which optional parameter
-//! of a tool is in which set, and the server instructions that go with each set. Which tool
-//! is in which set is a column of the one table of tools (`tools/mod.rs`); the lists below
-//! are made from it.
+//! Which tools a server offers (`--tools`, docs/tools.md, "Toolsets"): the sets, which optional
+//! parameter of a tool is in which set, and the server instructions that go with each set.
+//! Which tool is in which set is a column of the one table of tools (`tools/mod.rs`); the lists
+//! below are made from it.
 //!
 //! A toolset is a **base** — `default` (the everyday tools), `all`, `minimal` or `code` —
 //! plus any number of **named sets** added to it: `environments`, `checkpoints`, `service`,
@@ -30,8 +30,8 @@ pub const DEFAULT_TOOLS: [&str; count(&TOOLS, Pick::Default)] = names(&TOOLS, Pi
 /// The tools of `--tools minimal`: enough to start a session, run code and follow the run.
 pub const MINIMAL_TOOLS: [&str; count(&TOOLS, Pick::Minimal)] = names(&TOOLS, Pick::Minimal);
 
-/// The tools of `--tools code` (DESIGN §14): run code and follow the run; everything else is
-/// reached from the code, through `from kernel_mcp import mcp`.
+/// The tools of `--tools code` (docs/broker.md): run code and follow the run; everything else
+/// is reached from the code, through `from kernel_mcp import mcp`.
 pub const CODE_TOOLS: [&str; count(&TOOLS, Pick::Code)] = names(&TOOLS, Pick::Code);
 
 /// Optional parameters that belong to a named set rather than to their tool: left out of the
@@ -252,11 +252,31 @@ impl fmt::Display for Toolset {
     }
 }
 
+/// Why a `--tools` value names no toolset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolsetError {
+    #[error(
+        "--tools names two bases, {0} and {1}; give one of default, all, minimal, code, plus named sets"
+    )]
+    TwoBases(&'static str, &'static str),
+    #[error(
+        "unknown toolset '{0}'; use default, all, minimal or code, optionally with named sets: {sets} (e.g. --tools default,{first})",
+        sets = set_names().join(", "),
+        first = set_names()[0]
+    )]
+    Unknown(String),
+}
+
+/// The names of the named sets, in their order.
+fn set_names() -> Vec<&'static str> {
+    NamedSet::ALL.iter().map(|n| n.name()).collect()
+}
+
 impl std::str::FromStr for Toolset {
-    type Err = String;
+    type Err = ToolsetError;
     /// `NAME[,NAME…]`: at most one base (`default`, `all` (= `full`), `minimal`, `code`)
     /// and any named sets; named sets alone add to `default`.
-    fn from_str(s: &str) -> Result<Toolset, String> {
+    fn from_str(s: &str) -> Result<Toolset, ToolsetError> {
         let mut base = None;
         let mut set = Toolset::everyday();
         for name in s.split([',', '+']).map(str::trim).filter(|n| !n.is_empty()) {
@@ -270,23 +290,12 @@ impl std::str::FromStr for Toolset {
             match (b, base) {
                 (Some(b), None) => base = Some(b),
                 (Some(b), Some(prev)) if b != prev => {
-                    return Err(format!(
-                        "--tools names two bases, {} and {}; give one of default, all, minimal, code, plus named sets",
-                        prev.name(),
-                        b.name()
-                    ));
+                    return Err(ToolsetError::TwoBases(prev.name(), b.name()));
                 }
                 (Some(_), Some(_)) => {}
                 (None, _) => match NamedSet::ALL.iter().find(|n| n.name() == name) {
                     Some(n) => set = set.with(*n),
-                    None => {
-                        let sets: Vec<&str> = NamedSet::ALL.iter().map(|n| n.name()).collect();
-                        return Err(format!(
-                            "unknown toolset '{name}'; use default, all, minimal or code, optionally with named sets: {} (e.g. --tools default,{})",
-                            sets.join(", "),
-                            sets[0]
-                        ));
-                    }
+                    None => return Err(ToolsetError::Unknown(name.to_string())),
                 },
             }
         }
@@ -317,7 +326,7 @@ mod tests {
             assert_eq!(t.to_string(), want, "{s}");
         }
         assert!("minimal,code".parse::<Toolset>().is_err());
-        let e = "everything".parse::<Toolset>().unwrap_err();
+        let e = "everything".parse::<Toolset>().unwrap_err().to_string();
         assert!(e.contains("environments") && e.contains("minimal"), "{e}");
     }
 

@@ -1,4 +1,4 @@
-//! The MCP Apps view (DESIGN §20): the `io.modelcontextprotocol/ui` extension (SEP-1865,
+//! The MCP Apps view (docs/apps.md): the `io.modelcontextprotocol/ui` extension (SEP-1865,
 //! <https://modelcontextprotocol.io/seps/1865-mcp-apps-interactive-user-interfaces-for-mcp>).
 //! This module owns everything a client sees of it, and nothing reaches a client that did
 //! not declare the extension:

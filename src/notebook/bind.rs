@@ -1,7 +1,7 @@
-//! Which notebooks are open, and in which session (DESIGN §21): one binding per principal
-//! and notebook path, made by `open_notebook` and ended by `close_notebook`. Every notebook
-//! tool names its notebook by path — there is no "current notebook" two agents could write
-//! into by mistake — and finds its binding here. A principal sees only its own bindings.
+//! Which notebooks are open, and in which session (docs/tools.md, "Notebooks"): one binding per
+//! principal and notebook path, made by `open_notebook` and ended by `close_notebook`. Every
+//! notebook tool names its notebook by path — there is no "current notebook" two agents could
+//! write into by mistake — and finds its binding here. A principal sees only its own bindings.
 //!
 //! The table is the process's, like the registry ([`Notebooks::global`]), bounded to
 //! [`MAX_OPEN`] bindings. Each binding holds its document (a file behind an async mutex:

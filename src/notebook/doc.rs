@@ -1,8 +1,8 @@
-//! Where a bound notebook lives (DESIGN §21): a file kernel-mcp reads and writes itself
-//! ([`NotebookFile`]: merged with a person's saves, conflicts kept), or a Jupyter Server's
-//! collaboration room ([`Room`]: the shared document JupyterLab shows, so a person sees the
-//! agent's edits and outputs as they are made and the agent reads the person's). The notebook
-//! tools and `execute_cells`' runs go through [`Doc`] and do not care which.
+//! Where a bound notebook lives (docs/tools.md, "Notebooks"): a file kernel-mcp reads and
+//! writes itself ([`NotebookFile`]: merged with a person's saves, conflicts kept), or a Jupyter
+//! Server's collaboration room ([`Room`]: the shared document JupyterLab shows, so a person
+//! sees the agent's edits and outputs as they are made and the agent reads the person's). The
+//! notebook tools and `execute_cells`' runs go through [`Doc`] and do not care which.
 //!
 //! A run writes into a room in steps, as JupyterLab's own run does: [`Doc::begin_run`]
 //! clears the cell's outputs and shows it running, [`Doc::show`] brings them to the run's

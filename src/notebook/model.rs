@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-/// The largest notebook read or written (DESIGN §21): 100 MiB.
+/// The largest notebook read or written: 100 MiB (docs/limits.md).
 pub const MAX_NOTEBOOK_BYTES: usize = 100 * 1024 * 1024;
 
 /// Why a file is not a notebook kernel-mcp can work on. The file is never touched.

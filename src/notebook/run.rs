@@ -194,7 +194,7 @@ async fn run(ctx: &Ctx<'_>, batch: Batch) {
         }
         let status = match run_cell(ctx, i, &id, source).await {
             Ok(status) => status,
-            Err(reason) => return skip_rest(tx, i, &reason),
+            Err(reason) => return skip_rest(tx, i, &reason.to_string()),
         };
         // Asked as the last cell ended well: nothing was stopped, the batch just ended.
         if ctx.stop.asked() && (i + 1 < n || status != RunStatus::Ok) {
@@ -219,7 +219,7 @@ async fn run_cell(
     index: usize,
     id: &str,
     source: String,
-) -> Result<RunStatus, String> {
+) -> Result<RunStatus, SessionError> {
     let (doc, tx) = (ctx.doc, ctx.tx);
     if let Err(e) = doc.begin_run(id) {
         notice(tx, format!("Cell {id} could not be shown running: {e}"));
@@ -227,8 +227,7 @@ async fn run_cell(
     let (handle, (run_id, mut rx)) = ctx
         .registry
         .submit(ctx.key, ExecuteRequest::new(source))
-        .await
-        .map_err(|e: SessionError| e.to_string())?;
+        .await?;
     let mut live = Live::default();
     let mut stopping = false;
     loop {

@@ -1,7 +1,8 @@
-//! `fork_session` (DESIGN §18): a new session whose kernel is a copy of a live local IPython
-//! kernel, taken between two of its runs (`kernel::fork` has the mechanics, the source's side
-//! is `session/actor/fork.rs`). The new session is filed like any other (the table, its
-//! expiry, the broker's endpoint), with a launcher whose first kernel is the fork.
+//! `fork_session` (docs/semantics.md, "Forking a session"): a new session whose kernel is a
+//! copy of a live local IPython kernel, taken between two of its runs (`kernel::fork` has the
+//! mechanics, the source's side is `session/actor/fork.rs`). The new session is filed like any
+//! other (the table, its expiry, the broker's endpoint), with a launcher whose first kernel is
+//! the fork.
 //!
 //! The fork runs under the source's launch options: its cwd, environment and memory limit,
 //! under a supervisor of its own; its sandbox is the source's, inherited by the process

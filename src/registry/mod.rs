@@ -3,12 +3,11 @@
 //! build a handler per client on one registry).
 //!
 //! Every call that reaches a session or a run takes a key ([`SessionKey`], [`RunKey`]) that
-//! only the caller's [`scope::Scope`] makes, so who may touch what is decided in one place
-//! (DESIGN §12). Layout: `scope/` (the keys and the view of one connection), `table.rs` (live
-//! sessions, expired ones, ended defaults' journals), `runs.rs` (the one run index),
-//! `fresh.rs` (fresh-mode runs' helper kernels), `expiry.rs` (tombstones), `fork.rs`
-//! (`fork_session`), `sources/` (where kernels come from: [`KernelSource`] and
-//! [`SessionOptions`]).
+//! only the caller's [`scope::Scope`] makes, so who may touch what is decided in one place.
+//! Layout: `scope/` (the keys and the view of one connection), `table.rs` (live sessions,
+//! expired ones, ended defaults' journals), `runs.rs` (the one run index), `fresh.rs`
+//! (fresh-mode runs' helper kernels), `expiry.rs` (tombstones), `fork.rs` (`fork_session`),
+//! `sources/` (where kernels come from: [`KernelSource`] and [`SessionOptions`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

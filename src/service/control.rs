@@ -249,18 +249,24 @@ pub fn refusal(why: &str) -> Vec<u8> {
     l
 }
 
-/// The body of an answer line: `Ok(body)` for `"ok": true`, `Err(error)` for a refusal;
+/// A refusal read back from an answer line: the service's sentence saying why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// The body of an answer line: `Ok(body)` for `"ok": true`, `Err(why)` for a refusal;
 /// `None` for a line that is no answer (a service too old to know the control line).
-pub fn parse_answer(line: &[u8]) -> Option<Result<Value, String>> {
+pub fn parse_answer(line: &[u8]) -> Option<Result<Value, Refused>> {
     let v: Value = serde_json::from_slice(line).ok()?;
     let body = v.get(KEY)?;
     match body.get("ok").and_then(Value::as_bool) {
         Some(true) => Some(Ok(body.clone())),
-        _ => Some(Err(body
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("refused")
-            .to_string())),
+        _ => Some(Err(Refused(
+            body.get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("refused")
+                .to_string(),
+        ))),
     }
 }
 
@@ -286,7 +292,7 @@ mod tests {
         let ok = parse_answer(&answer(&serde_json::json!({"pid": 7}))).unwrap();
         assert_eq!(ok.unwrap()["pid"], 7);
         let no = parse_answer(&refusal("only uid 0")).unwrap();
-        assert_eq!(no.unwrap_err(), "only uid 0");
+        assert_eq!(no.unwrap_err().to_string(), "only uid 0");
         assert!(parse_answer(b"{\"jsonrpc\":\"2.0\"}").is_none());
     }
 

@@ -1,6 +1,6 @@
 //! The service's HTTP face (`kernel-mcp service --http ADDR:PORT`): streamable HTTP at `/mcp`
-//! on the service's sessions, always behind a token (DESIGN §12), and OAuth access tokens
-//! beside it when configured (DESIGN §19).
+//! on the service's sessions, always behind a token, and OAuth access tokens
+//! beside it when configured (docs/auth.md).
 //!
 //! The token is, in this order: the file of `--token-file`; `KERNEL_MCP_TOKEN` (or `--token`,
 //! which other local users can read in the process list, so it warns); else one the service

@@ -16,9 +16,9 @@
 //! every exit path tells the connected MCP clients and shuts every kernel down (a SIGKILLed service leaves none either: the
 //! kernels' parent-death signal takes them).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,7 +37,7 @@ use crate::auth::stamp::stamped;
 use crate::auth::{AccessError, HttpAccess, TokenError};
 use crate::mcp::KernelMcp;
 use crate::mcp::serve::{
-    SHUTDOWN_DEADLINE, ServeError, bind, in_order_runtime, serve_http_on, termination,
+    ServeError, bind, in_order_runtime, serve_http_on, shut_down_within_deadline, termination,
 };
 use crate::registry::Registry;
 
@@ -108,14 +108,7 @@ pub struct AliveLock {
 /// Errors: [`ServiceError::AlreadyRunning`] (naming its pid), or the file cannot be opened.
 pub fn take_alive_lock(paths: &ServicePaths) -> Result<AliveLock, ServiceError> {
     let path = &paths.alive_lock;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(file_error("open", path))?;
+    let file = super::paths::open_lock_file(path).map_err(file_error("open", path))?;
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(l) => l,
         Err((mut file, _)) => {
@@ -146,18 +139,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
     let paths = &opts.paths;
     paths.prepare_dir()?;
     let _alive = take_alive_lock(paths)?;
-    // We hold the alive lock, so a socket file here was left by a service that is gone.
-    match std::fs::remove_file(&paths.socket) {
-        Ok(()) => tracing::info!(socket = %paths.socket.display(), "replaced a stale socket"),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(file_error("remove", &paths.socket)(e)),
-    }
-    let listener =
-        UnixListener::bind(&paths.socket).map_err(file_error("listen on", &paths.socket))?;
-    open_to(paths, &opts.allow_uids)?;
-    let inode = std::fs::symlink_metadata(&paths.socket)
-        .map_err(file_error("inspect", &paths.socket))?
-        .ino();
+    let (listener, inode) = listen(paths, &opts.allow_uids)?;
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut http = match &opts.http {
         Some(face) => {
@@ -190,16 +172,61 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
         ours: nix::unistd::getuid().as_raw(),
         allowed: opts.allow_uids.clone(),
     });
+    let ending = serve(&listener, inode, &shared, &opts, &mut http).await;
+    shared.facts.tell_clients(&ending.reason).await;
+    let _ = stop_http.send(());
+    if let Some(h) = http {
+        let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+    }
+    drop(listener);
+    wind_down(&registry, &opts, ending).await;
+    Ok(())
+}
+
+/// Why the service stops, and whether a `kernel-mcp service stop` asked it to.
+struct Ending {
+    reason: String,
+    asked_to_stop: bool,
+}
+
+/// Replace a stale socket file (we hold the alive lock, so its service is gone), bind the
+/// socket and open it to whom it serves; the listener and the socket file's inode (to notice
+/// the file removed or replaced).
+fn listen(paths: &ServicePaths, allow_uids: &[u32]) -> Result<(UnixListener, u64), ServiceError> {
+    match std::fs::remove_file(&paths.socket) {
+        Ok(()) => tracing::info!(socket = %paths.socket.display(), "replaced a stale socket"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(file_error("remove", &paths.socket)(e)),
+    }
+    let listener =
+        UnixListener::bind(&paths.socket).map_err(file_error("listen on", &paths.socket))?;
+    open_to(paths, allow_uids)?;
+    let inode = std::fs::symlink_metadata(&paths.socket)
+        .map_err(file_error("inspect", &paths.socket))?
+        .ino();
+    Ok((listener, inode))
+}
+
+/// Accept connections until something ends the service: a signal, a `stop` control line,
+/// the idle clock, the socket file gone with no connection left, or the HTTP face ending
+/// (then `http` is taken).
+async fn serve(
+    listener: &UnixListener,
+    inode: u64,
+    shared: &Arc<Shared>,
+    opts: &ServiceOptions,
+    http: &mut Option<tokio::task::JoinHandle<Result<(), ServeError>>>,
+) -> Ending {
+    let paths = &opts.paths;
     let connections = &shared.connections;
     let mut idle_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(IDLE_TICK);
-    let mut asked_to_stop = false;
     let reason = loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     idle_since = None;
-                    admit(stream, &shared).await;
+                    admit(stream, shared).await;
                 }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
@@ -212,7 +239,7 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
                 if unconnected && !reachable {
                     break format!("its socket {} was removed or replaced, so no client can reach it", paths.socket.display());
                 }
-                let idle = unconnected && registry.is_empty();
+                let idle = unconnected && shared.registry.is_empty();
                 match (idle, idle_since, opts.idle_exit) {
                     (false, _, _) => idle_since = None,
                     (true, None, _) => idle_since = Some(Instant::now()),
@@ -224,11 +251,10 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
             }
             s = termination() => break format!("received {s}"),
             _ = shared.stop.notified() => {
-                asked_to_stop = true;
-                break "asked by `kernel-mcp service stop`".to_string();
+                return Ending { reason: "asked by `kernel-mcp service stop`".to_string(), asked_to_stop: true };
             }
             r = async { http.as_mut().expect("guarded").await }, if http.is_some() => {
-                http = None;
+                *http = None;
                 let why = match r {
                     Ok(Ok(())) => "stopped".to_string(),
                     Ok(Err(e)) => e.to_string(),
@@ -238,33 +264,28 @@ pub async fn run(registry: Arc<Registry>, opts: ServiceOptions) -> Result<(), Se
             }
         }
     };
-    shared.facts.tell_clients(&reason).await;
-    let _ = stop_http.send(());
-    if let Some(h) = http {
-        let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+    Ending {
+        reason,
+        asked_to_stop: false,
     }
+}
+
+/// Remove the service's files (the token too when asked to stop: a restarted service
+/// generates a new one) and shut every kernel down, exiting the process if that takes too
+/// long.
+async fn wind_down(registry: &Registry, opts: &ServiceOptions, ending: Ending) {
+    let paths = &opts.paths;
     if opts.http.is_some() {
         http::remove_record(paths);
     }
-    tracing::info!("service stopping: {reason}");
-    drop(listener);
+    tracing::info!("service stopping: {}", ending.reason);
     let _ = std::fs::remove_file(&paths.socket);
     let _ = std::fs::remove_file(&paths.floors_record);
-    if asked_to_stop {
-        // A stopped service leaves no token behind (a restarted one generates a new one).
+    if ending.asked_to_stop {
         let _ = std::fs::remove_file(&paths.token_file);
     }
-    std::thread::spawn(|| {
-        std::thread::sleep(SHUTDOWN_DEADLINE);
-        tracing::error!(
-            "shutdown took longer than {} s; exiting",
-            SHUTDOWN_DEADLINE.as_secs()
-        );
-        std::process::exit(1);
-    });
-    registry.shutdown_all().await;
+    shut_down_within_deadline(registry).await;
     tracing::info!("service stopped");
-    Ok(())
 }
 
 /// Resolve the HTTP face's token, bind its listener, write its record and serve it in a task

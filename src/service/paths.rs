@@ -159,6 +159,19 @@ pub fn log_file() -> Option<PathBuf> {
     state_dir().map(|d| d.join("service.log"))
 }
 
+/// Open (creating it 0600, never truncating) the lock file at `path`, for reading and
+/// writing: what its holder wrote (a pid) stays readable to the next taker.
+pub fn open_lock_file(path: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

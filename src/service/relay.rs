@@ -12,8 +12,6 @@
 //! exits non-zero and says why on stderr (the only thing it ever writes there).
 
 use std::ffi::OsString;
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
@@ -191,13 +189,7 @@ pub async fn start_lock(
     path: &Path,
     deadline: Instant,
 ) -> Result<Flock<std::fs::File>, RelayError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
+    let mut file = super::paths::open_lock_file(path)
         .map_err(|e| RelayError::Start(format!("cannot open {}: {e}", path.display())))?;
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {

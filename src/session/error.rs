@@ -160,7 +160,8 @@ pub enum SessionError {
     /// A gateway refused our token.
     #[error("{message}")]
     Unauthorized { gateway: String, message: String },
-    /// The session's sandbox cannot be enforced (DESIGN §13): never started less sandboxed.
+    /// The session's sandbox cannot be enforced (docs/sandbox.md): never started less
+    /// sandboxed.
     #[error("{0}")]
     SandboxUnavailable(crate::kernel::SandboxUnavailable),
 }

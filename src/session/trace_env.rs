@@ -1,5 +1,5 @@
 //! The run's trace context as `TRACEPARENT`, `TRACESTATE` and `BAGGAGE` in a Python kernel's
-//! environment (DESIGN §22, docs/telemetry.md, "Context out"). When traces are exported, each
+//! environment (docs/telemetry.md, "Context in and out"). When traces are exported, each
 //! new kernel of a session whose language is Python (the first start, a restart, a recovery,
 //! a kernel taken from the pool) gets one silent `execute_request` that registers an IPython
 //! `pre_run_cell` callback ([`HOOK_PY`]): before each cell it copies the `traceparent`,

@@ -1,4 +1,4 @@
-//! OpenTelemetry traces and metrics of what kernel-mcp does (DESIGN §22, docs/telemetry.md):
+//! OpenTelemetry traces and metrics of what kernel-mcp does (docs/telemetry.md):
 //! a server span per MCP request following the OpenTelemetry MCP semantic conventions, with
 //! children for the queue wait, kernel starts, the run in the kernel, interrupts, restarts,
 //! broker calls out and gateway REST calls, and the metrics beside them; exported over

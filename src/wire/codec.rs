@@ -195,7 +195,8 @@ fn or_empty(value: Value) -> Value {
     }
 }
 
-fn json_error(part: &'static str, err: serde_json::Error) -> WireError {
+/// A [`WireError::Json`] for `part`.
+pub(super) fn json_error(part: &'static str, err: serde_json::Error) -> WireError {
     WireError::Json {
         part,
         detail: err.to_string(),

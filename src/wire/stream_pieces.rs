@@ -1,12 +1,12 @@
-//! A `stream` content frame taken in pieces as it comes off the socket (DESIGN §17), so a
-//! flood's frame of tens of MB is never whole in memory: the reader writes the frame's bytes
-//! to a store (an unnamed file) as they come and feeds them to a [`ContentScanner`], which
-//! follows the JSON as it passes, keeps the small fields and notes where `text` lies in the
-//! store. The text is checked piece by piece exactly as [`super::stream`] checks a frame in
-//! memory (escapes, surrogate pairs, UTF-8, control characters), so a scan that succeeds
-//! gives what serde_json would; anything else (a value that is not a string, a second `text`,
-//! a small field over [`SMALL_FIELD_BYTES`]) ends in `None` and the caller parses the whole
-//! frame the general way.
+//! A `stream` content frame taken in pieces as it comes off the socket (docs/performance.md),
+//! so a flood's frame of tens of MB is never whole in memory: the reader writes the frame's
+//! bytes to a store (an unnamed file) as they come and feeds them to a [`ContentScanner`],
+//! which follows the JSON as it passes, keeps the small fields and notes where `text` lies in
+//! the store. The text is checked piece by piece exactly as [`super::stream`] checks a frame in
+//! memory (escapes, surrogate pairs, UTF-8, control characters), so a scan that succeeds gives
+//! what serde_json would; anything else (a value that is not a string, a second `text`, a small
+//! field over [`SMALL_FIELD_BYTES`]) ends in `None` and the caller parses the whole frame the
+//! general way.
 //!
 //! The one rule both directions share is [`safe_cut`]: where a piece of escaped text may be
 //! cut so that each side unescapes on its own (never inside an escape, between the two

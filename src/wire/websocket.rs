@@ -18,6 +18,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::codec::json_error;
 use super::{Header, Message, WireError};
 
 /// The websocket subprotocol of the binary v1 framing.
@@ -303,13 +304,6 @@ fn or_empty(v: Value) -> Value {
 
 fn framing(detail: String) -> WireError {
     WireError::Framing { detail }
-}
-
-fn json_error(part: &'static str, err: serde_json::Error) -> WireError {
-    WireError::Json {
-        part,
-        detail: err.to_string(),
-    }
 }
 
 #[cfg(test)]

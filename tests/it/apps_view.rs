@@ -1,4 +1,4 @@
-//! The MCP Apps view (DESIGN §20, docs/apps.md) on a real `kernel-mcp serve --transport http`
+//! The MCP Apps view (docs/apps.md) on a real `kernel-mcp serve --transport http`
 //! with a token: what `tools/list`, `resources/list` and `resources/read` show a client that
 //! declared the `io.modelcontextprotocol/ui` extension (in `initialize`, or in a 2026-07-28
 //! request's `_meta`) and one that did not, byte for byte; `view_run`'s cell; and the browser

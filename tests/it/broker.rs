@@ -1,6 +1,6 @@
-//! The broker through the real binary (DESIGN §14): cells call the tools of the reference MCP
-//! server (`server-everything`, stdio and streamable HTTP) with `from kernel_mcp import mcp`;
-//! the grant, unknown servers, fail-closed variables, the journal and `explain` without
+//! The broker through the real binary (docs/broker.md): cells call the tools of the reference
+//! MCP server (`server-everything`, stdio and streamable HTTP) with `from kernel_mcp import
+//! mcp`; the grant, unknown servers, fail-closed variables, the journal and `explain` without
 //! secrets. Lifecycle (cancellation, sharing, restarts, `--mcp-scope none`, the recursion
 //! guard) is in `broker_lifecycle`.
 

@@ -1,9 +1,9 @@
-//! The broker's own OAuth (DESIGN §24) through the real binary: kernel code calls a tool of
-//! an OAuth-protected MCP server — kernel-mcp itself with its resource server on
+//! The broker's own OAuth (docs/broker.md, "OAuth") through the real binary: kernel code calls
+//! a tool of an OAuth-protected MCP server — kernel-mcp itself with its resource server on
 //! (`serve --transport http --oauth-issuer …`), trusting a real authorization server
 //! (oidc-provider, `tests/oauth/provider.mjs`) — with the client credentials grant, and with
-//! the authorization code grant after `kernel-mcp broker login` (the test plays the person:
-//! it opens the printed URL, signs in over HTTP and lets the redirect reach the loopback
+//! the authorization code grant after `kernel-mcp broker login` (the test plays the person: it
+//! opens the printed URL, signs in over HTTP and lets the redirect reach the loopback
 //! listener). A short access-token lifetime makes the broker refresh; a revoked refresh token
 //! is an error that says to sign in again. No token reaches the kernel's environment, the
 //! broker's log or `mcp.explain`.

@@ -1,7 +1,7 @@
 //! `kernel-mcp exec`, `sessions`, `session` and `history` as a person or a script runs them:
 //! real binaries, a real ipykernel, each test on a service of its own (socket, state and
 //! runtime dirs in a temp dir; stopped when the test ends, see `common/service.rs`). Pins the
-//! exit statuses and streams of DESIGN §8.
+//! exit statuses and streams of docs/cli.md.
 
 use std::time::Duration;
 
@@ -198,7 +198,7 @@ async fn ctrl_c_interrupts_the_run_and_exec_exits_3() {
     assert_eq!(v["state_reset"], false);
 }
 
-/// The only long test here: a 55 s cell, past the service's 50 s `wait_s` (DESIGN §5).
+/// The only long test here: a 55 s cell, past the service's 50 s `wait_s` (docs/limits.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_follows_a_run_longer_than_wait_s_to_its_end() {
     let svc = TestService::new();

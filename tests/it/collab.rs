@@ -1,4 +1,4 @@
-//! Real-time collaboration (DESIGN §21) against a real Jupyter Server running
+//! Real-time collaboration (docs/notebooks.md) against a real Jupyter Server running
 //! jupyter-collaboration, with a person in the same room: a pycrdt client
 //! (`tests/collab_person.py`). The agent is `kernel_mcp::notebook::collab::Room`.
 //!

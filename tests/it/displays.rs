@@ -1,5 +1,6 @@
-//! What the agent sees of displays (DESIGN §16): outputs are bounded by bytes, not by count,
-//! and a display with no readable text still says what it is. Against real ipykernel.
+//! What the agent sees of displays (docs/semantics.md, "What a display shows"): outputs are
+//! bounded by bytes, not by count, and a display with no readable text still says what it is.
+//! Against real ipykernel.
 
 use serde_json::{Value, json};
 

@@ -1,9 +1,9 @@
-//! How kernel-mcp arrives (DESIGN §16), checked for shape without building anything: the MCP
-//! registry's `server.json` validates against the registry's published schema (2025-12-11,
-//! from the PyPI package skillsaw that `make .venv` installs, which ships it byte for byte)
-//! and matches the README's `mcp-name`; the MCP Bundle manifest (`mcpb/manifest.json`; the
-//! official `mcpb` CLI validates and packs it in `make mcpb`) and the Claude Code plugin
-//! (`plugin/`) agree with the crate and the tools. Versions are the crate's everywhere.
+//! How kernel-mcp arrives (docs/install.md), checked for shape without building anything: the
+//! MCP registry's `server.json` validates against the registry's published schema (2025-12-11,
+//! from the PyPI package skillsaw that `make .venv` installs, which ships it byte for byte) and
+//! matches the README's `mcp-name`; the MCP Bundle manifest (`mcpb/manifest.json`; the official
+//! `mcpb` CLI validates and packs it in `make mcpb`) and the Claude Code plugin (`plugin/`)
+//! agree with the crate and the tools. Versions are the crate's everywhere.
 
 use std::path::{Path, PathBuf};
 

@@ -330,3 +330,135 @@ fn the_readme_is_short() {
         "README.md has {lines} lines; it says what kernel-mcp is and points to docs/, which hold the rest"
     );
 }
+
+/// The text files under `dir`, recursively, but those of installed packages (`node_modules`)
+/// and hidden directories (virtual environments).
+fn text_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "node_modules" || name.starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            text_files(&path, out);
+        } else if path.extension().is_some_and(|e| {
+            ["rs", "py", "md", "toml", "js", "html"]
+                .iter()
+                .any(|x| e == *x)
+        }) {
+            out.push(path);
+        }
+    }
+}
+
+/// The code and docs a user gets, which may point only at pages they can read.
+const READ_BY_USERS: [&str; 4] = ["src", "tests", "examples", "docs"];
+
+#[test]
+fn no_source_test_or_doc_cites_the_planning_design() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    for dir in READ_BY_USERS {
+        text_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 100, "found only {} files", files.len());
+    // Spelled in two halves so this file does not match itself.
+    let needles = [format!("DESIGN {}", "§"), format!("shared/{}", "DESIGN")];
+    let mut hits = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if needles.iter().any(|needle| line.contains(needle.as_str())) {
+                let rel = path.strip_prefix(root).unwrap().display();
+                hits.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "cite the page of docs/ that states the rule instead:\n  {}",
+        hits.join("\n  ")
+    );
+}
+
+/// The pages of `docs/` that `text` points at, as (page, heading): `docs/<page>.md`, followed
+/// by `, "Heading"` when it names a section. Comment markers are dropped and lines joined
+/// first, so a pointer may wrap.
+fn doc_pointers(text: &str) -> Vec<(String, Option<String>)> {
+    let joined: String = text
+        .lines()
+        .map(|l| {
+            let l = l.trim_start();
+            ["//!", "///", "//"]
+                .iter()
+                .find_map(|m| l.strip_prefix(m))
+                .unwrap_or(l)
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut out = Vec::new();
+    for (i, _) in joined.match_indices("docs/") {
+        let rest = &joined[i + "docs/".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            .collect();
+        let Some(after) = rest[name.len()..].strip_prefix(".md") else {
+            continue;
+        };
+        let heading = after
+            .strip_prefix(", \"")
+            .and_then(|h| h.split_once('"'))
+            .map(|(h, _)| h.to_string());
+        out.push((format!("{name}.md"), heading));
+    }
+    out
+}
+
+#[test]
+fn a_pointer_reads_back_over_lines_with_its_heading() {
+    let text = "//! See (docs/semantics.md, \"The shared\n//! service\") and docs/cli.md.\n\
+                let _ = root.join(\"docs/tools.md\");";
+    assert_eq!(
+        doc_pointers(text),
+        vec![
+            ("semantics.md".into(), Some("The shared service".into())),
+            ("cli.md".into(), None),
+            ("tools.md".into(), None),
+        ]
+    );
+}
+
+#[test]
+fn every_docs_page_the_code_points_at_exists_with_the_heading_it_names() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "examples"] {
+        text_files(&root.join(dir), &mut files);
+    }
+    let mut pointers = 0;
+    let mut broken = Vec::new();
+    files.retain(|p| p.extension().is_some_and(|e| e == "rs" || e == "py"));
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for (page, heading) in doc_pointers(&text) {
+            pointers += 1;
+            let rel = path.strip_prefix(root).unwrap().display();
+            let Ok(doc) = std::fs::read_to_string(root.join("docs").join(&page)) else {
+                broken.push(format!("{rel}: docs/{page} does not exist"));
+                continue;
+            };
+            let Some(heading) = heading else { continue };
+            let found = without_code(&doc, false).lines().any(|l| {
+                l.starts_with('#') && l.trim_start_matches('#').trim().starts_with(&heading)
+            });
+            if !found {
+                broken.push(format!("{rel}: docs/{page} has no heading {heading:?}"));
+            }
+        }
+    }
+    assert!(pointers > 50, "found only {pointers} pointers into docs/");
+    assert!(broken.is_empty(), "{broken:#?}");
+}

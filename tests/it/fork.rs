@@ -1,7 +1,7 @@
-//! `fork_session` against real ipykernel (DESIGN §18): a fork holds a copy of the source's
-//! namespace and diverges from it, the source keeps its pid and generation, the fork sits in a
-//! process group of its own and goes (with everything it started) when its session is
-//! destroyed; kernels that cannot be forked say why.
+//! `fork_session` against real ipykernel (docs/semantics.md, "Forking a session"): a fork holds
+//! a copy of the source's namespace and diverges from it, the source keeps its pid and
+//! generation, the fork sits in a process group of its own and goes (with everything it
+//! started) when its session is destroyed; kernels that cannot be forked say why.
 
 use std::time::Duration;
 

@@ -10,14 +10,6 @@ use std::path::{Path, PathBuf};
 /// The most lines a function may have.
 const MAX_LINES: usize = 100;
 
-/// Functions over [`MAX_LINES`] that another workstream is splitting, as (file, name). The
-/// coordinator empties this list; an entry that is no longer over the limit fails the test, so
-/// the list only shrinks.
-const ALLOWED: &[(&str, &str)] = &[
-    // The identity issue rewrites the service's listener.
-    ("src/service/listener.rs", "run"),
-];
-
 /// One function: where it starts and how many lines it spans.
 #[derive(Debug, PartialEq)]
 struct Function {
@@ -230,7 +222,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
-fn no_function_in_src_is_over_100_lines_but_the_listed_ones() {
+fn no_function_in_src_is_over_100_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
@@ -252,22 +244,13 @@ fn no_function_in_src_is_over_100_lines_but_the_listed_ones() {
         eprintln!("  {:4}  {file}:{}  {}", f.lines, f.line, f.name);
     }
     assert!(counted > 1000, "the counter found only {counted} functions");
-    let unlisted: Vec<String> = long
+    let over: Vec<String> = long
         .iter()
-        .filter(|(file, f)| !ALLOWED.contains(&(file.as_str(), f.name.as_str())))
         .map(|(file, f)| format!("{file}:{} {} ({} lines)", f.line, f.name, f.lines))
         .collect();
     assert!(
-        unlisted.is_empty(),
-        "functions over {MAX_LINES} lines: split each where its steps divide: {unlisted:#?}"
-    );
-    let stale: Vec<&(&str, &str)> = ALLOWED
-        .iter()
-        .filter(|(file, name)| !long.iter().any(|(f, g)| f == file && g.name == *name))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "now within {MAX_LINES} lines: remove from ALLOWED: {stale:?}"
+        over.is_empty(),
+        "functions over {MAX_LINES} lines: split each where its steps divide: {over:#?}"
     );
 }
 

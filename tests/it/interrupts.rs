@@ -1,6 +1,7 @@
-//! `interrupt_session` is honest (DESIGN §3, §16): it waits up to the interrupt grace (5 s)
-//! and says whether the run stopped (its final status) or is still running, and then that
-//! `restart_session` (which loses state) will stop it. Against real ipykernel.
+//! `interrupt_session` is honest (docs/semantics.md, "Interrupting"): it waits up to the
+//! interrupt grace (5 s) and says whether the run stopped (its final status) or is still
+//! running, and then that `restart_session` (which loses state) will stop it. Against real
+//! ipykernel.
 
 use serde_json::json;
 

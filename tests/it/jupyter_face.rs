@@ -1,13 +1,12 @@
-//! The Jupyter face of `kernel-mcp service --http` (DESIGN §15), with real Jupyter clients on
-//! 127.0.0.1: a Jupyter Server from `./.venv-gw` on `--gateway-url` of the service lists the
-//! agent's session and runs a person's cell in its namespace over its own websocket; the
-//! agent sees that cell in the session's history, marked as another client's, and its own
-//! runs go on beside it; a kernel started through the API is a session agents list. Every
-//! route needs the token (a websocket without it is refused before it upgrades); an adopted
-//! kernel, and a session an agent uses, are never restarted or deleted through the API; an
-//! MCP connection's own `default` is never one of the API's kernels. The
-//! live notebook validates with nbformat after each run; a notebook open on a Jupyter Server
-//! is adopted by its path.
+//! The Jupyter face of `kernel-mcp service --http` (docs/jupyter.md), with real Jupyter clients
+//! on 127.0.0.1: a Jupyter Server from `./.venv-gw` on `--gateway-url` of the service lists the
+//! agent's session and runs a person's cell in its namespace over its own websocket; the agent
+//! sees that cell in the session's history, marked as another client's, and its own runs go on
+//! beside it; a kernel started through the API is a session agents list. Every route needs the
+//! token (a websocket without it is refused before it upgrades); an adopted kernel, and a
+//! session an agent uses, are never restarted or deleted through the API; an MCP connection's
+//! own `default` is never one of the API's kernels. The live notebook validates with nbformat
+//! after each run; a notebook open on a Jupyter Server is adopted by its path.
 
 use std::io::{Read, Write};
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! JupyterLab in headless Chromium on the agent's session (DESIGN §15): the agent creates a
-//! session with a live notebook in JupyterLab's root, a person opens that notebook in
+//! JupyterLab in headless Chromium on the agent's session (docs/jupyter.md): the agent creates
+//! a session with a live notebook in JupyterLab's root, a person opens that notebook in
 //! JupyterLab (on `--gateway-url` of the service; the notebook names the session's own
 //! kernelspec, so it attaches to the agent's kernel), adds a cell computed from the agent's
 //! variable and runs it. The screenshot is kept under `target/jupyterlab/` (and the one in

@@ -1,9 +1,9 @@
-//! Tokens and secrets never reach a kernel (DESIGN §12), through the real binary: the server
-//! gets `KERNEL_MCP_TOKEN`, `KERNEL_MCP_GATEWAY_TOKEN`, `KERNEL_MCP_TOKEN_FILE` and the OAuth
-//! settings (`KERNEL_MCP_OAUTH_ISSUER`, `KERNEL_MCP_OAUTH_AUDIENCE`), and none
-//! of them is in the environment of a python3 kernel (cold and pooled), a bash kernel, a
-//! fresh-run helper kernel or an `install_packages` installer. A kernelspec's `${VAR}` cannot
-//! name one either, while variables the caller sets on purpose stay.
+//! Tokens and secrets never reach a kernel (docs/semantics.md), through the real binary: the
+//! server gets `KERNEL_MCP_TOKEN`, `KERNEL_MCP_GATEWAY_TOKEN`, `KERNEL_MCP_TOKEN_FILE` and the
+//! OAuth settings (`KERNEL_MCP_OAUTH_ISSUER`, `KERNEL_MCP_OAUTH_AUDIENCE`), and none of them is
+//! in the environment of a python3 kernel (cold and pooled), a bash kernel, a fresh-run helper
+//! kernel or an `install_packages` installer. A kernelspec's `${VAR}` cannot name one either,
+//! while variables the caller sets on purpose stay.
 
 use std::ffi::OsStr;
 

@@ -1,4 +1,4 @@
-//! How long what belongs to a client lives, through the real binary (DESIGN §12): a
+//! How long what belongs to a client lives, through the real binary (docs/semantics.md): a
 //! connection's end is not a cancellation (a killed relay leaves a named session's run going;
 //! the client's own `notifications/cancelled` still stops it), an HTTP connection's `default`
 //! lives as long as its `Mcp-Session-Id` (not the HTTP library's idle keep-alive), an expired
@@ -219,25 +219,15 @@ async fn a_persons_cells_on_the_kernel_keep_its_session_from_expiring() {
 #[tokio::test]
 async fn an_http_default_outlives_the_keep_alive_and_an_empty_idle_session_does_not() {
     let svc = TestService::new();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
-        .args([
-            "service",
-            "--http",
-            "127.0.0.1:0",
-            "--http-keep-alive-s",
-            "2",
-            "--socket",
-        ])
-        .arg(svc.socket())
-        .envs(svc.env())
-        .env("VIRTUAL_ENV", venv())
-        .env_remove("KERNEL_MCP_TOKEN")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the service");
+    let socket = svc.socket();
+    let mut child = svc.start(&[
+        "--http",
+        "127.0.0.1:0",
+        "--http-keep-alive-s",
+        "2",
+        "--socket",
+        socket.to_str().unwrap(),
+    ]);
     let face = crate::common::service::http_face(&svc).await;
     let (port, token) = (face.port, Some(face.token.as_str()));
     let agent = http::HttpClient::connect_as(port, token).await;

@@ -1,8 +1,9 @@
-//! Working inside a notebook (DESIGN §21) through the real binary and a real ipykernel:
-//! open an existing `.ipynb`, read its cells, edit them, run them, and find the outputs in
-//! the file as Jupyter writes them (validated by nbformat); a person's save made while the
-//! agent runs cells is merged, not lost; the same cell changed by both is a conflict that
-//! keeps both versions; bad files and bad ids are clear errors that leave the file untouched.
+//! Working inside a notebook (docs/tools.md, "Notebooks") through the real binary and a real
+//! ipykernel: open an existing `.ipynb`, read its cells, edit them, run them, and find the
+//! outputs in the file as Jupyter writes them (validated by nbformat); a person's save made
+//! while the agent runs cells is merged, not lost; the same cell changed by both is a conflict
+//! that keeps both versions; bad files and bad ids are clear errors that leave the file
+//! untouched.
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,10 +1,9 @@
-//! `execute_cells` runs a notebook as nbclient does (DESIGN §21): real notebooks of the
-//! fidelity corpus (tests/fidelity, nbclient's references) opened with `open_notebook` and
-//! run whole with `execute_cells(stop_on_error=false)` through the real binary on python3 (as
-//! nbclient ran them); the file
-//! kernel-mcp wrote matches nbclient's run cell by cell (outputs and execution counts, up to
-//! the normalisations of `crate::fidelity`). And `stop_on_error` stops at the first failing
-//! cell and says which cells it skipped.
+//! `execute_cells` runs a notebook as nbclient does (docs/tools.md, `execute_cells`): real
+//! notebooks of the fidelity corpus (tests/fidelity, nbclient's references) opened with
+//! `open_notebook` and run whole with `execute_cells(stop_on_error=false)` through the real
+//! binary on python3 (as nbclient ran them); the file kernel-mcp wrote matches nbclient's run
+//! cell by cell (outputs and execution counts, up to the normalisations of `crate::fidelity`).
+//! And `stop_on_error` stops at the first failing cell and says which cells it skipped.
 
 use std::time::{Duration, Instant};
 

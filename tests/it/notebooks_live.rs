@@ -1,4 +1,4 @@
-//! Working in a notebook live with a person in JupyterLab (DESIGN §21), through the real
+//! Working in a notebook live with a person in JupyterLab (docs/notebooks.md), through the real
 //! binary: kernel-mcp configured with `--gateway lab=URL`, a real Jupyter Server running
 //! jupyter-collaboration (`crate::common::collab`), and a person in the notebook's room (a
 //! pycrdt client, `tests/collab_person.py`). The agent's `edit_cells` and `execute_cells`

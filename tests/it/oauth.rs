@@ -1,4 +1,4 @@
-//! kernel-mcp as an OAuth 2.1 resource server (DESIGN §19), through the real binary
+//! kernel-mcp as an OAuth 2.1 resource server (docs/auth.md), through the real binary
 //! (`serve --transport http --oauth-issuer … --oauth-audience …`) and a real authorization
 //! server (oidc-provider, `tests/oauth/provider.mjs`): the RFC 9728 metadata; 401 with
 //! `resource_metadata` without a token; 401 `invalid_token` for every kind of bad token, which

@@ -1,10 +1,10 @@
-//! OAuth on the service's HTTP faces (DESIGN §19, §15), through the real service (`service
-//! --http … --oauth-issuer …`) and a real authorization server: an access token works on
-//! MCP (`/mcp`) and on the Jupyter API (`/api`), where `GET` needs the read scope and starting
-//! a kernel or opening its channels needs execute; the service's static token keeps working
-//! beside it on both; no token, and a bad one, are 401 with the RFC 9728 / RFC 6750 words; no
-//! token reaches the service's log. `kernel-mcp doctor` says whether OAuth is on, for which
-//! issuer and audience, and whether the issuer's keys are reachable.
+//! OAuth on the service's HTTP faces (docs/auth.md, docs/jupyter.md), through the real service
+//! (`service --http … --oauth-issuer …`) and a real authorization server: an access token works
+//! on MCP (`/mcp`) and on the Jupyter API (`/api`), where `GET` needs the read scope and
+//! starting a kernel or opening its channels needs execute; the service's static token keeps
+//! working beside it on both; no token, and a bad one, are 401 with the RFC 9728 / RFC 6750
+//! words; no token reaches the service's log. `kernel-mcp doctor` says whether OAuth is on, for
+//! which issuer and audience, and whether the issuer's keys are reachable.
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -17,18 +17,6 @@ use crate::common::oauth::{AuthServer, OAuthServe, call_2026, free_port, request
 use crate::common::service::{TestService, http_face};
 
 const RW: &str = "kernel-mcp:read kernel-mcp:execute";
-
-/// `service --http` on a free port of `svc`'s socket, trusting `issuer`.
-async fn oauth_service(svc: &TestService, issuer: &str) -> OAuthServe {
-    let port = free_port();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"));
-    cmd.args(["service", "--pool", "python3=0", "--http"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--oauth-issuer", issuer, "--oauth-audience"])
-        .arg(format!("http://127.0.0.1:{port}/mcp"))
-        .envs(svc.env());
-    OAuthServe::spawn(cmd, port, &[]).await
-}
 
 /// The status line of a websocket handshake for `path` with `authorization`.
 async fn upgrade(port: u16, path: &str, authorization: &str) -> String {
@@ -53,7 +41,7 @@ async fn upgrade(port: u16, path: &str, authorization: &str) -> String {
 async fn an_access_token_works_on_mcp_and_the_jupyter_api_of_the_service_beside_its_static_token() {
     let auth = AuthServer::start().await;
     let svc = TestService::new();
-    let service = oauth_service(&svc, &auth.issuer).await;
+    let service = OAuthServe::service(&svc, &auth.issuer).await;
     let face = http_face(&svc).await;
     assert_eq!(
         face.record["oauth_issuer"],

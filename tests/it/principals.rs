@@ -1,4 +1,4 @@
-//! Sessions belong to who is calling, not to a connection (DESIGN §19), through the real
+//! Sessions belong to who is calling, not to a connection (docs/auth.md), through the real
 //! service (`service --http`) and a real authorization server (oidc-provider):
 //! - a 2026-07-28 client (no `initialize`, no `Mcp-Session-Id`) keeps its principal's
 //!   `default` across requests, with an honest `state_reset`;
@@ -16,7 +16,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common::jupyter::FaceService;
-use crate::common::oauth::{AuthServer, OAuthServe, Reply, call_2026, free_port, request};
+use crate::common::oauth::{AuthServer, OAuthServe, Reply, call_2026, request};
 use crate::common::service::TestService;
 
 const RW: &str = "kernel-mcp:read kernel-mcp:execute";
@@ -164,23 +164,11 @@ async fn a_meta_log_level_delivers_log_messages_in_that_requests_response_and_no
     face.stop().await;
 }
 
-/// `service --http` trusting `issuer`, on a free port.
-async fn oauth_service(svc: &TestService, issuer: &str) -> OAuthServe {
-    let port = free_port();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"));
-    cmd.args(["service", "--pool", "python3=0", "--http"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--oauth-issuer", issuer, "--oauth-audience"])
-        .arg(format!("http://127.0.0.1:{port}/mcp"))
-        .envs(svc.env());
-    OAuthServe::spawn(cmd, port, &[]).await
-}
-
 #[tokio::test]
 async fn two_principals_reach_only_their_own_sessions_and_an_admin_sees_both_with_owners() {
     let auth = AuthServer::start().await;
     let svc = TestService::new();
-    let service = oauth_service(&svc, &auth.issuer).await;
+    let service = OAuthServe::service(&svc, &auth.issuer).await;
     let url = service.url();
     let alice = auth.token("alice", RW, &url).await;
     let bob = auth.token("bob", RW, &url).await;
@@ -551,16 +539,7 @@ async fn two_socket_users_keep_their_sessions_apart_and_the_owner_sees_both() {
         .unwrap()
         .to_path_buf();
     std::fs::set_permissions(&root_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut service = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
-        .args(["service", "--pool", "python3=0", "--allow-uid", "65534"])
-        .envs(svc.env())
-        .env("VIRTUAL_ENV", crate::common::venv())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut service = svc.start(&["--pool", "python3=0", "--allow-uid", "65534"]);
     let socket = svc.socket();
     assert!(crate::common::wait_until(Duration::from_secs(30), || socket.exists()).await);
     let owner = svc.relay().await;

@@ -1,9 +1,9 @@
-//! Who may reach what, through the real service (DESIGN §12): two connections of one
-//! `kernel-mcp service`, each with a `default` session of its own. Another connection's
-//! `default` — its history and journal, its exports, its runs (`get_execution`,
-//! `send_input`, `cancel_execution`), its tasks and resources, its log events — is out of
-//! reach exactly as if it did not exist; named sessions stay shared. A session's data files
-//! (checkpoints, exports) are its owner's only. Each test has its own service (see
+//! Who may reach what, through the real service (docs/auth.md, "Several users on one service"):
+//! two connections of one `kernel-mcp service`, each with a `default` session of its own.
+//! Another connection's `default` — its history and journal, its exports, its runs
+//! (`get_execution`, `send_input`, `cancel_execution`), its tasks and resources, its log events
+//! — is out of reach exactly as if it did not exist; named sessions stay shared. A session's
+//! data files (checkpoints, exports) are its owner's only. Each test has its own service (see
 //! `common/service.rs`); `lifetimes.rs` has how long what belongs to a client lives.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Every option of `serve` works without the word `serve` (DESIGN §16), as MCP client configs
+//! Every option of `serve` works without the word `serve` (docs/cli.md), as MCP client configs
 //! write them right after the command, and so does configuration by environment alone; the
 //! real binary is asked for `tools/list` to show the option took. (`--pool` without `serve`:
 //! `kernel_secrets.rs`.)

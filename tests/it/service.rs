@@ -254,15 +254,15 @@ async fn sigterm_shuts_every_kernel_down_and_the_relay_exits_non_zero() {
 #[tokio::test]
 async fn an_http_client_and_a_socket_client_of_the_service_share_a_session() {
     let svc = TestService::new();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
-        .args(["service", "--http", "127.0.0.1:0", "--socket"])
-        .arg(svc.socket())
-        .envs(svc.env())
-        .env("VIRTUAL_ENV", crate::common::venv())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+    let socket = svc.socket();
+    let mut child = svc
+        .command(&[
+            "--http",
+            "127.0.0.1:0",
+            "--socket",
+            socket.to_str().unwrap(),
+        ])
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn the service");
     use tokio::io::AsyncBufReadExt;
@@ -302,11 +302,10 @@ async fn a_second_service_on_the_same_socket_refuses_to_start_and_names_the_firs
     let svc = TestService::new();
     let client = svc.relay().await;
     let first = svc.pid().expect("service pid");
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
-        .args(["service", "--socket"])
-        .arg(svc.socket())
-        .envs(svc.env())
-        .stdin(std::process::Stdio::null())
+    let socket = svc.socket();
+    let out = svc
+        .command(&["--socket", socket.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
         .output()
         .await
         .expect("run a second service");

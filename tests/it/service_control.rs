@@ -82,16 +82,7 @@ async fn status_shows_pid_floors_environment_names_and_sessions_and_never_a_valu
 #[tokio::test]
 async fn stop_tells_clients_and_leaves_no_kernel_socket_or_token_file() {
     let svc = TestService::new();
-    let mut service = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"))
-        .args(["service", "--pool", "python3=0", "--http", "127.0.0.1:0"])
-        .envs(svc.env())
-        .env("VIRTUAL_ENV", crate::common::venv())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut service = svc.start(&["--pool", "python3=0", "--http", "127.0.0.1:0"]);
     let face = crate::common::service::http_face(&svc).await;
     let token_file = face.record["token_file"].as_str().unwrap().to_string();
     let env = svc.env();

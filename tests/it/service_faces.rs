@@ -1,4 +1,5 @@
-//! The service's faces checked both ways (DESIGN §12), through the real binaries:
+//! The service's faces checked both ways (docs/semantics.md, "The shared service"), through the
+//! real binaries:
 //! - a socket another user planted (uid 65534 made the directory and listens first, or
 //!   listens on a socket moved into our directory) gets nothing from `serve --shared` or
 //!   `kernel-mcp exec`: they refuse with the reason and exit non-zero, and the listener

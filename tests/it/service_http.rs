@@ -1,4 +1,4 @@
-//! `kernel-mcp service --http ADDR:PORT` is always behind a token (DESIGN §12), through the
+//! `kernel-mcp service --http ADDR:PORT` is always behind a token, through the
 //! real service: without one it generates a token 0600 next to the socket, requests without it
 //! are 401 and with it 200, `kernel-mcp token` and `kernel-mcp doctor` say where it is;
 //! `--token-file` works quietly and `--token` works but warns that `ps` shows it.
@@ -12,7 +12,7 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::common::http::{HttpClient, post_as};
 use crate::common::service::{TestService, http_face};
-use crate::common::{pid_alive, require_venv, venv, wait_until};
+use crate::common::{pid_alive, wait_until};
 
 /// A running `kernel-mcp service --http 127.0.0.1:0` on `svc`'s socket, with its stderr
 /// collected.
@@ -23,19 +23,9 @@ struct HttpService {
 
 impl HttpService {
     async fn start(svc: &TestService, extra: &[&str], env: &[(&str, &str)]) -> HttpService {
-        require_venv();
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"));
-        cmd.args(["service", "--http", "127.0.0.1:0", "--pool", "python3=0"])
-            .args(extra)
-            .envs(svc.env())
-            .env("VIRTUAL_ENV", venv())
-            .env_remove("KERNEL_MCP_TOKEN")
-            .env_remove("KERNEL_MCP_TOKEN_FILE")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let mut cmd =
+            svc.command(&[&["--http", "127.0.0.1:0", "--pool", "python3=0"], extra].concat());
+        cmd.envs(env.iter().copied()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn the service");
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();

@@ -1,6 +1,7 @@
-//! A run's output past 8 MiB goes to a spool file (DESIGN §17): 0600 in the state directory,
-//! read back byte for byte by pages, resources and the export, removed with its run or its
-//! session, and left behind by a killed server only until the next server starts.
+//! A run's output past 8 MiB goes to a spool file (docs/performance.md, "Large outputs: the
+//! spool"): 0600 in the state directory, read back byte for byte by pages, resources and the
+//! export, removed with its run or its session, and left behind by a killed server only until
+//! the next server starts.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

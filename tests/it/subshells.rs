@@ -1,6 +1,7 @@
-//! Looking inside a busy kernel (DESIGN §18) against real ipykernel 7: while a run sleeps,
-//! `complete`, `inspect`, `is_complete`, `get_session(include_variables=true)` and
-//! `execute(subshell=true)` answer through a kernel subshell, each with its own output.
+//! Looking inside a busy kernel (docs/semantics.md, "Subshells") against real ipykernel 7:
+//! while a run sleeps, `complete`, `inspect`, `is_complete`,
+//! `get_session(include_variables=true)` and `execute(subshell=true)` answer through a kernel
+//! subshell, each with its own output.
 
 use crate::common::kernels::*;
 use crate::common::*;

@@ -1,4 +1,4 @@
-//! OpenTelemetry export (DESIGN §22, docs/telemetry.md) into a real trace backend, Arize
+//! OpenTelemetry export (docs/telemetry.md) into a real trace backend, Arize
 //! Phoenix (`common::phoenix`): a 2026-07-28 client's trace continues through kernel-mcp down
 //! to the kernel and the broker's call out; an interrupt that escalates, and a killed kernel,
 //! leave their spans in the run's trace; nothing exported carries code, output or a token;

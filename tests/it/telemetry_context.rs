@@ -1,4 +1,4 @@
-//! Trace context out of kernel-mcp (DESIGN §22, docs/telemetry.md "Context out"), against a
+//! Trace context out of kernel-mcp (docs/telemetry.md, "Context in and out"), against a
 //! real Arize Phoenix (`common::phoenix`) and real ipykernels: with export on, a Python run's
 //! code and the processes it starts see the run's context as `TRACEPARENT` (and `TRACESTATE`,
 //! `BAGGAGE`), the one of the run's span Phoenix received, in a pool kernel and after a

@@ -1,7 +1,7 @@
-//! Toolsets (`--tools`, DESIGN §16): what each set lists, how many bytes its `tools/list`
-//! takes as a client receives it (the raw JSON-RPC line over stdio, envelope included, in
-//! both protocol eras), and that a tool or parameter outside the set is refused. No kernel
-//! starts here.
+//! Toolsets (`--tools`, docs/tools.md, "Toolsets"): what each set lists, how many bytes its
+//! `tools/list` takes as a client receives it (the raw JSON-RPC line over stdio, envelope
+//! included, in both protocol eras), and that a tool or parameter outside the set is refused.
+//! No kernel starts here.
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -378,6 +378,16 @@ fn parse_key_set(doc: &serde_json::Value) -> KeySet {
     set
 }
 
+/// The RSA signing algorithms accepted (an RSA key may sign with any of them).
+pub const RSA_ALGORITHMS: [Algorithm; 6] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+];
+
 /// `jwk` as a verification key, when it is an asymmetric signing key.
 fn usable(jwk: &Jwk) -> Option<Key> {
     if jwk
@@ -389,14 +399,7 @@ fn usable(jwk: &Jwk) -> Option<Key> {
         return None;
     }
     let algorithms: &'static [Algorithm] = match &jwk.algorithm {
-        AlgorithmParameters::RSA(_) => &[
-            Algorithm::RS256,
-            Algorithm::RS384,
-            Algorithm::RS512,
-            Algorithm::PS256,
-            Algorithm::PS384,
-            Algorithm::PS512,
-        ],
+        AlgorithmParameters::RSA(_) => &RSA_ALGORITHMS,
         AlgorithmParameters::EllipticCurve(p) => match p.curve {
             EllipticCurve::P256 => &[Algorithm::ES256],
             EllipticCurve::P384 => &[Algorithm::ES384],

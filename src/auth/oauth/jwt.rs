@@ -21,18 +21,21 @@ use crate::principal::{Access, MAX_CLAIM_LEN, Principal};
 pub const LEEWAY_S: u64 = 60;
 /// Longest token read, bytes.
 pub const MAX_TOKEN_LEN: usize = 16 * 1024;
-/// The signing algorithms accepted.
-pub const ALGORITHMS: [Algorithm; 9] = [
-    Algorithm::RS256,
-    Algorithm::RS384,
-    Algorithm::RS512,
-    Algorithm::PS256,
-    Algorithm::PS384,
-    Algorithm::PS512,
-    Algorithm::ES256,
-    Algorithm::ES384,
-    Algorithm::EdDSA,
-];
+/// The signing algorithms accepted: [`RSA_ALGORITHMS`](super::jwks::RSA_ALGORITHMS), ES256, ES384 and EdDSA.
+pub const ALGORITHMS: [Algorithm; 9] = {
+    let r = super::jwks::RSA_ALGORITHMS;
+    [
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        Algorithm::ES256,
+        Algorithm::ES384,
+        Algorithm::EdDSA,
+    ]
+};
 
 /// A valid token: its subject, and the access its scopes grant (`None`: none of ours).
 #[derive(Debug, Clone)]

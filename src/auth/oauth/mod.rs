@@ -1,4 +1,4 @@
-//! kernel-mcp as an OAuth 2.1 resource server (DESIGN §19; the MCP authorization spec):
+//! kernel-mcp as an OAuth 2.1 resource server (docs/auth.md; the MCP authorization spec):
 //! JWT access tokens from one issuer, for one audience, with scopes that grant an [`Access`].
 //!
 //! - [`OAuthConfig`] is what `--oauth-issuer`, `--oauth-audience` and the scope names say;

@@ -1,4 +1,4 @@
-//! The broker's own OAuth (DESIGN §24, docs/broker.md "OAuth"): a `type: http` registry entry
+//! The broker's own OAuth (docs/broker.md, "OAuth"): a `type: http` registry entry
 //! may carry an `oauth` block, and the broker then sends that server a bearer token it gets
 //! itself, so kernel code calls OAuth-protected MCP servers with no token in a file it can
 //! read, its environment, a log line, an error or `mcp.explain`.

@@ -1,5 +1,5 @@
 //! `kernel-mcp console [SESSION]`: an interactive console on a session of the service, an
-//! MCP client like the agent (DESIGN §8).
+//! MCP client like the agent (docs/cli.md).
 //!
 //! - No session named: the sessions are listed to choose from (or a new one is named).
 //! - A line editor (rustyline, [`editor`]) with history across runs in

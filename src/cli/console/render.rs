@@ -136,12 +136,7 @@ pub async fn ending(screen: &Screen, client: &Client, result: &Value, theirs: bo
 
 /// The traceback of an `error` object (or `ename: evalue` when there is none).
 pub fn error_text(e: &Value) -> String {
-    let tb: Vec<&str> = e["traceback"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let tb = crate::cli::follow::traceback(e);
     if tb.is_empty() {
         format!(
             "{}: {}\n",

@@ -1,5 +1,6 @@
-//! Forking a live local ipykernel (DESIGN §18): the new kernel of `fork_session`, a copy of
-//! the source kernel's process (its whole heap, copy-on-write) serving new sockets.
+//! Forking a live local ipykernel (docs/semantics.md, "Forking a session"): the new kernel of
+//! `fork_session`, a copy of the source kernel's process (its whole heap, copy-on-write)
+//! serving new sockets.
 //!
 //! The mechanics live in `helper.py` (run inside the source kernel; its module docs say what
 //! the child rebuilds and why). This side prepares the fork ([`ForkPlan::prepare`]: a new

@@ -43,6 +43,15 @@ pub fn redact(gateway: &Gateway, text: &str) -> String {
     }
 }
 
+/// The first `n` characters of a server's answer, with `…` when there was more (for an error
+/// that quotes it).
+pub fn first_chars(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 /// Why a remote kernel could not be connected. The texts never hold the token.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {

@@ -180,24 +180,25 @@ impl Rest {
 
     /// `POST /api/kernels/{id}/interrupt`.
     pub async fn interrupt(&self, id: &str) -> Result<(), GatewayError> {
-        let what = format!("kernel {id}");
-        self.call(
-            Method::POST,
-            &kernel_path(id, "/interrupt"),
-            Some(json!({})),
-            REQUEST_TIMEOUT,
-            &what,
-        )
-        .await
-        .map(drop)
+        self.post_to_kernel(id, "/interrupt", REQUEST_TIMEOUT).await
     }
 
     /// `POST /api/kernels/{id}/restart`, waiting up to `timeout`.
     pub async fn restart(&self, id: &str, timeout: Duration) -> Result<(), GatewayError> {
+        self.post_to_kernel(id, "/restart", timeout).await
+    }
+
+    /// `POST /api/kernels/{id}{action}` with an empty body, waiting up to `timeout`.
+    async fn post_to_kernel(
+        &self,
+        id: &str,
+        action: &str,
+        timeout: Duration,
+    ) -> Result<(), GatewayError> {
         let what = format!("kernel {id}");
         self.call(
             Method::POST,
-            &kernel_path(id, "/restart"),
+            &kernel_path(id, action),
             Some(json!({})),
             timeout,
             &what,
@@ -275,7 +276,7 @@ impl Rest {
         let body = self.read_body(resp, what).await?;
         let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
-            let body = super::redact(&self.gateway, &first_chars(&reason(&text), 300));
+            let body = super::redact(&self.gateway, &super::first_chars(&reason(&text), 300));
             return Err(self.http_err(what, status.as_u16(), &body));
         }
         if text.trim().is_empty() {
@@ -408,13 +409,6 @@ fn reason(text: &str) -> String {
         .unwrap_or_else(|| text.trim().to_string())
 }
 
-fn first_chars(s: &str, n: usize) -> String {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,6 +447,6 @@ mod tests {
         );
         assert_eq!(reason(r#"{"message": "boom"}"#), "boom");
         assert_eq!(reason(" plain "), "plain");
-        assert_eq!(first_chars("abcdef", 3), "abc…");
+        assert_eq!(super::super::first_chars("abcdef", 3), "abc…");
     }
 }

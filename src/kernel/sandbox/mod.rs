@@ -1,4 +1,4 @@
-//! The OS sandbox a local kernel runs in (DESIGN §13, docs/sandbox.md): the policies, what
+//! The OS sandbox a local kernel runs in (docs/sandbox.md): the policies, what
 //! this host can enforce, and how `kernel-mcp supervise` applies them to the kernel process
 //! between `fork` and `exec`, whatever the kernelspec (Python, R, Octave, bash, xeus…).
 //!

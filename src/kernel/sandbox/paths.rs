@@ -1,6 +1,5 @@
 //! What a sandbox policy lets a kernel read and write, computed by the supervisor from the
-//! kernel's argv, its environment and the session (docs/sandbox.md, "What a sandboxed kernel
-//! can reach").
+//! kernel's argv, its environment and the session (docs/sandbox.md, "Policies").
 //!
 //! - **Read and execute**: the system (`/usr`, `/bin`, `/sbin`, `/lib*`, `/proc`, `/sys`,
 //!   `/nix/store`, `/var/cache/fontconfig`, and `/etc` but for the files that hold secrets

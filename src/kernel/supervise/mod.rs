@@ -51,9 +51,9 @@ use nix::unistd::Pid;
 
 use super::cgroup::Cgroup;
 use super::process::descendants;
-use super::sandbox::apply::Prepared;
+use super::sandbox::apply::{ApplyError, Prepared};
 use super::sandbox::paths::{Plan, PlanInput};
-use super::sandbox::rules::Protected;
+use super::sandbox::rules::{Protected, Refusal};
 use super::sandbox::{HostSupport, Policy, Sandbox};
 use adopt::{RELEASE_SIGNAL, Released, ServerWatch};
 use report::{Report, Reporter};
@@ -236,7 +236,7 @@ fn start(
             eprintln!("kernel-mcp supervise: {refusal}");
             cleanup.run();
             reporter.send(&Report::Refused {
-                missing: vec![refusal],
+                missing: vec![refusal.to_string()],
             });
             return Err(ExitCode::from(126));
         }
@@ -254,32 +254,55 @@ fn start(
     }
 }
 
+/// What could not be enforced, so the kernel is not started (reported as `refused`).
+#[derive(Debug, thiserror::Error)]
+enum PrepareError {
+    #[error("containment: {0}")]
+    Containment(ApplyError),
+    #[error("a sandboxed kernel needs --connection-file")]
+    NoConnectionFile,
+    #[error("cannot read {}", .0.display())]
+    ConnectionFile(PathBuf),
+    #[error("the connection file has no directory")]
+    ConnectionDir,
+    #[error("cannot create the kernel's private tmp: {0}")]
+    PrivateTmp(std::io::Error),
+    #[error("no working directory: {0}")]
+    Cwd(std::io::Error),
+    #[error("the server's --protected is not valid: {0}")]
+    Protected(serde_json::Error),
+    #[error("no sandbox grants {0}")]
+    NotGranted(Refusal),
+    #[error(transparent)]
+    Sandbox(ApplyError),
+}
+
 /// Build the kernel's sandbox (or its containment under `none`): the private tmp and the
 /// environment that points into it, the plan, the Landlock ruleset and seccomp programs.
-/// Errors: a sentence saying what could not be enforced.
+/// Errors: what could not be enforced.
 fn prepare(
     args: &SuperviseArgs,
     host: &HostSupport,
     cleanup: &mut Cleanup,
     env: &mut Vec<(String, String)>,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, PrepareError> {
     if args.sandbox.policy == Policy::None {
-        return Prepared::containment(host).map_err(|e| format!("containment: {e}"));
+        return Prepared::containment(host).map_err(PrepareError::Containment);
     }
     let Some(connection_file) = &args.connection_file else {
-        return Err("a sandboxed kernel needs --connection-file".into());
+        return Err(PrepareError::NoConnectionFile);
     };
     let info: super::connection::ConnectionInfo = std::fs::read(connection_file)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| format!("cannot read {}", connection_file.display()))?;
+        .ok_or_else(|| PrepareError::ConnectionFile(connection_file.clone()))?;
     let connection_dir = connection_file
         .parent()
-        .ok_or("the connection file has no directory")?;
+        .ok_or(PrepareError::ConnectionDir)?;
     let tmp = tempfile::Builder::new()
         .prefix("kernel-mcp-sandbox-")
         .tempdir()
-        .map_err(|e| format!("cannot create the kernel's private tmp: {e}"))?
+        .map_err(PrepareError::PrivateTmp)?
         .keep();
     cleanup.tmp = Some(tmp.clone());
     for (var, sub) in [
@@ -296,11 +319,10 @@ fn prepare(
         env.push((var.into(), dir.display().to_string()));
     }
     seed_matplotlib_cache(&tmp.join("matplotlib"));
-    let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+    let cwd = std::env::current_dir().map_err(PrepareError::Cwd)?;
     let lookup = |k: &str| std::env::var(k).ok();
     let protected = match &args.protected {
-        Some(json) => serde_json::from_str(json)
-            .map_err(|e| format!("the server's --protected is not valid: {e}"))?,
+        Some(json) => serde_json::from_str(json).map_err(PrepareError::Protected)?,
         None => Protected::for_user(),
     };
     let plan = Plan::build(&PlanInput {
@@ -312,7 +334,7 @@ fn prepare(
         private_tmp: &tmp,
         protected: &protected,
     })
-    .map_err(|r| format!("no sandbox grants {r}"))?;
+    .map_err(PrepareError::NotGranted)?;
     for r in &plan.dropped {
         eprintln!("kernel-mcp supervise: not granted to the sandboxed kernel: {r}");
     }
@@ -323,7 +345,7 @@ fn prepare(
         info.control_port,
         info.hb_port,
     ];
-    Prepared::sandbox(host, &plan, &ports, args.sandbox.network).map_err(|e| e.to_string())
+    Prepared::sandbox(host, &plan, &ports, args.sandbox.network).map_err(PrepareError::Sandbox)
 }
 
 /// Copy matplotlib's font list from the user's cache into the private `MPLCONFIGDIR`, so the

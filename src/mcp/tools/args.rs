@@ -165,8 +165,8 @@ mod tests {
         Tail,
     }
 
-    fn args(v: serde_json::Value) -> Result<Args, String> {
-        serde_json::from_value(v).map_err(|e| e.to_string())
+    fn args(v: serde_json::Value) -> serde_json::Result<Args> {
+        serde_json::from_value(v)
     }
 
     #[test]
@@ -176,7 +176,7 @@ mod tests {
         let zero = args(json!({"timeout_s": 0})).unwrap().timeout_s.unwrap();
         assert_eq!(zero.limit(), None);
         for bad in [json!(-1), json!(1e8)] {
-            let e = args(json!({ "timeout_s": bad })).unwrap_err();
+            let e = args(json!({ "timeout_s": bad })).unwrap_err().to_string();
             assert!(
                 e.contains("timeout_s must be a number of seconds between 0 and 10000000, not "),
                 "{e}"

@@ -1,5 +1,5 @@
 //! How `open_notebook` finds the session a notebook runs in, and how it opens a notebook of
-//! a Jupyter Server live (DESIGN §21): `open_notebook(path, gateway=NAME)` joins the
+//! a Jupyter Server live (docs/notebooks.md): `open_notebook(path, gateway=NAME)` joins the
 //! notebook's collaboration room on that server (`crate::notebook::collab`), so the person
 //! who has it open in JupyterLab sees the agent's edits and outputs as they are made, and
 //! the agent's reads see the person's edits. The session runs on that server's kernel of the

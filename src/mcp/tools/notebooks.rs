@@ -1,12 +1,12 @@
-//! Working inside notebooks (DESIGN §21): `open_notebook` binds an `.ipynb` to a session,
-//! `read_cells` and `edit_cells` read and change its cells by id, `execute_cells` runs them
-//! in the session and writes their outputs back, `close_notebook` ends the binding. Every
-//! call names its notebook by path, so two agents never write into each other's "current"
+//! Working inside notebooks (docs/tools.md, "Notebooks"): `open_notebook` binds an `.ipynb` to
+//! a session, `read_cells` and `edit_cells` read and change its cells by id, `execute_cells`
+//! runs them in the session and writes their outputs back, `close_notebook` ends the binding.
+//! Every call names its notebook by path, so two agents never write into each other's "current"
 //! notebook; the file logic (merging a person's save, atomic writes, conflicts) is
-//! `crate::notebook`'s, the session's sandbox grants bound what is read and written
-//! (`Reach`), and the bindings belong to the caller's principal. `open_notebook(gateway=…)`
-//! works in a notebook of a Jupyter Server through its collaboration room instead
-//! (`notebook_open`), live with a person in JupyterLab; the other tools are the same.
+//! `crate::notebook`'s, the session's sandbox grants bound what is read and written (`Reach`),
+//! and the bindings belong to the caller's principal. `open_notebook(gateway=…)` works in a
+//! notebook of a Jupyter Server through its collaboration room instead (`notebook_open`), live
+//! with a person in JupyterLab; the other tools are the same.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

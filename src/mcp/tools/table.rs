@@ -4,7 +4,7 @@
 //! rows come the annotations of every tool ([`declare`]), the tool lists of `--tools` (the
 //! `const` lists below, which `toolset.rs` exports) and what a [`Toolset`] offers.
 //!
-//! The hints follow one rule (DESIGN §4, MCP `ToolAnnotations`): a read-only tool says
+//! The hints follow one rule (docs/tools.md; MCP `ToolAnnotations`): a read-only tool says
 //! `readOnlyHint: true` (its destructive and idempotent hints mean nothing, per the spec); any
 //! other tool says `destructiveHint` either way, and `idempotentHint: true` when it is (false
 //! is the spec's default); every tool says `openWorldHint` either way. A tool that writes a

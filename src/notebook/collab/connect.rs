@@ -21,7 +21,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::CollabError;
 use super::replica::MAX_DOC_BYTES;
-use crate::kernel::remote::{Gateway, redact};
+use crate::kernel::remote::{Gateway, first_chars, redact};
 
 /// How long connecting may take before the server counts as unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -232,13 +232,6 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = c.source();
     }
     s
-}
-
-fn first_chars(s: &str, n: usize) -> String {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
-//! Real-time collaboration with a person in JupyterLab (DESIGN §21): a notebook that lives
-//! on a Jupyter Server running `jupyter-collaboration` is worked on through its
-//! collaboration room, as a collaborator — a Y-CRDT replica of the document (the `yrs`
-//! crate) kept in sync over the room's websocket with the y-sync and awareness protocols.
+//! Real-time collaboration with a person in JupyterLab (docs/notebooks.md): a notebook that
+//! lives on a Jupyter Server running `jupyter-collaboration` is worked on through its
+//! collaboration room, as a collaborator — a Y-CRDT replica of the document (the `yrs` crate)
+//! kept in sync over the room's websocket with the y-sync and awareness protocols.
 //!
 //! The agent's edits and outputs reach a person's open tab as they are made (a stream's
 //! text grows as it arrives), the person's edits reach [`Room::snapshot`], the agent shows

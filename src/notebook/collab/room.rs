@@ -1,4 +1,4 @@
-//! A notebook's collaboration room, joined: what the notebook tools call (DESIGN §21).
+//! A notebook's collaboration room, joined: what the notebook tools call (docs/notebooks.md).
 //!
 //! [`Room::join`] opens the notebook's room and syncs it, and joins JupyterLab's global
 //! awareness room too (what its collaborators panel lists), announcing the agent in both

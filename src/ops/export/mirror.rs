@@ -1,6 +1,6 @@
-//! A live notebook of a session (DESIGN §15): `create_session(notebook=PATH)` and
-//! `mirror_notebook(session_id, path)` keep an nbformat 4.5 `.ipynb` of the session's history
-//! up to date as each run finishes.
+//! A live notebook of a session (docs/jupyter.md, "A live notebook of a session"):
+//! `create_session(notebook=PATH)` and `mirror_notebook(session_id, path)` keep an nbformat 4.5
+//! `.ipynb` of the session's history up to date as each run finishes.
 //!
 //! One task per mirrored session waits on the session's history ([`SessionHandle::
 //! history_changes`]: an entry added — a run of ours or another client's cell —, a display

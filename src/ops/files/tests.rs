@@ -7,8 +7,9 @@ use tokio::time::timeout;
 
 use super::*;
 
-/// Any of these calls must answer well within this (they answer in microseconds).
-const PROMPTLY: Duration = Duration::from_secs(2);
+/// Any of these calls must answer within this. They answer in microseconds: the bound only
+/// tells an answer from a hang, with room for a loaded machine.
+const PROMPTLY: Duration = Duration::from_secs(10);
 
 /// Run `fut` on a runtime of its own, failing if it takes longer than [`PROMPTLY`]. The
 /// runtime is shut down without waiting for its blocking pool, so a system call that hangs

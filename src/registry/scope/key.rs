@@ -1,6 +1,6 @@
 //! The keys a caller holds to reach a session or a run. Only the connection's view
 //! ([`super::Scope`]) makes them: their constructors are private to `scope`, so a tool cannot
-//! name a session or a run without going through the caller's scope (DESIGN §12).
+//! name a session or a run without going through the caller's scope.
 //!
 //! A [`SessionKey`] names a registry [`Slot`]: a named session (the same slot for every
 //! connection) or one connection's own `default`. It also carries who asks (a [`Viewer`]),

@@ -1,4 +1,5 @@
-//! Who may reach which session: the registry as one caller sees it (DESIGN §12, §19).
+//! Who may reach which session: the registry as one caller sees it (docs/auth.md, "Several
+//! users on one service").
 //!
 //! Sessions belong to a principal (who is calling, decided by the face the request came
 //! through: [`crate::principal`]). A named session is its principal's: every connection of

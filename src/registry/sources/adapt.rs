@@ -1,5 +1,6 @@
 //! Adapt on take: how a warm pool's kernel becomes the kernel of a session that asked for its
-//! own working directory, environment variables or memory limit (DESIGN §17).
+//! own working directory, environment variables or memory limit (docs/performance.md, "The warm
+//! pool").
 //!
 //! Why adapt rather than fork kernels from a preloaded forkserver: adapting works on the
 //! kernel the kernelspec itself launched (its argv, its supervisor, so containment and the

@@ -53,7 +53,7 @@ pub enum KernelSource {
     /// Adopt the running kernel `kernel_id` on a configured gateway.
     GatewayKernel { gateway: String, kernel_id: String },
     /// Adopt the kernel of the notebook open at `notebook_path` on a configured Jupyter
-    /// Server (its `/api/sessions`, DESIGN §15).
+    /// Server (its `/api/sessions`, docs/jupyter.md).
     GatewayNotebook {
         gateway: String,
         notebook_path: String,

@@ -254,10 +254,9 @@ impl ValueKind {
     }
 }
 
-/// The environment a gateway kernel starts with (DESIGN §19): `env` with its `KERNEL_*`
-/// variables checked against [`KERNEL_VARS`], and `KERNEL_USERNAME` = `username` (made safe
-/// for a gateway that names pods and directories after it: lower-case letters, digits, `.`,
-/// `_`, `-`; at most 63).
+/// The environment a gateway kernel starts with: `env` with its `KERNEL_*` variables checked
+/// against [`KERNEL_VARS`], and `KERNEL_USERNAME` = `username` (made safe for a gateway that
+/// names pods and directories after it: lower-case letters, digits, `.`, `_`, `-`; at most 63).
 /// Errors: `INVALID_ARGUMENT` naming a `KERNEL_*` variable that may not be passed, or a value
 /// it may not hold.
 pub fn gateway_env(

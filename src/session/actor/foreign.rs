@@ -1,5 +1,5 @@
 //! Other clients' requests in the kernel, and what they mean for this session's runs
-//! (docs/semantics.md, "Another client's cell and the agent's runs"; DESIGN §3, §7, §15).
+//! (docs/semantics.md, "Another client's cell and the agent's runs").
 //!
 //! The kernel runs one shell request at a time, whoever sent it: a person's cell from
 //! JupyterLab (through the Jupyter face), `jupyter console --existing`, another kernel-mcp

@@ -87,7 +87,7 @@ pub struct SessionDesc {
     pub span: tracing::Span,
     /// Told about its kernels and cancellations (the broker's endpoint); `None`: nobody.
     pub observer: Option<Arc<dyn super::observer::SessionObserver>>,
-    /// The id Jupyter clients know its kernel by (`/api/kernels/{id}`, DESIGN §15): fixed
+    /// The id Jupyter clients know its kernel by (`/api/kernels/{id}`, docs/jupyter.md): fixed
     /// for the session's life, across restarts, as a Jupyter server keeps a kernel's id. A
     /// kernel on a gateway answers with the gateway's own id instead.
     pub kernel_id: String,

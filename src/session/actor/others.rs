@@ -1,6 +1,7 @@
 //! Other clients' cells: code that another client of the same kernel ran (a person in
 //! JupyterLab through the Jupyter face, `jupyter console --existing`) enters the session's
-//! history marked [`HistoryEntry::other_client`], and never any run of ours (DESIGN §7, §15).
+//! history marked [`HistoryEntry::other_client`], and never any run of ours (docs/semantics.md,
+//! "People on the agent's kernel").
 //!
 //! The actor sees every iopub message the kernel publishes. A message whose parent is not
 //! one of our requests is another client's: its `execute_input` (sent for every non-silent

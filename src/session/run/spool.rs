@@ -1,5 +1,6 @@
-//! Spool files: where a run's stream output goes once the run holds more than
-//! [`SPILL_BYTES`] of it in memory (DESIGN §17), so a flood costs the server disk, not RAM.
+//! Spool files: where a run's stream output goes once the run holds more than [`SPILL_BYTES`]
+//! of it in memory (docs/performance.md, "Large outputs: the spool"), so a flood costs the
+//! server disk, not RAM.
 //!
 //! Layout: `$XDG_STATE_HOME/kernel-mcp/spool/` (else `~/.local/state/kernel-mcp/spool/`), one
 //! directory per server process named after its instance id, holding one file per spilled

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::gateways::free_port;
 use super::http::HttpClient;
+use super::require_venv;
 use super::service::TestService;
-use super::{require_venv, venv};
 
 /// The `.venv-gw` interpreter (Jupyter Server, websockets, nbformat).
 pub fn gw_python() -> PathBuf {
@@ -44,19 +44,11 @@ impl FaceService {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
         let port = free_port();
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"));
-        cmd.args(["service", "--http", &format!("127.0.0.1:{port}")])
-            .args(["--pool", "python3=0", "--token-file"])
+        let mut cmd = svc.command(&["--http", &format!("127.0.0.1:{port}")]);
+        cmd.args(["--pool", "python3=0", "--token-file"])
             .arg(&file)
             .args(extra)
-            .envs(svc.env())
-            .env("VIRTUAL_ENV", venv())
-            .env_remove("KERNEL_MCP_TOKEN")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
+            .envs(env.iter().copied());
         let child = cmd.spawn().expect("spawn the service");
         let face = FaceService {
             svc,

@@ -349,6 +349,17 @@ impl OAuthServe {
         OAuthServe::spawn(cmd, port, env).await
     }
 
+    /// `service --http` of `svc` on a free port, trusting `issuer` for the audience
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub async fn service(svc: &super::service::TestService, issuer: &str) -> OAuthServe {
+        let port = free_port();
+        let mut cmd = svc.command(&["--pool", "python3=0", "--http"]);
+        cmd.arg(format!("127.0.0.1:{port}"))
+            .args(["--oauth-issuer", issuer, "--oauth-audience"])
+            .arg(format!("http://127.0.0.1:{port}/mcp"));
+        OAuthServe::spawn(cmd, port, &[]).await
+    }
+
     /// Run `cmd` (a kernel-mcp command listening on `port`) with the test venv and `env`.
     pub async fn spawn(
         mut cmd: tokio::process::Command,

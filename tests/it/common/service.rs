@@ -4,6 +4,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
 
 use super::{Server, pid_alive, terminate};
@@ -43,6 +44,31 @@ impl TestService {
             ("XDG_STATE_HOME", self.state().into()),
             ("XDG_RUNTIME_DIR", self.dir.path().join("xdg-run").into()),
         ]
+    }
+
+    /// `kernel-mcp service ARGS` here (this socket, state and runtime dirs) with the test venv
+    /// and no token from the test's own environment; stdin, stdout and stderr null, killed when
+    /// dropped. Not started: a test may add to it (a piped stderr, more environment).
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        super::require_venv();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-mcp"));
+        cmd.arg("service")
+            .args(args)
+            .envs(self.env())
+            .env("VIRTUAL_ENV", super::venv())
+            .env_remove("KERNEL_MCP_TOKEN")
+            .env_remove("KERNEL_MCP_TOKEN_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Start `kernel-mcp service ARGS` here ([`TestService::command`]); what it is waited for
+    /// (its socket, its HTTP face) is the test's.
+    pub fn start(&self, args: &[&str]) -> tokio::process::Child {
+        self.command(args).spawn().expect("spawn the service")
     }
 
     /// Start a relay (`serve --shared`) with a connected MCP client.

@@ -1,4 +1,4 @@
-//! The OS sandbox (DESIGN §13, docs/sandbox.md) against real kernels: a `workspace` session
+//! The OS sandbox (docs/sandbox.md) against real kernels: a `workspace` session
 //! reads its cwd and libraries, plots and writes its cwd; it cannot read a file planted in
 //! `$HOME`, write outside its cwd and tmp, or reach a listener on 127.0.0.1 (which sees no
 //! connection) unless `sandbox_network` allows it; `read-only` cannot write its cwd; a host
