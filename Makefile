@@ -37,6 +37,8 @@
 #                   `otel` feature, so no OpenTelemetry crate either)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client, a raw Rust
 #                   client and the MCP peer jupyter-mcp-kernel)
+#   make bench-notebooks  the bench's notebook row alone: execute_cells of a 100-cell notebook next to
+#                   nbclient, read_cells of a 1 000-cell one (NB_REPS, default 5); not in `make test`
 #   make peer       the MCP peer the bench compares with (jupyter-mcp-kernel, pinned, PyPI) into
 #                   target/peer-venv; part of `make bench`, not of `make test`
 #   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
@@ -99,7 +101,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv peer phoenix phoenix-shot kernels apt-kernels gateways broker-deps oauth-deps browser jupyterlab-shot ui ui-check ui-shots build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
+.PHONY: help venv .venv peer phoenix phoenix-shot kernels apt-kernels gateways broker-deps oauth-deps browser jupyterlab-shot ui ui-check ui-shots build test conformance demo bench bench-notebooks soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -323,6 +325,14 @@ $(PEER_BIN):
 bench: $(STAMP) gateways peer
 	$(CARGO) build --release --bins --examples
 	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) KERNEL_MCP_BENCH_PEER=$(PEER_BIN) $(CARGO) run --release --example bench -- --json target/bench.json
+
+# Row (p) of the bench alone: execute_cells of a 100-cell notebook next to nbclient on the
+# same kernelspec (NB_REPS repetitions, alternating which goes first), and read_cells pages
+# of a 1 000-cell notebook. Release build; not part of `make test`.
+NB_REPS ?= 5
+bench-notebooks: $(STAMP)
+	$(CARGO) build --release --bins --examples
+	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench -- --only-notebooks --nb-reps $(NB_REPS) --json target/bench-notebooks.json
 
 # Soak: SOAK_SESSIONS sessions (32) under a mixed workload for SOAK_SECS (600), watching the
 # server's RSS, fds, threads and kernels; fails on growth, cross-talk or a leftover process.
