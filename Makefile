@@ -25,8 +25,10 @@
 #                   telemetry test and copies its screenshot to docs/phoenix-trace.png
 #   make browser    playwright-core (npm, no browser download) into tests/jupyterlab/node_modules,
 #                   to drive Debian's chromium in tests/it/jupyterlab_browser.rs; part of `make test`
-#   make jupyterlab-shot  JupyterLab in headless Chromium on an agent's session: runs that test and
-#                   copies its screenshot (target/jupyterlab/) to docs/jupyterlab-session.png
+#   make jupyterlab-shot  JupyterLab in headless Chromium on an agent's session, and an agent working
+#                   live in a person's notebook (jupyter-collaboration): runs those tests and copies
+#                   their screenshots (target/jupyterlab/) to docs/jupyterlab-session.png and
+#                   docs/notebook-live.png (make notebook-live-shot: the second alone)
 #   make ui         the MCP Apps view: npm ci in ui/ (pinned by its package-lock.json), type-check,
 #                   and build ui/dist/run.html, the one file the binary embeds (checked in, so
 #                   building kernel-mcp needs no Node); `make test` checks it is not stale (ui-check)
@@ -37,6 +39,8 @@
 #                   `otel` feature, so no OpenTelemetry crate either)
 #   make bench      release build + examples/bench.rs (kernel-mcp vs jupyter_client, a raw Rust
 #                   client and the MCP peer jupyter-mcp-kernel)
+#   make bench-notebooks  the bench's notebook row alone: execute_cells of a 100-cell notebook next to
+#                   nbclient, read_cells of a 1 000-cell one (NB_REPS, default 5); not in `make test`
 #   make peer       the MCP peer the bench compares with (jupyter-mcp-kernel, pinned, PyPI) into
 #                   target/peer-venv; part of `make bench`, not of `make test`
 #   make soak       32 sessions, mixed workload, 10 minutes (SOAK_SESSIONS, SOAK_SECS); not in CI
@@ -99,7 +103,7 @@ MATURIN     := $(VENV)/bin/maturin
 MATURIN_REQ := maturin>=1.9,<2
 WHEEL_DIR   := $(CURDIR)/target/wheels
 
-.PHONY: help venv .venv peer phoenix phoenix-shot kernels apt-kernels gateways broker-deps oauth-deps browser jupyterlab-shot ui ui-check ui-shots build test conformance demo bench soak fuzz lint fmt clean-venv wheel wheel-test mcpb
+.PHONY: help venv .venv peer phoenix phoenix-shot kernels apt-kernels gateways broker-deps oauth-deps browser jupyterlab-shot notebook-live-shot ui ui-check ui-shots build test conformance demo bench bench-notebooks soak fuzz lint fmt clean-venv wheel wheel-test mcpb
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -234,10 +238,19 @@ ui-shots: $(STAMP) apt-kernels $(UI_STAMP)
 	for s in $(UI_SHOTS); do cp "target/apps/$$s.png" docs/; done
 	@echo "docs/view-*.png updated"
 
+# Both JupyterLab screenshots: a person's JupyterLab on the agent's session, and the agent
+# working live in a person's notebook through jupyter-collaboration (notebook-live-shot alone).
 jupyterlab-shot: $(STAMP) apt-kernels gateways browser
 	$(RUN_ENV) $(CARGO) test --features test-kernel --test it -- --nocapture jupyterlab_browser::
 	cp target/jupyterlab/jupyterlab-session.png docs/jupyterlab-session.png
-	@echo "docs/jupyterlab-session.png updated"
+	cp target/jupyterlab/notebook-live.png docs/notebook-live.png
+	@echo "docs/jupyterlab-session.png and docs/notebook-live.png updated"
+
+notebook-live-shot: $(STAMP) apt-kernels gateways browser
+	$(RUN_ENV) $(CARGO) test --features test-kernel --test it -- --nocapture \
+	  jupyterlab_browser::the_agents_cell_and_its_output_appear_in_the_persons_jupyterlab
+	cp target/jupyterlab/notebook-live.png docs/notebook-live.png
+	@echo "docs/notebook-live.png updated"
 
 # The broker tests (tests/it/broker*.rs) call @modelcontextprotocol/server-everything on
 # Node 22, both from npm, pinned by tests/broker/package-lock.json; installed once.
@@ -323,6 +336,14 @@ $(PEER_BIN):
 bench: $(STAMP) gateways peer
 	$(CARGO) build --release --bins --examples
 	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) KERNEL_MCP_BENCH_PEER=$(PEER_BIN) $(CARGO) run --release --example bench -- --json target/bench.json
+
+# Row (p) of the bench alone: execute_cells of a 100-cell notebook next to nbclient on the
+# same kernelspec (NB_REPS repetitions, alternating which goes first), and read_cells pages
+# of a 1 000-cell notebook. Release build; not part of `make test`.
+NB_REPS ?= 5
+bench-notebooks: $(STAMP)
+	$(CARGO) build --release --bins --examples
+	$(RUN_ENV) KERNEL_MCP_BENCH_PYTHON=$(VPY) $(CARGO) run --release --example bench -- --only-notebooks --nb-reps $(NB_REPS) --json target/bench-notebooks.json
 
 # Soak: SOAK_SESSIONS sessions (32) under a mixed workload for SOAK_SECS (600), watching the
 # server's RSS, fds, threads and kernels; fails on growth, cross-talk or a leftover process.

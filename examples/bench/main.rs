@@ -31,6 +31,10 @@
 //!   (o) telemetry: `execute 1+1` with OpenTelemetry export on next to export off, the calls
 //!       alternating between the two servers (otel.rs; `--no-otel`; `--only-otel` runs this
 //!       row alone).
+//!   (p) notebooks: `execute_cells` of a 100-cell notebook next to nbclient running the same
+//!       notebook on the same kernelspec, repetitions alternating which goes first, kernel
+//!       start apart; `read_cells` pages of a 1 000-cell notebook (notebooks.rs; `--nb-reps`,
+//!       `--no-notebooks`; `--only-notebooks` runs this row alone).
 //! Then prints one table with ratios to the raw client and to jupyter_client, and with
 //! `--json PATH` writes every row and the raw figures of each side.
 //!
@@ -49,6 +53,8 @@ mod fork;
 mod gateway;
 mod line_client;
 mod mcp_side;
+mod nb_corpus;
+mod notebooks;
 mod oauth;
 mod oauth_load;
 mod otel;
@@ -106,6 +112,12 @@ pub struct Opts {
     pub no_otel: bool,
     /// Run the telemetry rows only.
     pub only_otel: bool,
+    /// Notebook row: repetitions of the 100-cell run on each side.
+    pub nb_reps: usize,
+    /// Skip the notebook rows.
+    pub no_notebooks: bool,
+    /// Run the notebook rows only.
+    pub only_notebooks: bool,
 }
 
 // Two workers whatever TOKIO_WORKER_THREADS says: that variable is for the server under test
@@ -142,6 +154,9 @@ fn parse_opts() -> Res<Opts> {
         no_load: false,
         no_otel: false,
         only_otel: false,
+        nb_reps: 5,
+        no_notebooks: false,
+        only_notebooks: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -169,12 +184,16 @@ fn parse_opts() -> Res<Opts> {
             "--no-load" => o.no_load = true,
             "--no-otel" => o.no_otel = true,
             "--only-otel" => o.only_otel = true,
+            "--nb-reps" => o.nb_reps = val()?.parse()?,
+            "--no-notebooks" => o.no_notebooks = true,
+            "--only-notebooks" => o.only_notebooks = true,
             _ => {
                 return Err(format!(
                     "unknown argument {a:?} (known: --n --warmup --starts --spawns --kernel \
                      --sessions --per --json --raw-reference --no-relay --no-gateway --no-broker \
                      --no-floods --no-fork --no-peer --no-oauth --load-principals \
-                     --load-sessions --load-per --no-load --no-otel --only-otel)"
+                     --load-sessions --load-per --no-load --no-otel --only-otel --nb-reps \
+                     --no-notebooks --only-notebooks)"
                 )
                 .into());
             }
@@ -184,6 +203,7 @@ fn parse_opts() -> Res<Opts> {
     o.starts = o.starts.max(1);
     o.spawns = o.spawns.max(1);
     o.per = o.per.max(1);
+    o.nb_reps = o.nb_reps.max(1);
     Ok(o)
 }
 
@@ -207,7 +227,7 @@ fn server_binary() -> Res<PathBuf> {
     Ok(bin)
 }
 
-fn reference_python() -> PathBuf {
+pub(crate) fn reference_python() -> PathBuf {
     if let Some(p) = std::env::var_os("KERNEL_MCP_BENCH_PYTHON") {
         return PathBuf::from(p);
     }
@@ -239,6 +259,9 @@ async fn run() -> Res<()> {
     eprintln!("bench: server {}", bin.display());
     if o.only_otel {
         return otel::alone(&bin, &o).await;
+    }
+    if o.only_notebooks {
+        return notebooks::alone(&bin, &o).await;
     }
     let total = Instant::now();
     let load_before = loadavg();
@@ -296,6 +319,11 @@ async fn run() -> Res<()> {
     } else {
         otel::measure(&bin, &o).await?
     };
+    let nb = if o.no_notebooks {
+        None
+    } else {
+        Some(notebooks::measure(&bin, &o).await?)
+    };
     let elapsed = total.elapsed();
 
     let mut rows = table::rows(&o, &ours, &raw, &jc, gw.as_ref());
@@ -316,6 +344,9 @@ async fn run() -> Res<()> {
     }
     if let Some(t) = &ot {
         rows.extend(table::otel_rows(t));
+    }
+    if let Some(n) = &nb {
+        rows.extend(notebooks::rows(n));
     }
     table::print(&o, &rows, &ours, &raw, &jc, gw.as_ref());
     let load_after = loadavg();
@@ -339,6 +370,7 @@ async fn run() -> Res<()> {
             "oauth": oa.as_ref().map(oauth::Figures::raw_json),
             "oauth_load": ol.as_ref().map(oauth_load::Figures::raw_json),
             "telemetry": ot.as_ref().map(otel::Figures::raw_json),
+            "notebooks": nb.as_ref().map(notebooks::Figures::raw_json),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
         eprintln!("bench: wrote {}", path.display());

@@ -143,11 +143,17 @@ impl NotebookFile {
         let disk_hash = hash(&disk);
         let theirs_changed = disk_hash != self.base_hash;
         let theirs = match theirs_changed {
-            true => parse(&self.path, &disk)?,
-            false => self.base.clone(),
+            true => Some(parse(&self.path, &disk)?),
+            false => None,
         };
         let mut ours = self.base.clone();
         let out = f(&mut ours)?;
+        // Nothing saved since the last read or write: the change is the result as it is (the
+        // merge with an unchanged side is the other side), without the merge's copies of
+        // every cell, which are most of a cell's write in `execute_cells`.
+        let Some(theirs) = theirs else {
+            return self.write(&disk, ours, out, false).await;
+        };
         let merged = match merge(&self.base, &ours, &theirs) {
             Ok(m) => m,
             Err(Conflict { cells }) => {
@@ -162,23 +168,34 @@ impl NotebookFile {
                 .into());
             }
         };
+        self.write(&disk, merged, out, true).await
+    }
+
+    /// Write `merged` over the file (whose bytes were `disk`) when its text differs, and make
+    /// it the base.
+    async fn write<T, E>(
+        &mut self,
+        disk: &[u8],
+        merged: Notebook,
+        out: T,
+        merged_theirs: bool,
+    ) -> Result<(T, Written), E>
+    where
+        E: From<NotebookError>,
+    {
         let text = merged.to_text();
-        let wrote = text.as_bytes() != disk.as_slice();
+        let text_hash = hash(text.as_bytes());
+        let wrote = text.as_bytes() != disk;
         if wrote {
-            files::write_file_in(
-                &self.reach,
-                &self.path,
-                text.clone().into_bytes(),
-                FileMode::Keep,
-            )
-            .await
-            .map_err(NotebookError::from)?;
+            files::write_file_in(&self.reach, &self.path, text.into_bytes(), FileMode::Keep)
+                .await
+                .map_err(NotebookError::from)?;
         }
         self.base = merged;
-        self.base_hash = hash(text.as_bytes());
+        self.base_hash = text_hash;
         let written = Written {
             wrote,
-            merged_theirs: theirs_changed,
+            merged_theirs,
         };
         Ok((out, written))
     }
