@@ -1,5 +1,6 @@
 //! `execute_cells`' runs: the chosen code cells of a bound notebook, run one after another in
-//! its session, each cell's outputs and execution count written back as it finishes, the way
+//! its session, each cell's outputs and execution count written back as it finishes (while the
+//! next cell runs: one write in flight, the batch done only once the last is in), the way
 //! Jupyter's own run of a notebook does.
 //!
 //! A batch runs in a task of its own, so the tool call that started it can return after its
@@ -17,6 +18,8 @@
 //! has one handle ([`BatchHandle`], its id `cells-…`): cancelling it cancels the running
 //! cell's run and skips the cells after it, as `stop_on_error` does.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -186,16 +189,35 @@ pub fn start(registry: Arc<Registry>, key: SessionKey, doc: Doc, batch: Batch) -
     handle
 }
 
+/// A finished cell's outputs on their way into the notebook, while the next cell runs.
+type Writing<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 async fn run(ctx: &Ctx<'_>, batch: Batch) {
+    let mut writing = None;
+    run_cells(ctx, batch, &mut writing).await;
+    if let Some(w) = writing {
+        w.await;
+    }
+}
+
+/// Run the batch's cells in order; each cell's outputs are written while the next one runs
+/// (one write in flight; the caller awaits the last), as nbclient's per-cell save is not.
+async fn run_cells<'a>(ctx: &'a Ctx<'a>, batch: Batch, writing: &mut Option<Writing<'a>>) {
     let (tx, n) = (ctx.tx, batch.cells.len());
     for (i, (id, source)) in batch.cells.into_iter().enumerate() {
         if ctx.stop.asked() {
             return cancelled(tx, i);
         }
-        let status = match run_cell(ctx, i, &id, source).await {
-            Ok(status) => status,
+        let cell = run_cell(ctx, i, &id, source);
+        let ran = match writing.take() {
+            Some(w) => tokio::join!(cell, w).0,
+            None => cell.await,
+        };
+        let (status, ended) = match ran {
+            Ok(ran) => ran,
             Err(reason) => return skip_rest(tx, i, &reason.to_string()),
         };
+        *writing = Some(Box::pin(write_cell(ctx, id.clone(), ended)));
         // Asked as the last cell ended well: nothing was stopped, the batch just ended.
         if ctx.stop.asked() && (i + 1 < n || status != RunStatus::Ok) {
             return cancelled(tx, i + 1);
@@ -212,14 +234,14 @@ fn cancelled(tx: &watch::Sender<BatchState>, from: usize) {
     skip_rest(tx, from, CANCELLED);
 }
 
-/// Run one cell and write its outputs; returns the run's final status, or why the batch
-/// cannot go on (the session is gone, its queue is full).
+/// Run one cell; returns the run's final status with its session and run id (for
+/// [`write_cell`]), or why the batch cannot go on (the session is gone, its queue is full).
 async fn run_cell(
     ctx: &Ctx<'_>,
     index: usize,
     id: &str,
     source: String,
-) -> Result<RunStatus, SessionError> {
+) -> Result<(RunStatus, (SessionHandle, RunId)), SessionError> {
     let (doc, tx) = (ctx.doc, ctx.tx);
     if let Err(e) = doc.begin_run(id) {
         notice(tx, format!("Cell {id} could not be shown running: {e}"));
@@ -264,8 +286,15 @@ async fn run_cell(
         }
     }
     let status = *rx.borrow();
+    Ok((status, (handle, run_id)))
+}
+
+/// Write the outputs and execution count of cell `id`'s finished run (`ended`: its session
+/// and run id) into the notebook.
+async fn write_cell(ctx: &Ctx<'_>, id: String, (handle, run_id): (SessionHandle, RunId)) {
+    let (doc, tx) = (ctx.doc, ctx.tx);
     match entry_of(&handle, &run_id).await {
-        Some(entry) => write_outputs(doc, id, &entry, tx).await,
+        Some(entry) => write_outputs(doc, &id, &entry, tx).await,
         None => notice(
             tx,
             format!(
@@ -273,7 +302,6 @@ async fn run_cell(
             ),
         ),
     }
-    Ok(status)
 }
 
 /// What a running cell's outputs show in a room so far.
