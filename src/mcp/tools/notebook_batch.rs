@@ -1,5 +1,5 @@
-//! An `execute_cells` batch as one handle (DESIGN §21, "a run id / task for long runs"):
-//! what `execute_cells` answers ([`CellsRun`]), and the same answer for the batch's id
+//! An `execute_cells` batch as one handle (docs/notebooks.md, "Long runs of cells: one
+//! handle for the batch"): what `execute_cells` answers ([`CellsRun`]), and the same answer for the batch's id
 //! (`cells-…`) wherever a run id is taken — `get_execution` follows the batch, and
 //! `cancel_execution` stops it — and for the task a client that asked for one gets
 //! (`tasks/get`, `tasks/cancel`; the task id is the batch id, as a run's is its run id).
