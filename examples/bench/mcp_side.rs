@@ -530,6 +530,11 @@ pub(crate) async fn wait_until_ready(
     if structured(created)["status"] != "starting" {
         return Ok(());
     }
+    poll_ready(client, id, Duration::from_millis(5)).await
+}
+
+/// Poll list_sessions every `every` until session `id` is no longer starting (up to 60 s).
+pub(crate) async fn poll_ready(client: &Client, id: &str, every: Duration) -> Res<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         let r = call(client, "list_sessions", json!({})).await?;
@@ -541,7 +546,7 @@ pub(crate) async fn wait_until_ready(
         if ready {
             return Ok(());
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(every).await;
     }
     Err(format!("session {id} still starting after 60 s").into())
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_side::{Client, call, check_tool, close, spawn_with, structured};
+use crate::mcp_side::{Client, call, check_tool, close, poll_ready, spawn_with, structured};
 use crate::nb_corpus;
 use crate::stats::{median, ms, percentile, summary};
 use crate::table::{Row, Unit};
@@ -150,7 +150,7 @@ async fn kernel_mcp_run(client: &Client, nb: &Path, session: &str) -> Res<(f64, 
     )
     .await?;
     check_tool(&r, "open_notebook")?;
-    wait_ready(client, session).await?;
+    poll_ready(client, session, Duration::from_millis(2)).await?;
     let start = ms(t0);
     let t0 = Instant::now();
     let r = call(
@@ -169,24 +169,6 @@ async fn kernel_mcp_run(client: &Client, nb: &Path, session: &str) -> Res<(f64, 
     let r = call(client, "destroy_session", json!({"session_id": session})).await?;
     check_tool(&r, "destroy_session")?;
     Ok((start, run))
-}
-
-/// Poll list_sessions until `session` is no longer starting (up to 60 s).
-async fn wait_ready(client: &Client, session: &str) -> Res<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        let r = call(client, "list_sessions", json!({})).await?;
-        let ready = structured(&r)["sessions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|s| s["session_id"] == session && s["status"] != "starting");
-        if ready {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    Err(format!("session {session} still starting after 60 s").into())
 }
 
 /// nbclient on `nb` (bench/nbclient_ref.py), with the kernel options kernel-mcp adds.

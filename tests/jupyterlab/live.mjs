@@ -10,32 +10,10 @@
 // panel names AGENT>, "panel": <its text>, "cells": <the cells' text>}. Exits 1 (with what the
 // page showed on stderr) when the output never shows.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { launch } from './browser.mjs';
 
 const [url, token, notebook, expected, agent, out] = process.argv.slice(2);
-const profile = mkdtempSync(join(tmpdir(), 'kernel-mcp-chromium-'));
-let context;
-try {
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    timeout: 120000,
-    viewport: { width: 1280, height: 820 },
-    args: [
-      '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run',
-      '--disable-dev-shm-usage',
-    ],
-  });
-} catch (e) {
-  console.error(`chromium did not start: ${e}`);
-  rmSync(profile, { recursive: true, force: true });
-  process.exit(1);
-}
-const page = context.pages()[0] || (await context.newPage());
+const { page, close } = await launch();
 const seen = () => page.evaluate(() => ({
   cells: [...document.querySelectorAll('.jp-Notebook .jp-Cell')].map((c) => c.innerText.slice(0, 300)),
   panel: document.querySelector('#jp-collaboration-panel')?.innerText ?? null,
@@ -78,6 +56,5 @@ try {
   console.error(`the notebook did not show the agent's output: ${e}\n${JSON.stringify(s, null, 1)}`);
   process.exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }

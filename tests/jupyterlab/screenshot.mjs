@@ -7,32 +7,10 @@
 // Prints one JSON line: {"output": <the new cell's output text>, "kernel": <the kernel name
 // the toolbar shows>}. Exits 1 (with the reason on stderr) when the output never shows.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { launch } from './browser.mjs';
 
 const [url, token, notebook, code, expected, out] = process.argv.slice(2);
-const profile = mkdtempSync(join(tmpdir(), 'kernel-mcp-chromium-'));
-let context;
-try {
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    timeout: 120000,
-    viewport: { width: 1280, height: 820 },
-    args: [
-      '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run',
-      '--disable-dev-shm-usage',
-    ],
-  });
-} catch (e) {
-  console.error(`chromium did not start: ${e}`);
-  rmSync(profile, { recursive: true, force: true });
-  process.exit(1);
-}
-const page = context.pages()[0] || (await context.newPage());
+const { page, close } = await launch();
 try {
   await page.goto(`${url}/lab/tree/${notebook}?token=${token}`, { timeout: 90000 });
   await page.waitForSelector('.jp-Notebook .jp-Cell', { timeout: 90000 });
@@ -85,6 +63,5 @@ try {
   console.error(`the notebook did not show the output: ${e}\n${JSON.stringify(seen, null, 1)}`);
   process.exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
