@@ -495,9 +495,13 @@ pub(crate) async fn spawn_with(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::null())
-        .spawn()?;
+    // BENCH_SERVER_STDERR=1 lets the server's log through (with KERNEL_MCP_LOG, e.g.
+    // `kernel_mcp::timing=trace`, to see where a row's time goes).
+    let stderr = match std::env::var_os("BENCH_SERVER_STDERR") {
+        Some(_) => Stdio::inherit(),
+        None => Stdio::null(),
+    };
+    let (transport, _) = TokioChildProcess::builder(cmd).stderr(stderr).spawn()?;
     let pid = transport.id();
     let client = ().serve(transport).await?;
     Ok((client, pid))

@@ -1,7 +1,9 @@
 //! `execute_cells`' runs: the chosen code cells of a bound notebook, run one after another in
 //! its session, each cell's outputs and execution count written back as it finishes (while the
 //! next cell runs: one write in flight, the batch done only once the last is in), the way
-//! Jupyter's own run of a notebook does.
+//! Jupyter's own run of a notebook does. The next cell waits in the session's queue while one
+//! runs (with `stop_on_error`, to run only if that one ends `ok`), so the kernel goes from
+//! cell to cell without waiting on this task.
 //!
 //! A batch runs in a task of its own, so the tool call that started it can return after its
 //! `wait_s` while the cells go on; [`BatchState`] (a watch) says at any moment which cell runs
@@ -203,26 +205,40 @@ async fn run(ctx: &Ctx<'_>, batch: Batch) {
 /// Run the batch's cells in order; each cell's outputs are written while the next one runs
 /// (one write in flight; the caller awaits the last), as nbclient's per-cell save is not.
 async fn run_cells<'a>(ctx: &'a Ctx<'a>, batch: Batch, writing: &mut Option<Writing<'a>>) {
-    let (tx, n) = (ctx.tx, batch.cells.len());
-    for (i, (id, source)) in batch.cells.into_iter().enumerate() {
+    let (tx, n, stop_on_error) = (ctx.tx, batch.cells.len(), batch.stop_on_error);
+    let mut cells = batch.cells.into_iter().enumerate().peekable();
+    let mut ahead: Option<Queued> = None;
+    while let Some((i, (id, source))) = cells.next() {
         if ctx.stop.asked() {
+            withdraw(ahead).await;
             return cancelled(tx, i);
         }
-        let cell = run_cell(ctx, i, &id, source);
-        let ran = match writing.take() {
+        let current = match ahead.take() {
+            Some(q) => q,
+            None => match submit(ctx, source, None).await {
+                Ok(q) => q,
+                Err(e) => return skip_rest(tx, i, &e.to_string()),
+            },
+        };
+        if let Some((_, (_, next))) = cells.peek() {
+            let after = stop_on_error.then(|| current.run.clone());
+            // A refusal (a full queue) is met again, and said, when that cell's turn comes.
+            ahead = submit(ctx, next.clone(), after).await.ok();
+        }
+        let cell = follow_cell(ctx, i, &id, &current, ahead.as_ref());
+        let status = match writing.take() {
             Some(w) => tokio::join!(cell, w).0,
             None => cell.await,
         };
-        let (status, ended) = match ran {
-            Ok(ran) => ran,
-            Err(reason) => return skip_rest(tx, i, &reason.to_string()),
-        };
-        *writing = Some(Box::pin(write_cell(ctx, id.clone(), ended)));
+        *writing = Some(Box::pin(write_cell(ctx, id.clone(), current)));
         // Asked as the last cell ended well: nothing was stopped, the batch just ended.
         if ctx.stop.asked() && (i + 1 < n || status != RunStatus::Ok) {
+            withdraw(ahead).await;
             return cancelled(tx, i + 1);
         }
-        if batch.stop_on_error && status != RunStatus::Ok {
+        if stop_on_error && status != RunStatus::Ok {
+            // The session already ends the queued next cell without running it (`after_ok`).
+            withdraw(ahead).await;
             let reason = format!("cell {id} ended {}", status.as_str());
             return skip_rest(tx, i + 1, &reason);
         }
@@ -234,22 +250,54 @@ fn cancelled(tx: &watch::Sender<BatchState>, from: usize) {
     skip_rest(tx, from, CANCELLED);
 }
 
-/// Run one cell; returns the run's final status with its session and run id (for
-/// [`write_cell`]), or why the batch cannot go on (the session is gone, its queue is full).
-async fn run_cell(
+/// A cell's run in the session's queue (or running): its session, run id and status.
+struct Queued {
+    handle: SessionHandle,
+    run: RunId,
+    status: watch::Receiver<RunStatus>,
+}
+
+/// Queue `source` in the batch's session, to run only if run `after_ok` ended `ok` when
+/// given. Errors: the session is gone, its queue is full.
+async fn submit(
+    ctx: &Ctx<'_>,
+    source: String,
+    after_ok: Option<RunId>,
+) -> Result<Queued, SessionError> {
+    let req = ExecuteRequest {
+        after_ok,
+        ..ExecuteRequest::new(source)
+    };
+    let (handle, (run, status)) = ctx.registry.submit(ctx.key, req).await?;
+    Ok(Queued {
+        handle,
+        run,
+        status,
+    })
+}
+
+/// Take the next cell, queued ahead, back out of the session's queue (it never ran; its cell
+/// stays `pending` in the batch until skipped).
+async fn withdraw(ahead: Option<Queued>) {
+    if let Some(q) = ahead {
+        let _ = q.handle.call(cmd::Cancel { run: q.run }).await;
+    }
+}
+
+/// Follow cell `id`'s run to its final status, showing it in a room as it goes; a cancel of
+/// the batch cancels it (the cell queued `ahead` of it first, so that one never starts).
+async fn follow_cell(
     ctx: &Ctx<'_>,
     index: usize,
     id: &str,
-    source: String,
-) -> Result<(RunStatus, (SessionHandle, RunId)), SessionError> {
+    cell: &Queued,
+    ahead: Option<&Queued>,
+) -> RunStatus {
     let (doc, tx) = (ctx.doc, ctx.tx);
     if let Err(e) = doc.begin_run(id) {
         notice(tx, format!("Cell {id} could not be shown running: {e}"));
     }
-    let (handle, (run_id, mut rx)) = ctx
-        .registry
-        .submit(ctx.key, ExecuteRequest::new(source))
-        .await?;
+    let (handle, run_id, mut rx) = (&cell.handle, &cell.run, cell.status.clone());
     let mut live = Live::default();
     let mut stopping = false;
     loop {
@@ -264,6 +312,9 @@ async fn run_cell(
         }
         if ctx.stop.asked() && !std::mem::replace(&mut stopping, true) {
             // A cancel before or while the cell runs: its run is cancelled like any run.
+            if let Some(a) = ahead {
+                let _ = a.handle.call(cmd::Cancel { run: a.run.clone() }).await;
+            }
             let _ = handle
                 .call(cmd::Cancel {
                     run: run_id.clone(),
@@ -280,19 +331,17 @@ async fn run_cell(
             changed = tokio::time::timeout(every, rx.changed()) => match changed {
                 Ok(Err(_)) => break,
                 Ok(Ok(())) => {}
-                Err(_) => live.show_new(&handle, &run_id, doc, id).await,
+                Err(_) => live.show_new(handle, run_id, doc, id).await,
             },
             _ = ctx.stop.wake.notified(), if !stopping => {}
         }
     }
-    let status = *rx.borrow();
-    Ok((status, (handle, run_id)))
+    *rx.borrow()
 }
 
-/// Write the outputs and execution count of cell `id`'s finished run (`ended`: its session
-/// and run id) into the notebook.
-async fn write_cell(ctx: &Ctx<'_>, id: String, (handle, run_id): (SessionHandle, RunId)) {
-    let (doc, tx) = (ctx.doc, ctx.tx);
+/// Write the outputs and execution count of cell `id`'s finished run into the notebook.
+async fn write_cell(ctx: &Ctx<'_>, id: String, cell: Queued) {
+    let (doc, tx, handle, run_id) = (ctx.doc, ctx.tx, cell.handle, cell.run);
     match entry_of(&handle, &run_id).await {
         Some(entry) => write_outputs(doc, &id, &entry, tx).await,
         None => notice(

@@ -314,6 +314,14 @@ async fn a_long_batch_is_one_handle_followed_cell_by_cell_and_cancelled_as_one()
         "{cancelled}"
     );
 
+    // The cell after the cancelled one never reached the kernel.
+    let session = started["session_id"].as_str().unwrap();
+    let h = ok(&server, "get_history", json!({"session_id": session})).await;
+    assert!(
+        !h.to_string().contains("print('never')"),
+        "a skipped cell is not in the history: {h}"
+    );
+
     // The notebook is free again; the skipped cell was not run.
     let again = ok(
         &server,

@@ -30,6 +30,11 @@ pub struct ExecuteRequest {
     /// The span the run's spans are children of: the request's that submitted it (see
     /// [`crate::telemetry::RunTrace`]); by default the span current where it was made.
     pub trace: tracing::Span,
+    /// Run only if this run, queued before it, ended `ok`; otherwise end `cancelled` without
+    /// running. A notebook batch with `stop_on_error` queues its next cell this way while the
+    /// cell before it runs, so the kernel goes from one cell to the next without waiting on
+    /// the batch.
+    pub after_ok: Option<RunId>,
 }
 
 impl ExecuteRequest {
@@ -46,6 +51,7 @@ impl ExecuteRequest {
             notices: Vec::new(),
             subshell: false,
             trace: tracing::Span::current(),
+            after_ok: None,
         }
     }
 }

@@ -42,6 +42,7 @@ impl Actor {
             let state_reset = self.last_run_generation.is_some_and(|g| g != generation);
             let notices = std::mem::take(&mut self.pending_notices);
             let quirks = self.quirks;
+            self.skip_unmet_queued();
             let Some(run) = self.runs.start_next() else {
                 self.pending_notices = notices;
                 return;
@@ -485,6 +486,29 @@ impl Actor {
         self.runs.finished(id);
         for (_, update) in std::mem::take(&mut self.display_updates) {
             self.journal_append(&JournalRecord::DisplayUpdated(update));
+        }
+    }
+
+    /// The runs at the head of the queue that were to follow a run ending `ok` (see
+    /// [`ExecuteRequest::after_ok`]) when it did not: each ends `cancelled`, never run.
+    fn skip_unmet_queued(&mut self) {
+        while let Some(next) = self.runs.next_queued()
+            && let Some(before) = next.after_ok.clone()
+        {
+            let ended = self.runs.get(before.as_str()).map(|r| r.status());
+            if ended == Some(RunStatus::Ok) {
+                return;
+            }
+            let id = next.id.clone();
+            self.runs.dequeue(id.as_str());
+            if let Some(run) = self.runs.get_mut(id.as_str()) {
+                let how = ended.map_or("unknown", |s| s.as_str());
+                run.notices.push(format!(
+                    "Not run: it was to follow run {before} only if that ended ok, and it ended {how}."
+                ));
+                run.set_status(RunStatus::Cancelled);
+            }
+            self.record_finished(id);
         }
     }
 
