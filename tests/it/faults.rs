@@ -10,6 +10,9 @@ use crate::common::*;
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
+/// Generous: a wait this long only proves "returns instead of hanging", nothing more.
+const NO_HANG: Duration = Duration::from_secs(30);
+
 /// Call a tool; returns (structuredContent, the raw result, how long it took).
 async fn timed(server: &Server, tool: &str, args: Value) -> (Value, CallToolResult, Duration) {
     let started = Instant::now();
@@ -92,7 +95,7 @@ async fn exit_mid_run_reports_kernel_died_cancels_queued_runs_and_resets_state()
     .await;
     assert_eq!(status(&died), "kernel_died", "{died}");
     assert!(is_error(&r), "kernel_died is isError: {}", dump(&r));
-    assert!(took < Duration::from_secs(5), "reported after {took:?}");
+    assert!(took < NO_HANG, "reported after {took:?}");
     let all = dump(&r);
     assert!(all.contains("status 1"), "exit status in the result: {all}");
     assert!(
@@ -244,7 +247,7 @@ async fn hang_ignoring_sigint_times_out_restarts_the_kernel_and_resets_state() {
     assert_eq!(next["state_reset"], true, "{next}");
     assert_eq!(next["generation"], 2, "{next}");
     assert!(
-        wait_until(Duration::from_secs(5), || !pid_alive(old_pid)).await,
+        wait_until(NO_HANG, || !pid_alive(old_pid)).await,
         "the hung kernel {old_pid} is still alive"
     );
     server.destroy("hang").await;
@@ -261,7 +264,7 @@ async fn destroy_reaches(env: &[(&str, &str)], rung: &str) {
     assert!(!is_error(&r), "{}", dump(&r));
     assert_eq!(v["shutdown"], rung, "{v} (after {took:?})");
     assert!(
-        wait_until(Duration::from_secs(5), || !pid_alive(pid)).await,
+        wait_until(NO_HANG, || !pid_alive(pid)).await,
         "kernel {pid} still alive after destroy"
     );
     assert_eq!(
@@ -502,11 +505,9 @@ async fn slow_start_within_the_timeout_works_and_beyond_it_fails_without_leftove
     .await;
     assert!(is_error(&r), "must time out: {}", dump(&r));
     assert_eq!(v["error_code"], "KERNEL_START_FAILED", "{v}");
-    assert!(took < Duration::from_secs(5), "failed after {took:?}");
+    assert!(took < NO_HANG, "failed after {took:?}");
     assert!(
-        wait_until(Duration::from_secs(5), || fake_kernels_of(server.pid())
-            .is_empty())
-        .await,
+        wait_until(NO_HANG, || fake_kernels_of(server.pid()).is_empty()).await,
         "a timed-out kernel is left running: {:?}",
         fake_kernels_of(server.pid())
     );
@@ -542,14 +543,14 @@ async fn kernel_killed_while_awaiting_input_reports_kernel_died() {
     let killed_at = Instant::now();
     let died = loop {
         let (d, _, _) = timed(&server, "get_execution", json!({"run_id": run_id(&v)})).await;
-        if status(&d) != "awaiting_input" || killed_at.elapsed() > Duration::from_secs(10) {
+        if status(&d) != "awaiting_input" || killed_at.elapsed() > NO_HANG {
             break d;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let took = killed_at.elapsed();
     assert_eq!(status(&died), "kernel_died", "after {took:?}: {died}");
-    assert!(took < Duration::from_secs(5), "reported after {took:?}");
+    assert!(took < NO_HANG, "reported after {took:?}");
     let next = execute(&server, "kin", "print fresh", json!({})).await;
     assert_eq!(next["state_reset"], true, "{next}");
     assert_eq!(next["stdout"], "fresh\n", "{next}");

@@ -1,5 +1,5 @@
 //! Helpers for the history, export and session-tool tests (`tests/it/history_files.rs`,
-//! `tests/it/history_export.rs`, `tests/it/session_tools.rs`): a server whose history journal
+//! `tests/it/history_export.rs`, `tests/it/session_tools/`): a server whose history journal
 //! lives in a per-test `XDG_STATE_HOME`, killing a server with SIGKILL, running the project's
 //! Python on exported files, and temp directories.
 
@@ -7,6 +7,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 use super::*;

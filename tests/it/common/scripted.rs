@@ -1,4 +1,4 @@
-//! A scripted kernel for the session actor tests (`tests/it/session_actor.rs`): it implements
+//! A scripted kernel for the session actor tests (`tests/it/session_actor/`): it implements
 //! the kernel seam (`KernelIo`), hands the test every message the actor sends ([`Script`]),
 //! and lets the test decide what the kernel answers and when.
 
