@@ -68,7 +68,6 @@ mod packaging;
 mod person_and_agent;
 mod pool;
 mod principals;
-mod queue_after_ok;
 mod regression;
 mod resources;
 mod sandbox;
