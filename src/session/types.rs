@@ -121,7 +121,7 @@ pub struct SessionInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
     // The OS sandbox (docs/sandbox.md), absent for `none`. No doc comment and not required:
-    // both would repeat in every tool's schema, which `--tools minimal` keeps under 5 kB.
+    // both would repeat in every tool's schema, which `--tools minimal` keeps small.
     #[serde(skip_serializing_if = "crate::kernel::Sandbox::is_none")]
     pub sandbox: crate::kernel::Sandbox,
     // The principal the session belongs to, shown to an admin for another principal's

@@ -18,9 +18,8 @@ use crate::ops::checkpoint::{Checkpoint, Restored};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CheckpointParams {
-    /// The Python session's id.
     pub session_id: String,
-    /// The checkpoint file (relative: the session's cwd).
+    /// Relative: the session's cwd.
     pub path: String,
 }
 

@@ -27,11 +27,9 @@ const MAX_MATCHES: usize = 500;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompleteParams {
-    /// The session's id.
     pub session_id: String,
-    /// The code being completed.
     pub code: String,
-    /// Cursor position in Unicode code points (default: the end of `code`).
+    /// In Unicode code points.
     #[serde(default)]
     pub cursor_pos: Option<usize>,
 }
@@ -45,11 +43,9 @@ pub struct IsCompleteParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct InspectParams {
-    /// The session's id.
     pub session_id: String,
-    /// The code containing the name to inspect.
     pub code: String,
-    /// Cursor position in Unicode code points (default: the end of `code`).
+    /// In Unicode code points.
     #[serde(default)]
     pub cursor_pos: Option<usize>,
     /// 0 (signature and docstring) or 1 (also source, when available).

@@ -21,14 +21,13 @@ pub struct RegisterEnvironmentParams {
     pub name: String,
     /// Interpreter or venv directory.
     pub python: String,
-    /// Re-point an existing name at another interpreter (default false).
+    /// Re-point an existing name.
     #[serde(default)]
     pub replace: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EnvironmentNameParams {
-    /// The registered name.
     pub name: String,
 }
 

@@ -22,18 +22,18 @@ use crate::session::{ErrorCode, ExecuteRequest};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteParams {
-    /// Session to run in (default: "default", made on first use).
+    /// Default "default", made on first use.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// The code to run (at most 1 MiB).
+    /// At most 1 MiB.
     pub code: String,
     /// Run-time limit, s (interrupt, then restart). 0: none.
     #[serde(default)]
     pub timeout_s: Option<Seconds<TimeoutS>>,
-    /// Longest wait before the code starts, s; then "cancelled". 0: none.
+    /// Longest wait to start, s (then "cancelled"). 0: none.
     #[serde(default)]
     pub queue_timeout_s: Option<Seconds<QueueTimeoutS>>,
-    /// Seconds to wait (default 50), then "running".
+    /// Default 50.
     #[serde(default)]
     pub wait_s: Option<Seconds<WaitS>>,
     /// Answers for input() prompts, in order.
@@ -52,10 +52,10 @@ pub struct ExecuteParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteFileParams {
-    /// Session to run in (default: "default").
+    /// Default "default".
     #[serde(default)]
     pub session_id: Option<String>,
-    /// The file to run (relative: the session's cwd).
+    /// Relative: the session's cwd.
     pub path: String,
     /// Python sees sys.argv = [path, *argv].
     #[serde(default)]
@@ -86,8 +86,8 @@ pub enum Mode {
 
 #[tool_router(router = execute_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Run code in a session's kernel: stdout, stderr, result, displays (images as image blocks),
-    /// errors. After wait_s: "running"; get_execution(run_id).
+    /// Run code in a session's kernel; returns its output (images as image blocks). After
+    /// wait_s: "running"; get_execution(run_id).
     #[tool]
     async fn execute(
         &self,
@@ -123,8 +123,8 @@ impl KernelMcp {
         Ok(Json(run))
     }
 
-    /// Run a file in a session (relative paths: its cwd). Python runs it in the session's namespace
-    /// with __file__, sys.argv and its filename in tracebacks; other kernels run its contents.
+    /// Run a file in a session: Python in its namespace, with __file__, sys.argv and the file's
+    /// name in tracebacks; other kernels run its contents.
     #[tool]
     async fn execute_file(
         &self,

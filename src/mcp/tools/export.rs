@@ -19,9 +19,9 @@ use crate::ops::history::{self as ops_history, Exported};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExportHistoryParams {
-    /// The session (a past one is read from its journal).
+    /// A past session is read from its journal.
     pub session_id: String,
-    /// File to write (relative: to the session's cwd).
+    /// Relative: the session's cwd.
     pub path: String,
     pub format: ExportFormat,
     #[serde(default)]
@@ -32,9 +32,8 @@ pub struct ExportHistoryParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct MirrorNotebookParams {
-    /// The session.
     pub session_id: String,
-    /// The .ipynb to keep up to date (relative: the session's cwd).
+    /// Relative: the session's cwd.
     pub path: String,
 }
 
@@ -63,8 +62,8 @@ impl Output for Mirrored {
 
 #[tool_router(router = export_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Write a session's history to a file: "transcript" (code and outputs), "script" (runnable
-    /// code) or "notebook" (.ipynb with outputs).
+    /// Write a session's history to a file: a transcript (code and outputs), a script (runnable
+    /// code) or a notebook (.ipynb with outputs).
     #[tool]
     async fn export_history(
         &self,

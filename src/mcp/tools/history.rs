@@ -20,47 +20,39 @@ use crate::session::history::{self, HistoryEntry};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct HistoryParams {
-    /// The session (a past one is read from its journal).
+    /// A past session is read from its journal.
     pub session_id: String,
-    /// First index (Python slice). Omitted: the start.
     #[serde(default)]
     pub start: Option<i64>,
-    /// End index, exclusive. Omitted: the end.
     #[serde(default)]
     pub end: Option<i64>,
-    /// Only this run's entry (not with start/end/latest_n).
     #[serde(default)]
     pub run_id: Option<String>,
-    /// Only the last N entries (not with start/end/run_id).
     #[serde(default)]
     pub latest_n: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DeleteHistoryParams {
-    /// The session's id.
     pub session_id: String,
-    /// First index to delete, 0-based, negative from the end; must name an entry.
+    /// 0-based, negative from the end.
     pub start: i64,
-    /// End index, exclusive. Omitted: only the entry at `start` is deleted.
+    /// Default: start + 1.
     #[serde(default)]
     pub end: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RerunHistoryParams {
-    /// The session's id.
     pub session_id: String,
-    /// First index, 0-based; must name an entry. Omitted: the start.
+    /// Must name an entry (default 0).
     #[serde(default)]
     pub start: Option<i64>,
-    /// End index, exclusive. Omitted: to the end.
     #[serde(default)]
     pub end: Option<i64>,
-    /// Restart the kernel first (default true).
     #[serde(default)]
     pub restart: Option<bool>,
-    /// Run-time limit per block in seconds (0 or omitted = none).
+    /// Per block; 0: none.
     #[serde(default)]
     pub timeout_s: Option<Seconds<TimeoutS>>,
 }
@@ -127,8 +119,8 @@ impl Output for Replay {
 
 #[tool_router(router = history_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// A session's history: each block with its status and an output summary. start/end: Python
-    /// slice indices, or latest_n, or run_id.
+    /// A session's history: each block with its status and an output summary. One of
+    /// start/end (a Python slice), latest_n (the last N) or run_id.
     #[tool]
     async fn get_history(
         &self,
@@ -170,7 +162,7 @@ impl KernelMcp {
         }))
     }
 
-    /// Delete history entries [start, end) (indices must name entries). The kernel's state is not changed.
+    /// Delete history entries [start, end) (indices must name entries); kernel state is unchanged.
     #[tool]
     async fn delete_history(
         &self,

@@ -45,8 +45,8 @@ impl Output for Interrupted {
 
 #[tool_router(router = interrupt_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Interrupt the running code (Ctrl-C), keeping state; waits up to 5 s and says whether the
-    /// run stopped. One that did not goes on: restart_session stops it (losing state).
+    /// Interrupt the running code (Ctrl-C), keeping state; says within 5 s whether it stopped
+    /// (if not, restart_session stops it, losing state).
     #[tool]
     async fn interrupt_session(
         &self,

@@ -114,7 +114,7 @@ pub struct SandboxInfo {
 
 #[tool_router(router = kernels_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// The installed kernelspecs (name, language, interrupt mode, where) and the default kernel.
+    /// The installed kernelspecs, the default kernel and the gateways.
     #[tool]
     async fn list_kernels(&self, caller: Caller) -> Result<Json<KernelList>, ToolError> {
         let sources = caller.registry().sources();
@@ -148,7 +148,7 @@ impl KernelMcp {
         }))
     }
 
-    /// Server version, protocols, limits, kernelspec dirs, sessions, server_instance.
+    /// Server version, protocols, limits and state.
     #[tool]
     async fn server_info(&self, caller: Caller) -> Result<Json<ServerInfo>, ToolError> {
         let registry = caller.registry();

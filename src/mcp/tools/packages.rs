@@ -15,9 +15,8 @@ use crate::ops::packages::InstallOutcome;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct InstallPackagesParams {
-    /// The session whose Python environment gets the packages.
     pub session_id: String,
-    /// Requirement specifiers, e.g. ["tabulate", "numpy>=2"].
+    /// Requirement specifiers, e.g. "numpy>=2".
     pub packages: Vec<String>,
 }
 

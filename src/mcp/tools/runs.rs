@@ -27,33 +27,29 @@ const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetExecutionParams {
-    /// From an execute (or execute_cells: the batch) result.
     pub run_id: String,
-    /// Seconds to wait for it (default 0).
+    /// Default 0.
     #[serde(default)]
     pub wait_s: Option<Seconds<WaitS>>,
     /// Page this part instead.
     #[serde(default)]
     pub stream: Option<Choice<Part>>,
-    /// Byte offset (default 0).
     #[serde(default)]
     pub offset: Option<usize>,
-    /// Bytes to return (default 20000).
+    /// Default 20000.
     #[serde(default)]
     pub limit: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SendInputParams {
-    /// The run waiting for input.
     pub run_id: String,
-    /// The line to answer with (no trailing newline needed).
+    /// The line (no newline needed).
     pub value: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunIdParams {
-    /// The run's id.
     pub run_id: String,
 }
 
@@ -99,8 +95,8 @@ impl Output for RunExtra {
 
 #[tool_router(router = runs_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// A run's result (waiting up to wait_s), or a page of stream ("stdout", "stderr", "result",
-    /// "traceback") at offset, limit bytes.
+    /// A run's result (after up to wait_s), or limit bytes from offset of one part (stdout,
+    /// stderr, result, traceback).
     #[tool]
     async fn get_execution(
         &self,
@@ -137,7 +133,7 @@ impl KernelMcp {
         Ok(Json(RunOr::Run(run)))
     }
 
-    /// Answer an "awaiting_input" run's input() prompt; waits like execute.
+    /// Answer an awaiting_input run's input() prompt; waits like execute.
     #[tool]
     async fn send_input(
         &self,
@@ -155,8 +151,8 @@ impl KernelMcp {
         Ok(Json(run))
     }
 
-    /// Cancel a run: a queued run never executes; a running one is interrupted. A batch of
-    /// notebook cells: its running cell is cancelled, the rest skipped.
+    /// Cancel a run: a queued one never runs, a running one is interrupted (a notebook batch
+    /// skips its remaining cells).
     #[tool]
     async fn cancel_execution(
         &self,

@@ -18,9 +18,8 @@ use crate::session::{RunId, SessionInfo};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RenewSessionParams {
-    /// The session's id.
     pub session_id: String,
-    /// New idle expiry in seconds (0 = never). Omitted: keep the current one.
+    /// 0: never. Default: the current one.
     #[serde(default)]
     pub expires_after_s: Option<Seconds<ExpiresAfterS>>,
 }
@@ -55,7 +54,7 @@ impl Output for QueueCleared {
 
 #[tool_router(router = service_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// Reset a session's idle-expiry clock (optionally with a new expires_after_s; 0 = never). Returns SessionInfo with the new expires_at.
+    /// Reset a session's idle-expiry clock, optionally with a new expires_after_s.
     #[tool]
     async fn renew_session(
         &self,
@@ -73,7 +72,7 @@ impl KernelMcp {
         )))
     }
 
-    /// Cancel every run waiting in a session's queue (the running one goes on). Returns the cancelled run ids.
+    /// Cancel every run waiting in a session's queue (the running one goes on).
     #[tool]
     async fn clear_queue(
         &self,

@@ -45,32 +45,27 @@ impl Output for SessionInfo {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SessionIdParams {
-    /// The session's id.
     pub session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetSessionParams {
-    /// The session's id.
     pub session_id: String,
-    /// Also list Python variables (no user __repr__ is called).
+    /// Also list Python variables (calling no __repr__).
     #[serde(default)]
     pub include_variables: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ForkSessionParams {
-    /// The session to copy (a local Python session, idle).
     pub session_id: String,
-    /// The new session's id.
     pub new_session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RestartSessionParams {
-    /// The session's id.
     pub session_id: String,
-    /// Also forget the session's history (default false).
+    /// Also forget its history.
     #[serde(default)]
     pub clear_history: Option<bool>,
 }
@@ -139,14 +134,14 @@ impl Output for Destroyed {
 
 #[tool_router(router = sessions_router, vis = "pub(crate)")]
 impl KernelMcp {
-    /// List sessions: status, kernel, generation, queue.
+    /// List the sessions.
     #[tool]
     async fn list_sessions(&self, caller: Caller) -> Result<Json<SessionList>, ToolError> {
         let sessions = caller.registry().list(&caller.scope.viewer()).await;
         Ok(Json(SessionList { sessions }))
     }
 
-    /// Show one session: status, kernel, generation, pid, history count, queue, current run.
+    /// Show one session.
     #[tool]
     async fn get_session(
         &self,
@@ -172,8 +167,8 @@ impl KernelMcp {
         Ok(Json(detail))
     }
 
-    /// A new session whose kernel is a copy of an idle Python session's live kernel
-    /// (variables included); the source is untouched.
+    /// A new session whose kernel is a live copy (variables included) of an idle local Python
+    /// session's; the source is untouched.
     #[tool]
     async fn fork_session(
         &self,
