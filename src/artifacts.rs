@@ -131,7 +131,17 @@ pub enum ArtifactError {
     Io(#[from] std::io::Error),
 }
 
-/// What [`Store::put`] did: the artifact, whether it was already kept (the same origin), and
+/// Whether keeping a value from an origin the session already kept an artifact from makes a
+/// new one ([`Store::keep`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Again {
+    /// No: the artifact kept first answers (a second look at the same run's output).
+    Same,
+    /// Yes: what kernel code keeps (each call is a value of its own).
+    New,
+}
+
+/// What [`Store::keep`] did: the artifact, whether it was already kept (the same origin), and
 /// the artifacts evicted to make room, oldest first.
 #[derive(Debug, Clone)]
 pub struct Kept {
@@ -241,31 +251,10 @@ impl<K> Store<K> {
 }
 
 impl<K: Clone + Eq + Hash + Send + 'static> Store<K> {
-    /// Keep `data` (of type `mime`) for the session `key` (named `session` in listings).
-    /// With `origin` already kept for that session (a second look at the same run), answers
-    /// that artifact instead. Evicts the session's oldest artifacts while it would hold more
-    /// than its bounds. Errors: [`ArtifactError::TooLarge`], [`ArtifactError::Io`].
-    pub async fn put(
-        &self,
-        key: &K,
-        session: &str,
-        mime: &str,
-        data: Vec<u8>,
-        origin: &str,
-    ) -> Result<Kept, ArtifactError> {
-        if let Some(a) = self.by_origin(key, origin) {
-            return Ok(Kept {
-                artifact: a,
-                existed: true,
-                evicted: Vec::new(),
-            });
-        }
-        self.keep(key, session, mime, data, origin).await
-    }
-
-    /// Keep `data` (of type `mime`) for the session `key` as a new artifact, whatever else
-    /// came from `origin` (what kernel code keeps: each call is a value of its own). Evicts
-    /// as [`Self::put`] does. Errors: [`ArtifactError::TooLarge`], [`ArtifactError::Io`].
+    /// Keep `data` (of type `mime`, from `origin`) for the session `key` (named `session` in
+    /// listings); `again` says what it is when `origin` was already kept for that session.
+    /// Evicts the session's oldest artifacts while it would hold more than its bounds.
+    /// Errors: [`ArtifactError::TooLarge`], [`ArtifactError::Io`].
     pub async fn keep(
         &self,
         key: &K,
@@ -273,7 +262,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> Store<K> {
         mime: &str,
         data: Vec<u8>,
         origin: &str,
+        again: Again,
     ) -> Result<Kept, ArtifactError> {
+        if again == Again::Same
+            && let Some(kept) = self.kept(key, origin)
+        {
+            return Ok(kept);
+        }
         let bytes = data.len() as u64;
         if bytes > self.bounds.artifact_bytes {
             return Err(ArtifactError::TooLarge {
@@ -338,12 +333,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> Store<K> {
         }
     }
 
-    /// The artifact of `key`'s session that came from `origin`, if it is still kept.
-    pub fn by_origin(&self, key: &K, origin: &str) -> Option<ArtifactRef> {
+    /// The artifact of `key`'s session that came from `origin`, if it is still kept, as
+    /// [`Store::keep`] answers it again (`existed`, nothing evicted).
+    pub fn kept(&self, key: &K, origin: &str) -> Option<Kept> {
         let inner = lock(&self.inner);
-        inner.by_key.get(key)?.iter().find_map(|id| {
+        let artifact = inner.by_key.get(key)?.iter().find_map(|id| {
             let e = inner.by_id.get(id)?;
             (e.info.origin == origin).then(|| e.info.artifact.clone())
+        })?;
+        Some(Kept {
+            artifact,
+            existed: true,
+            evicted: Vec::new(),
         })
     }
 

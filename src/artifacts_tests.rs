@@ -15,9 +15,16 @@ fn all(_: &String) -> bool {
 }
 
 async fn put(s: &Store<String>, key: &str, data: &[u8], origin: &str) -> Kept {
-    s.put(&key.to_string(), key, "text/plain", data.to_vec(), origin)
-        .await
-        .expect("kept")
+    s.keep(
+        &key.to_string(),
+        key,
+        "text/plain",
+        data.to_vec(),
+        origin,
+        Again::Same,
+    )
+    .await
+    .expect("kept")
 }
 
 #[tokio::test]
@@ -85,7 +92,14 @@ async fn a_value_over_the_per_artifact_bound_is_refused_and_nothing_is_evicted()
     let s = store(4, 1000, 10);
     let kept = put(&s, "a", b"small", "s").await;
     let e = s
-        .put(&"a".to_string(), "a", "text/plain", vec![0; 11], "big")
+        .keep(
+            &"a".to_string(),
+            "a",
+            "text/plain",
+            vec![0; 11],
+            "big",
+            Again::Same,
+        )
         .await
         .unwrap_err();
     assert!(
@@ -111,18 +125,18 @@ async fn keep_makes_a_new_artifact_each_time_whatever_its_origin() {
     let s = store(4, 1000, 1000);
     let key = "a".to_string();
     let one = s
-        .keep(&key, "a", "text/plain", b"v".to_vec(), "kernel")
+        .keep(&key, "a", "text/plain", b"v".to_vec(), "kernel", Again::New)
         .await
         .unwrap();
     let two = s
-        .keep(&key, "a", "text/plain", b"v".to_vec(), "kernel")
+        .keep(&key, "a", "text/plain", b"v".to_vec(), "kernel", Again::New)
         .await
         .unwrap();
     assert!(!two.existed);
     assert_ne!(one.artifact.id, two.artifact.id);
     assert_eq!(s.list(all).len(), 2);
     let big = s
-        .keep(&key, "a", "text/plain", vec![0; 1001], "kernel")
+        .keep(&key, "a", "text/plain", vec![0; 1001], "kernel", Again::New)
         .await;
     assert!(matches!(
         big,

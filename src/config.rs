@@ -81,4 +81,8 @@ impl Limits {
     pub fn iopub_grace(&self) -> Duration {
         Duration::from_secs(self.iopub_grace_s)
     }
+    /// How long a call waits for a run when it does not say (`default_wait_s`).
+    pub fn default_wait(&self) -> Duration {
+        Duration::from_secs_f64(self.default_wait_s)
+    }
 }

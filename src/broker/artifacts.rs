@@ -28,7 +28,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::ops::{self, FailureKind, Gone, Request};
 use super::shared::{SessionArtifacts, Shared};
-use crate::artifacts::{ArtifactError, MAX_FORWARD_BYTES, argument_value};
+use crate::artifacts::{Again, ArtifactError, MAX_FORWARD_BYTES, argument_value};
 use crate::session::ErrorCode;
 
 /// The operations' common prefix.
@@ -228,7 +228,14 @@ async fn put(shared: &Shared, p: &Params, body: Vec<u8>) -> Result<Value, Value>
     let mine = &shared.artifacts;
     let kept = mine
         .store
-        .keep(&mine.slot, mine.slot.name(), mime, body, &origin)
+        .keep(
+            &mine.slot,
+            mine.slot.name(),
+            mime,
+            body,
+            &origin,
+            Again::New,
+        )
         .await
         .map_err(store_failure)?;
     tracing::debug!(session = %shared.session, id = %kept.artifact.id, bytes = kept.artifact.bytes, "artifact kept by kernel code");

@@ -25,8 +25,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Extension;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
@@ -38,9 +37,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
 use super::link::KernelLink;
+use super::rest::{Seen, no_kernel};
 use super::{Face, models};
 use crate::kernel::{Channel, KernelEvent};
-use crate::principal::Authenticated;
 use crate::session::SessionHandle;
 use crate::session::cmd;
 use crate::wire::websocket::{self as ws, V1_SUBPROTOCOL};
@@ -62,12 +61,10 @@ enum Framing {
 
 /// `GET /api/kernels/{id}/channels`: upgrade, then relay (see the module docs).
 pub async fn upgrade(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
+    Seen { face, sessions }: Seen,
     Path(id): Path<String>,
     mut request: Request,
 ) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
     let headers = request.headers();
     let Some(key) = websocket_key(headers) else {
         return models::error(
@@ -81,10 +78,7 @@ pub async fn upgrade(
         Framing::Json
     };
     let Some(found) = sessions.by_kernel(&id).await else {
-        return models::error(
-            StatusCode::NOT_FOUND,
-            format!("Kernel does not exist: {id}"),
-        );
+        return no_kernel(&id);
     };
     if !face.connect(&id) {
         return models::error(

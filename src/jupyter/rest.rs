@@ -17,12 +17,13 @@
 //!   person's cell), never restarts it.
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -48,11 +49,7 @@ pub async fn api() -> Response {
 /// `GET /api/kernelspecs`: the local kernelspecs, and one for each session
 /// ([`models::session_spec`]), so that a Jupyter client (JupyterLab's kernel picker) can
 /// choose an agent's session as a notebook's kernel.
-pub async fn kernelspecs(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
-) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+pub async fn kernelspecs(Seen { sessions, .. }: Seen) -> Response {
     let (specs, default) = sessions.kernelspecs();
     let mut map: serde_json::Map<String, Value> = specs
         .iter()
@@ -71,12 +68,7 @@ pub async fn kernelspecs(
 }
 
 /// `GET /api/kernelspecs/{name}`.
-pub async fn kernelspec(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
-    Path(name): Path<String>,
-) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+pub async fn kernelspec(Seen { sessions, .. }: Seen, Path(name): Path<String>) -> Response {
     if let Some(id) = models::session_of_spec(&name) {
         if let Ok(h) = sessions.get(id)
             && let Ok(info) = h.call(cmd::Info).await
@@ -96,11 +88,7 @@ pub async fn kernelspec(
 }
 
 /// `GET /api/kernels`: every session the face may show, as a running kernel.
-pub async fn list(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
-) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+pub async fn list(Seen { face, sessions }: Seen) -> Response {
     let kernels: Vec<Value> = sessions
         .list()
         .await
@@ -113,27 +101,18 @@ pub async fn list(
 
 /// `GET /api/kernels/{id}`.
 pub async fn get(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
-    Path(id): Path<String>,
+    Kernel {
+        face, id, found, ..
+    }: Kernel,
 ) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
-    match sessions.by_kernel(&id).await {
-        Some(f) => models::ok(
-            StatusCode::OK,
-            models::kernel(&f.info, face.connections(&id)),
-        ),
-        None => no_kernel(&id),
-    }
+    models::ok(
+        StatusCode::OK,
+        models::kernel(&found.info, face.connections(&id)),
+    )
 }
 
 /// `POST /api/kernels`.
-pub async fn start(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
-    body: Bytes,
-) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
+pub async fn start(Seen { face, sessions }: Seen, body: Bytes) -> Response {
     if body.len() > MAX_BODY {
         return models::error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -243,14 +222,13 @@ fn start_request(req: &Value) -> Result<StartKernel, BadStart> {
 
 /// `DELETE /api/kernels/{id}`.
 pub async fn delete(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
-    Path(id): Path<String>,
+    Kernel {
+        face,
+        sessions,
+        id,
+        found,
+    }: Kernel,
 ) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
-    let Some(found) = sessions.by_kernel(&id).await else {
-        return no_kernel(&id);
-    };
     if let Some(why) = refuse_delete(&face, &sessions, &found).await {
         tracing::info!(session = %found.info.session_id, kernel_id = %id, "refused a Jupyter DELETE: {why}");
         return models::error(StatusCode::CONFLICT, why);
@@ -287,15 +265,7 @@ async fn refuse_delete(face: &Face, sessions: &Sessions, found: &Found) -> Optio
 }
 
 /// `POST /api/kernels/{id}/interrupt`.
-pub async fn interrupt(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
-    Path(id): Path<String>,
-) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
-    let Some(found) = sessions.by_kernel(&id).await else {
-        return no_kernel(&id);
-    };
+pub async fn interrupt(Kernel { found, .. }: Kernel) -> Response {
     match found
         .handle
         .call(cmd::InterruptKernel {
@@ -310,14 +280,10 @@ pub async fn interrupt(
 
 /// `POST /api/kernels/{id}/restart`.
 pub async fn restart(
-    State(face): State<Arc<Face>>,
-    who: Option<Extension<Authenticated>>,
-    Path(id): Path<String>,
+    Kernel {
+        face, id, found, ..
+    }: Kernel,
 ) -> Response {
-    let sessions = face.sessions.of(who.as_ref().map(|w| &w.0));
-    let Some(found) = sessions.by_kernel(&id).await else {
-        return no_kernel(&id);
-    };
     if found.info.attached {
         return models::error(
             StatusCode::CONFLICT,
@@ -343,7 +309,63 @@ pub async fn restart(
     }
 }
 
-fn no_kernel(id: &str) -> Response {
+/// What every handler starts from: the face, and the sessions the request's principal sees
+/// ([`Sessions::of`]; a request no face stamped with a principal is the owner's).
+pub struct Seen {
+    pub face: Arc<Face>,
+    pub sessions: Sessions,
+}
+
+impl FromRequestParts<Arc<Face>> for Seen {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, face: &Arc<Face>) -> Result<Seen, Infallible> {
+        Ok(Seen::of(parts, face))
+    }
+}
+
+impl Seen {
+    fn of(parts: &Parts, face: &Arc<Face>) -> Seen {
+        let sessions = face.sessions.of(parts.extensions.get::<Authenticated>());
+        Seen {
+            face: face.clone(),
+            sessions,
+        }
+    }
+}
+
+/// The kernel a `/api/kernels/{id}` route names, among the sessions the request's principal
+/// sees; there being none is the 404 [`no_kernel`].
+pub struct Kernel {
+    pub face: Arc<Face>,
+    pub sessions: Sessions,
+    /// The kernel id from the path.
+    pub id: String,
+    pub found: Found,
+}
+
+impl FromRequestParts<Arc<Face>> for Kernel {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, face: &Arc<Face>) -> Result<Kernel, Response> {
+        let Path(id) = Path::<String>::from_request_parts(parts, face)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Seen { face, sessions } = Seen::of(parts, face);
+        let Some(found) = sessions.by_kernel(&id).await else {
+            return Err(no_kernel(&id));
+        };
+        Ok(Kernel {
+            face,
+            sessions,
+            id,
+            found,
+        })
+    }
+}
+
+/// The 404 of a kernel id that names no session the request's principal sees.
+pub fn no_kernel(id: &str) -> Response {
     models::error(
         StatusCode::NOT_FOUND,
         format!("Kernel does not exist: {id}"),

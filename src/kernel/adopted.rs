@@ -23,10 +23,9 @@ use super::channels::Channels;
 use super::connection::ConnectionInfo;
 use super::seam::{KernelIo, KernelLauncher};
 use super::types::ExitInfo;
+use super::types::InterruptError;
 use super::types::{Channel, KernelEvent};
-use super::types::{InterruptError, SendError};
 use super::types::{ShutdownRung, StartError};
-use crate::wire::Message;
 
 /// How often the heartbeat pings.
 pub const BEAT_EVERY: Duration = Duration::from_secs(1);
@@ -278,21 +277,7 @@ impl KernelIo for Adopted {
         !self.unresponsive.load(Ordering::Relaxed)
     }
 
-    fn request(&self, msg_type: &str, content: Value) -> Message {
-        self.channels.request(msg_type, content)
-    }
-
-    fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message {
-        Message::reply_to(&parent.header, msg_type, content, &self.channels.session)
-    }
-
-    fn send<'a>(
-        &'a mut self,
-        channel: Channel,
-        msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), SendError>> {
-        Box::pin(self.channels.send(channel, msg))
-    }
+    super::channels::channels_io!();
 
     fn next_event(&mut self) -> BoxFuture<'_, KernelEvent> {
         Box::pin(crate::kernel::seam::next_until_exit(

@@ -134,6 +134,11 @@ impl Channels {
         Message::new(msg_type, content, &self.session)
     }
 
+    /// A reply to the kernel's `parent` (e.g. `input_reply`) carrying our session id.
+    pub fn reply(&self, parent: &Message, msg_type: &str, content: serde_json::Value) -> Message {
+        Message::reply_to(&parent.header, msg_type, content, &self.session)
+    }
+
     /// Sign and send `msg` on `channel` (not iopub). `Ok` means accepted locally, not delivered.
     /// Errors: [`SendError::ReadOnlyChannel`] for iopub, `Frame`, `Transport`.
     pub async fn send(&mut self, channel: Channel, msg: &Message) -> Result<(), SendError> {
@@ -151,6 +156,35 @@ impl Channels {
         })
     }
 }
+
+/// The [`KernelIo`](super::seam::KernelIo) methods of a kernel reached through [`Channels`]
+/// of its own (a field `channels`): requests and replies in its client session, and sends on
+/// its sockets. Used inside an `impl KernelIo`.
+macro_rules! channels_io {
+    () => {
+        fn request(&self, msg_type: &str, content: serde_json::Value) -> $crate::wire::Message {
+            self.channels.request(msg_type, content)
+        }
+
+        fn reply(
+            &self,
+            parent: &$crate::wire::Message,
+            msg_type: &str,
+            content: serde_json::Value,
+        ) -> $crate::wire::Message {
+            self.channels.reply(parent, msg_type, content)
+        }
+
+        fn send<'a>(
+            &'a mut self,
+            channel: $crate::kernel::types::Channel,
+            msg: &'a $crate::wire::Message,
+        ) -> futures::future::BoxFuture<'a, Result<(), $crate::kernel::types::SendError>> {
+            Box::pin(self.channels.send(channel, msg))
+        }
+    };
+}
+pub(super) use channels_io;
 
 impl Drop for Channels {
     fn drop(&mut self) {

@@ -141,10 +141,9 @@ pub trait KernelLauncher: Send + Sync {
         crate::kernel::sandbox::Sandbox::NONE
     }
 
-    /// Replace `old` by a fresh kernel (restart): by default shut it down within about
-    /// `2 × grace` and [`start`](KernelLauncher::start) another; a remote kernel restarts in
-    /// place over REST. A launcher that [`adopts`](KernelLauncher::adopts) refuses: the
-    /// kernel is someone else's (the session decides this first; this is the backstop).
+    /// Replace `old` by a fresh kernel (restart), as [`replace_own`](KernelLauncher::replace_own)
+    /// does. A launcher that [`adopts`](KernelLauncher::adopts) refuses: the kernel is someone
+    /// else's (the session decides this first; this is the backstop).
     /// Errors: [`StartError`] from the start, or the refusal.
     fn replace(
         &self,
@@ -152,10 +151,19 @@ pub trait KernelLauncher: Send + Sync {
         grace: Duration,
     ) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
         if self.adopts() {
-            // Dropping an adopted kernel's connection only disconnects from it.
-            drop(old);
-            return Box::pin(std::future::ready(Err(refuse_replace())));
+            return refuse_replace(old);
         }
+        self.replace_own(old, grace)
+    }
+
+    /// Replace `old`, a kernel kernel-mcp started, by a fresh one: by default shut it down
+    /// within about `2 × grace` and [`start`](KernelLauncher::start) another; a remote kernel
+    /// restarts in place over REST. Errors: [`StartError`] from the start.
+    fn replace_own(
+        &self,
+        old: Box<dyn KernelIo>,
+        grace: Duration,
+    ) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
         let start = self.start();
         Box::pin(async move {
             old.shutdown(grace).await;
@@ -164,12 +172,17 @@ pub trait KernelLauncher: Send + Sync {
     }
 }
 
-/// The error of a [`KernelLauncher::replace`] on a kernel someone else started.
-pub(crate) fn refuse_replace() -> StartError {
-    StartError::Launch {
+/// What [`KernelLauncher::replace`] answers for a kernel someone else started: `old` is let go
+/// of (dropping an adopted kernel's connection only disconnects from it), and the error says
+/// kernel-mcp never replaces such a kernel.
+fn refuse_replace(
+    old: Box<dyn KernelIo>,
+) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
+    drop(old);
+    Box::pin(std::future::ready(Err(StartError::Launch {
         kernel: "adopted kernel".into(),
         detail: "kernel-mcp did not start this kernel, so it never restarts or replaces it".into(),
-    }
+    })))
 }
 
 /// The next of `events`, until an [`KernelEvent::Exited`] has been handed out; then pending

@@ -15,9 +15,8 @@ use super::seam::{KernelIo, KernelLauncher};
 use super::spec::{InterruptMode, KernelSpec};
 use super::types::ShutdownRung;
 use super::types::{Channel, KernelEvent};
-use super::types::{InterruptError, LaunchOptions, SendError, StartError};
+use super::types::{InterruptError, LaunchOptions, StartError};
 use super::{process, usage};
-use crate::wire::Message;
 
 impl KernelIo for Kernel {
     fn info(&self) -> &Value {
@@ -36,21 +35,7 @@ impl KernelIo for Kernel {
         Some(self.process.kernel_pid())
     }
 
-    fn request(&self, msg_type: &str, content: Value) -> Message {
-        self.channels.request(msg_type, content)
-    }
-
-    fn reply(&self, parent: &Message, msg_type: &str, content: Value) -> Message {
-        Message::reply_to(&parent.header, msg_type, content, &self.channels.session)
-    }
-
-    fn send<'a>(
-        &'a mut self,
-        channel: Channel,
-        msg: &'a Message,
-    ) -> BoxFuture<'a, Result<(), SendError>> {
-        Box::pin(self.channels.send(channel, msg))
-    }
+    super::channels::channels_io!();
 
     fn next_event(&mut self) -> BoxFuture<'_, KernelEvent> {
         Box::pin(self.next_event_inner())

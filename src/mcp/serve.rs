@@ -163,27 +163,44 @@ pub async fn serve_http(
     access: HttpAccess,
     toolset: Toolset,
 ) -> Result<(), ServeError> {
-    in_order_runtime()?;
     let factory_registry = registry.clone();
+    serve_bound(&registry, addr, |listener| {
+        serve_http_on(
+            listener,
+            move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
+            access,
+            super::http_sessions::DEFAULT_KEEP_ALIVE,
+            None,
+            terminated(),
+        )
+    })
+    .await
+}
+
+/// On the in-order runtime ([`in_order_runtime`]), bind `addr` and `serve` on it (until a
+/// termination signal, see [`terminated`]), then shut every kernel down.
+/// Errors: [`ServeError::WrongRuntime`], [`ServeError::Bind`], and those of `serve`.
+async fn serve_bound<Fut>(
+    registry: &Registry,
+    addr: SocketAddr,
+    serve: impl FnOnce(tokio::net::TcpListener) -> Fut,
+) -> Result<(), ServeError>
+where
+    Fut: Future<Output = Result<(), ServeError>>,
+{
+    in_order_runtime()?;
     let outcome = match bind(addr).await {
-        Ok(listener) => {
-            serve_http_on(
-                listener,
-                move || KernelMcp::with_toolset(factory_registry.clone(), toolset),
-                access,
-                super::http_sessions::DEFAULT_KEEP_ALIVE,
-                None,
-                async {
-                    let s = termination().await;
-                    tracing::info!("received {s}; shutting down");
-                },
-            )
-            .await
-        }
+        Ok(listener) => serve(listener).await,
         Err(e) => Err(e),
     };
-    shut_down_within_deadline(&registry).await;
+    shut_down_within_deadline(registry).await;
     outcome
+}
+
+/// Resolves on a termination signal, saying so in the log (when an HTTP face stops).
+async fn terminated() {
+    let s = termination().await;
+    tracing::info!("received {s}; shutting down");
 }
 
 /// Bind the TCP listener of an HTTP face (port 0: one the OS picks; `local_addr` says which).
@@ -296,7 +313,6 @@ pub async fn serve_sse(
     access: HttpAccess,
     toolset: Toolset,
 ) -> Result<(), ServeError> {
-    in_order_runtime()?;
     let fixes = Fixups {
         sessions: Arc::new(
             rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default(),
@@ -308,25 +324,18 @@ pub async fn serve_sse(
             super::http::gate(access),
             gate,
         ));
-    let outcome = match bind(addr).await {
-        Ok(listener) => {
-            let bound = local_addr(&listener);
-            tracing::info!("serving MCP over legacy HTTP+SSE at http://{bound}/sse");
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let s = termination().await;
-                    tracing::info!("received {s}; shutting down");
-                })
-                .await
-                .map_err(|source| ServeError::Http {
-                    addr: bound,
-                    source,
-                })
-        }
-        Err(e) => Err(e),
-    };
-    shut_down_within_deadline(&registry).await;
-    outcome
+    serve_bound(&registry, addr, |listener| async move {
+        let bound = local_addr(&listener);
+        tracing::info!("serving MCP over legacy HTTP+SSE at http://{bound}/sse");
+        axum::serve(listener, router)
+            .with_graceful_shutdown(terminated())
+            .await
+            .map_err(|source| ServeError::Http {
+                addr: bound,
+                source,
+            })
+    })
+    .await
 }
 
 /// Resolves on SIGTERM, SIGINT or SIGHUP, naming it.

@@ -250,7 +250,7 @@ pub async fn rerun(
             })
             .await?;
     }
-    let wait = Duration::from_secs_f64(registry.limits().default_wait_s);
+    let wait = registry.limits().default_wait();
     let mut runs = Vec::new();
     let mut stopped_at = None;
     for (index, entry) in entries {

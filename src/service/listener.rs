@@ -31,7 +31,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::control::Facts;
 use super::http::{self, HttpOptions, HttpRecord};
-use super::paths::{DirError, ServicePaths};
+use super::paths::{DirError, FileError, ServicePaths};
 use crate::auth::peer::authenticate_peer;
 use crate::auth::stamp::stamped;
 use crate::auth::{AccessError, HttpAccess, TokenError};
@@ -71,32 +71,14 @@ pub enum ServiceError {
         "a kernel-mcp service (pid {pid}) already serves {socket}; connect to it (`kernel-mcp serve --shared`) or stop it first"
     )]
     AlreadyRunning { pid: String, socket: PathBuf },
-    #[error("cannot {action} {path}: {source}")]
-    File {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(transparent)]
     Serve(#[from] ServeError),
     #[error("the HTTP face: {0}")]
     Token(#[from] TokenError),
     #[error(transparent)]
     Access(#[from] AccessError),
-}
-
-/// A [`ServiceError::File`] for `action` on `path`.
-fn file_error(
-    action: &'static str,
-    path: &std::path::Path,
-) -> impl FnOnce(std::io::Error) -> ServiceError {
-    let path = path.to_path_buf();
-    move |source| ServiceError::File {
-        action,
-        path,
-        source,
-    }
 }
 
 /// The lock that says "a service runs on this socket", held until the process exits.
@@ -108,7 +90,7 @@ pub struct AliveLock {
 /// Errors: [`ServiceError::AlreadyRunning`] (naming its pid), or the file cannot be opened.
 pub fn take_alive_lock(paths: &ServicePaths) -> Result<AliveLock, ServiceError> {
     let path = &paths.alive_lock;
-    let file = super::paths::open_lock_file(path).map_err(file_error("open", path))?;
+    let file = super::paths::open_lock_file(path).map_err(FileError::of("open", path))?;
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(l) => l,
         Err((mut file, _)) => {
@@ -125,7 +107,7 @@ pub fn take_alive_lock(paths: &ServicePaths) -> Result<AliveLock, ServiceError> 
         lock.rewind()?;
         writeln!(lock, "{}", std::process::id())
     };
-    record().map_err(file_error("write our pid into", path))?;
+    record().map_err(FileError::of("write our pid into", path))?;
     Ok(AliveLock { _lock: lock })
 }
 
@@ -196,13 +178,13 @@ fn listen(paths: &ServicePaths, allow_uids: &[u32]) -> Result<(UnixListener, u64
     match std::fs::remove_file(&paths.socket) {
         Ok(()) => tracing::info!(socket = %paths.socket.display(), "replaced a stale socket"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(file_error("remove", &paths.socket)(e)),
+        Err(e) => return Err(FileError::of("remove", &paths.socket)(e).into()),
     }
     let listener =
-        UnixListener::bind(&paths.socket).map_err(file_error("listen on", &paths.socket))?;
+        UnixListener::bind(&paths.socket).map_err(FileError::of("listen on", &paths.socket))?;
     open_to(paths, allow_uids)?;
     let inode = std::fs::symlink_metadata(&paths.socket)
-        .map_err(file_error("inspect", &paths.socket))?
+        .map_err(FileError::of("inspect", &paths.socket))?
         .ino();
     Ok((listener, inode))
 }
@@ -309,7 +291,7 @@ async fn start_http(
         oauth_issuer: face.oauth.as_ref().map(|o| o.issuer().to_string()),
         oauth_audience: face.oauth.as_ref().map(|o| o.audience().to_string()),
     };
-    http::write_record(paths, &record).map_err(file_error("write", &paths.http_record))?;
+    http::write_record(paths, &record).map_err(FileError::of("write", &paths.http_record))?;
     tracing::info!(
         url = %record.url,
         token_file = ?record.token_file,
@@ -341,11 +323,11 @@ fn open_to(paths: &ServicePaths, allowed: &[u32]) -> Result<(), ServiceError> {
         false => (0o666, Some(0o711)),
     };
     std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(socket_mode))
-        .map_err(file_error("set the mode of", &paths.socket))?;
+        .map_err(FileError::of("set the mode of", &paths.socket))?;
     if let Some(mode) = dir_mode {
         let dir = paths.dir();
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
-            .map_err(file_error("set the mode of", dir))?;
+            .map_err(FileError::of("set the mode of", dir))?;
         tracing::warn!(uids = ?allowed, "other users may connect to this service (--allow-uid): each runs code as this service's user, in sessions of its own");
     }
     Ok(())

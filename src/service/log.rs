@@ -15,6 +15,8 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
+use super::paths::FileError;
+
 /// A log larger than this at start is moved aside.
 pub const MAX_LOG_BYTES: u64 = 8 * 1024 * 1024;
 
@@ -52,13 +54,8 @@ where
 pub enum LogError {
     #[error("neither XDG_STATE_HOME nor HOME is set")]
     NoStateDir,
-    #[error("cannot {action} {path}: {source}")]
-    File {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// Log to the service log file and stderr, and export telemetry as the environment says.
@@ -98,11 +95,7 @@ fn open_log() -> Result<(PathBuf, std::fs::File), LogError> {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|source| LogError::File {
-                action: "create",
-                path: dir.to_path_buf(),
-                source,
-            })?;
+            .map_err(FileError::of("create", dir))?;
     }
     if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
         let _ = std::fs::rename(&path, path.with_extension("log.old"));
@@ -112,10 +105,6 @@ fn open_log() -> Result<(PathBuf, std::fs::File), LogError> {
         .append(true)
         .mode(0o600)
         .open(&path)
-        .map_err(|source| LogError::File {
-            action: "open",
-            path: path.clone(),
-            source,
-        })?;
+        .map_err(FileError::of("open", &path))?;
     Ok((path, f))
 }

@@ -45,6 +45,29 @@ pub enum DirError {
     Untrusted(#[from] TrustError),
 }
 
+/// What the service could not do to one of its files, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {action} {path}: {source}")]
+pub struct FileError {
+    /// What it tried, as a verb phrase ("open", "write our pid into").
+    pub action: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl FileError {
+    /// The error of `action` on `path`, made from the I/O error (for `map_err`).
+    pub fn of(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> FileError {
+        let path = path.to_path_buf();
+        move |source| FileError {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
 /// The files that belong to one socket path.
 #[derive(Debug, Clone)]
 pub struct ServicePaths {

@@ -60,143 +60,49 @@ impl<C: StreamableHttpClient + Sync> Authorized<C> {
     }
 }
 
+/// The trait's methods, each a call of the same method of `inner` under
+/// [`Authorized::with_token`]: the arguments before the auth header are cloned for each try,
+/// the ones after it are `Copy`, and the caller's auth header is replaced by the token.
+macro_rules! with_token {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*; $($extra:ident: $xty:ty),*) -> $out:ty;)*) => {$(
+        async fn $name(
+            &self,
+            $($arg: $ty,)*
+            _auth: Option<String>,
+            headers: Headers,
+            $($extra: $xty,)*
+        ) -> Result<$out, StreamableHttpError<Self::Error>> {
+            self.with_token(|t| {
+                let ($($arg,)* headers) = ($($arg.clone(),)* headers.clone());
+                async move { self.inner.$name($($arg,)* t, headers, $($extra,)*).await }
+            })
+            .await
+        }
+    )*};
+}
+
+type Stream = BoxStream<'static, Result<Sse, SseError>>;
+
 impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Authorized<C> {
     type Error = C::Error;
 
-    async fn post_message(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        _auth: Option<String>,
-        headers: Headers,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.with_token(|t| {
-            let (uri, message, session_id, headers) = (
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                headers.clone(),
-            );
-            async move {
-                self.inner
-                    .post_message(uri, message, session_id, t, headers)
-                    .await
-            }
-        })
-        .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        _auth: Option<String>,
-        headers: Headers,
-        max: usize,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.with_token(|t| {
-            let (uri, message, session_id, headers) = (
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                headers.clone(),
-            );
-            async move {
-                self.inner
-                    .post_message_with_max_sse_event_size(uri, message, session_id, t, headers, max)
-                    .await
-            }
-        })
-        .await
-    }
-
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        _auth: Option<String>,
-        headers: Headers,
-        limits: StreamableHttpResponseLimits,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.with_token(|t| {
-            let (uri, message, session_id, headers) = (
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                headers.clone(),
-            );
-            async move {
-                self.inner
-                    .post_message_with_response_limits(uri, message, session_id, t, headers, limits)
-                    .await
-            }
-        })
-        .await
-    }
-
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        _auth: Option<String>,
-        headers: Headers,
-    ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.with_token(|t| {
-            let (uri, session_id, headers) = (uri.clone(), session_id.clone(), headers.clone());
-            async move { self.inner.delete_session(uri, session_id, t, headers).await }
-        })
-        .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        _auth: Option<String>,
-        headers: Headers,
-    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.with_token(|t| {
-            let (uri, session_id, last, headers) = (
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                headers.clone(),
-            );
-            async move {
-                self.inner
-                    .get_stream(uri, session_id, last, t, headers)
-                    .await
-            }
-        })
-        .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        _auth: Option<String>,
-        headers: Headers,
-        max: usize,
-    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.with_token(|t| {
-            let (uri, session_id, last, headers) = (
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                headers.clone(),
-            );
-            async move {
-                self.inner
-                    .get_stream_with_max_sse_event_size(uri, session_id, last, t, headers, max)
-                    .await
-            }
-        })
-        .await
+    with_token! {
+        fn post_message(uri: Arc<str>, message: ClientJsonRpcMessage, session_id: Option<Arc<str>>;)
+            -> StreamableHttpPostResponse;
+        fn post_message_with_max_sse_event_size(
+            uri: Arc<str>, message: ClientJsonRpcMessage, session_id: Option<Arc<str>>; max: usize
+        ) -> StreamableHttpPostResponse;
+        fn post_message_with_response_limits(
+            uri: Arc<str>,
+            message: ClientJsonRpcMessage,
+            session_id: Option<Arc<str>>;
+            limits: StreamableHttpResponseLimits
+        ) -> StreamableHttpPostResponse;
+        fn delete_session(uri: Arc<str>, session_id: Arc<str>;) -> ();
+        fn get_stream(uri: Arc<str>, session_id: Option<Arc<str>>, last_event_id: Option<String>;)
+            -> Stream;
+        fn get_stream_with_max_sse_event_size(
+            uri: Arc<str>, session_id: Option<Arc<str>>, last_event_id: Option<String>; max: usize
+        ) -> Stream;
     }
 }

@@ -114,15 +114,16 @@ fn console(
         shared.clone(),
         screen.clone(),
     ));
-    let outcome = prompt_loop(
+    let outcome = Prompt {
         rt,
-        &client,
-        &session,
-        &mut rl,
-        &screen,
-        &shared,
-        &mut sigint,
-    );
+        client: &client,
+        session: &session,
+        rl: &mut rl,
+        screen: &screen,
+        shared: &shared,
+        sigint: &mut sigint,
+    }
+    .run();
     watcher.abort();
     if let Some(h) = &history {
         if let Some(dir) = h.parent() {
@@ -140,29 +141,15 @@ fn console(
     outcome
 }
 
-/// Read cells and run them until Ctrl-D.
-fn prompt_loop(
-    rt: &tokio::runtime::Runtime,
-    client: &Client,
-    session: &str,
-    rl: &mut LineEditor,
-    screen: &Screen,
-    shared: &live::Shared,
-    sigint: &mut Signal,
-) -> Result<(), CliError> {
-    loop {
-        let n = shared.next_count.load(Ordering::Relaxed).max(1);
-        match rl.readline(&format!("In [{n}]: ")) {
-            Ok(code) if code.trim().is_empty() => continue,
-            Ok(code) => {
-                let _ = rl.add_history_entry(code.as_str());
-                run_cell(rt, client, session, rl, screen, shared, sigint, code)?;
-            }
-            Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => return Ok(()),
-            Err(e) => return Err(CliError::Local(format!("the line editor failed: {e}"))),
-        }
-    }
+/// The prompt of a console on one session: what reading and running its cells uses.
+struct Prompt<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    client: &'a Client,
+    session: &'a str,
+    rl: &'a mut LineEditor,
+    screen: &'a Screen,
+    shared: &'a live::Shared,
+    sigint: &'a mut Signal,
 }
 
 /// What one wait on the console's own cell ended with.
@@ -171,82 +158,99 @@ enum Step {
     CtrlC,
 }
 
-/// Run one cell, streaming its output, until it ends (or Ctrl-C stops it).
-#[allow(clippy::too_many_arguments)]
-fn run_cell(
-    rt: &tokio::runtime::Runtime,
-    client: &Client,
-    session: &str,
-    rl: &mut LineEditor,
-    screen: &Screen,
-    shared: &live::Shared,
-    sigint: &mut Signal,
-    code: String,
-) -> Result<(), CliError> {
-    // A Ctrl-C pressed before this cell started is not meant for it.
-    while let Some(Some(())) = sigint.recv().now_or_never() {}
-    shared.submitting.store(true, Ordering::SeqCst);
-    let first = rt.block_on(client.call(
-        "execute",
-        json!({"session_id": session, "code": code, "wait_s": OWN_POLL.as_secs_f64()}),
-        Duration::from_secs(1),
-    ));
-    let first = match first {
-        Ok(a) => a,
-        Err(e) => {
-            shared.submitting.store(false, Ordering::SeqCst);
-            return tool_error(screen, e);
-        }
-    };
-    let run_id = first.value["run_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    shared.remember(&run_id);
-    shared.submitting.store(false, Ordering::SeqCst);
-    let mut follower = Follower::new(run_id.clone());
-    let mut poll = rt.block_on(follower.take(client, first))?;
-    if poll.status() == "queued" {
-        screen.print(
-            Kind::Note,
-            "(queued: another run of this session comes first)\n",
-        );
-    }
-    let mut stopping = false;
-    loop {
-        screen.print(Kind::Stdout, &poll.stdout);
-        screen.print(Kind::Stderr, &poll.stderr);
-        if is_final(poll.status()) {
-            break;
-        }
-        if poll.status() == "awaiting_input" && !stopping {
-            poll = answer(rt, client, rl, &mut follower, &poll.result)?;
-            continue;
-        }
-        let step = rt.block_on(async {
-            tokio::select! {
-                p = follower.poll(client, OWN_POLL) => Step::Poll(p),
-                _ = sigint.recv(), if !stopping => Step::CtrlC,
+impl Prompt<'_> {
+    /// Read cells and run them until Ctrl-D.
+    fn run(mut self) -> Result<(), CliError> {
+        loop {
+            let n = self.shared.next_count.load(Ordering::Relaxed).max(1);
+            match self.rl.readline(&format!("In [{n}]: ")) {
+                Ok(code) if code.trim().is_empty() => continue,
+                Ok(code) => {
+                    let _ = self.rl.add_history_entry(code.as_str());
+                    self.run_cell(code)?;
+                }
+                Err(ReadlineError::Interrupted) => continue,
+                Err(ReadlineError::Eof) => return Ok(()),
+                Err(e) => return Err(CliError::Local(format!("the line editor failed: {e}"))),
             }
-        });
-        match step {
-            Step::Poll(p) => poll = p?,
-            Step::CtrlC => {
-                stopping = true;
-                match interrupt(rt, client, screen, &mut follower, session)? {
-                    Some(p) => poll = p,
-                    None => return Ok(()),
+        }
+    }
+
+    /// Run one cell, streaming its output, until it ends (or Ctrl-C stops it).
+    fn run_cell(&mut self, code: String) -> Result<(), CliError> {
+        let Prompt {
+            rt,
+            client,
+            session,
+            screen,
+            shared,
+            ..
+        } = *self;
+        // A Ctrl-C pressed before this cell started is not meant for it.
+        while let Some(Some(())) = self.sigint.recv().now_or_never() {}
+        shared.submitting.store(true, Ordering::SeqCst);
+        let first = rt.block_on(client.call(
+            "execute",
+            json!({"session_id": session, "code": code, "wait_s": OWN_POLL.as_secs_f64()}),
+            Duration::from_secs(1),
+        ));
+        let first = match first {
+            Ok(a) => a,
+            Err(e) => {
+                shared.submitting.store(false, Ordering::SeqCst);
+                return tool_error(screen, e);
+            }
+        };
+        let run_id = first.value["run_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        shared.remember(&run_id);
+        shared.submitting.store(false, Ordering::SeqCst);
+        let mut follower = Follower::new(run_id.clone());
+        let mut poll = rt.block_on(follower.take(client, first))?;
+        if poll.status() == "queued" {
+            screen.print(
+                Kind::Note,
+                "(queued: another run of this session comes first)\n",
+            );
+        }
+        let mut stopping = false;
+        loop {
+            screen.print(Kind::Stdout, &poll.stdout);
+            screen.print(Kind::Stderr, &poll.stderr);
+            if is_final(poll.status()) {
+                break;
+            }
+            if poll.status() == "awaiting_input" && !stopping {
+                poll = answer(rt, client, self.rl, &mut follower, &poll.result)?;
+                continue;
+            }
+            let step = rt.block_on(async {
+                tokio::select! {
+                    p = follower.poll(client, OWN_POLL) => Step::Poll(p),
+                    _ = self.sigint.recv(), if !stopping => Step::CtrlC,
+                }
+            });
+            match step {
+                Step::Poll(p) => poll = p?,
+                Step::CtrlC => {
+                    stopping = true;
+                    match interrupt(rt, client, screen, &mut follower, session)? {
+                        Some(p) => poll = p,
+                        None => return Ok(()),
+                    }
                 }
             }
         }
+        shared.saw_count(poll.result["execution_count"].as_i64());
+        rt.block_on(render::ending(screen, client, &poll.result, false));
+        let status = poll.status();
+        if !matches!(status, "ok" | "error") {
+            screen.print(Kind::Note, &format!("({status})\n"));
+        }
+        Ok(())
     }
-    shared.saw_count(poll.result["execution_count"].as_i64());
-    rt.block_on(render::ending(screen, client, &poll.result, false));
-    let status = poll.status();
-    if !matches!(status, "ok" | "error") {
-        screen.print(Kind::Note, &format!("({status})\n"));
-    }
-    Ok(())
 }
 
 /// Ctrl-C during a cell: cancel its run and show what it prints until it ends, within

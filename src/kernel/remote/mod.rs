@@ -131,20 +131,13 @@ impl KernelLauncher for RemoteLauncher {
     }
 
     /// Restart over REST (the kernel keeps its id), then connect anew. An adopted kernel is
-    /// never restarted (nor reconnected as ours, which `destroy_session` would delete): the
-    /// replacement is refused.
-    fn replace(
+    /// never restarted (nor reconnected as ours, which `destroy_session` would delete):
+    /// [`KernelLauncher::replace`] refuses it before this.
+    fn replace_own(
         &self,
         old: Box<dyn KernelIo>,
         grace: Duration,
     ) -> BoxFuture<'static, Result<Box<dyn KernelIo>, StartError>> {
-        if self.adopts() {
-            // An adopted kernel's shutdown only detaches.
-            drop(old);
-            return Box::pin(std::future::ready(Err(
-                crate::kernel::seam::refuse_replace(),
-            )));
-        }
         let this = self.clone();
         let id = old.kernel_id().map(String::from);
         Box::pin(async move {

@@ -232,24 +232,6 @@ impl Rest {
         use tracing::Instrument;
         let span =
             crate::telemetry::spans::gateway(method.as_str(), &route(path), &self.gateway.name);
-        let out = self
-            .send(method, path, body, timeout, what)
-            .instrument(span.clone())
-            .await;
-        if out.is_err() {
-            crate::telemetry::spans::failed(&span, "gateway_error");
-        }
-        out
-    }
-
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-        timeout: Duration,
-        what: &str,
-    ) -> Result<Value, GatewayError> {
         let url = self.gateway.join(path);
         let mut req = self.http.request(method, url).timeout(timeout);
         if let Some(h) = self.gateway.auth_header() {
@@ -258,6 +240,16 @@ impl Rest {
         if let Some(b) = body {
             req = req.json(&b);
         }
+        let out = self.send(req, what).instrument(span.clone()).await;
+        if out.is_err() {
+            crate::telemetry::spans::failed(&span, "gateway_error");
+        }
+        out
+    }
+
+    /// Send `req` and read its answer: JSON (`Null` for an empty body), or the error its
+    /// status or body is; `what` names the resource in errors.
+    async fn send(&self, req: reqwest::RequestBuilder, what: &str) -> Result<Value, GatewayError> {
         let resp = req.send().await.map_err(|e| self.unavailable(&e))?;
         let status = resp.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {

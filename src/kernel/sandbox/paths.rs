@@ -25,22 +25,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::Policy;
-use super::rules::{Protected, Refusal, Use};
+use super::rules::{PROGRAM_DIRS, Protected, Refusal, Use};
 
-/// System directories a sandboxed kernel reads (those that exist).
-const SYSTEM_READ: &[&str] = &[
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/proc",
-    "/sys",
-    "/nix/store",
-    "/var/cache/fontconfig",
-];
+/// System directories a sandboxed kernel reads (those that exist), besides
+/// [`PROGRAM_DIRS`].
+const SYSTEM_READ: &[&str] = &["/proc", "/sys", "/nix/store", "/var/cache/fontconfig"];
 
 /// Entries of `/etc` that hold secrets (readable only by root, but root runs kernels too).
 const ETC_SECRETS: &[&str] = &[
@@ -136,7 +125,7 @@ impl Plan {
             .unwrap_or_else(|_| input.cwd.to_path_buf());
         protected.check(&cwd, Use::Cwd)?;
         let mut read = BTreeSet::new();
-        for d in SYSTEM_READ {
+        for d in PROGRAM_DIRS.iter().chain(SYSTEM_READ) {
             read.insert(PathBuf::from(d));
         }
         read.extend(etc_entries(Path::new("/etc")));

@@ -44,16 +44,16 @@ const CREDENTIALS: &[&str] = &[
     ".config/chromium",
 ];
 
-/// System directories no cwd may be in (a `workspace` kernel writes its cwd).
+/// The directories of programs and their libraries: every sandboxed kernel reads them
+/// ([`Plan`](super::paths::Plan)), and no cwd may be in one.
+pub(super) const PROGRAM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// System directories no cwd may be in (a `workspace` kernel writes its cwd), besides
+/// [`PROGRAM_DIRS`].
 const SYSTEM: &[&str] = &[
     "/etc",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
     "/boot",
     "/proc",
     "/sys",
@@ -228,7 +228,8 @@ impl Protected {
                     h.display()
                 ));
             }
-            if let Some(s) = SYSTEM.iter().find(|s| overlap(&p, Path::new(s))) {
+            let mut system = SYSTEM.iter().chain(PROGRAM_DIRS);
+            if let Some(s) = system.find(|s| overlap(&p, Path::new(s))) {
                 return refuse(format!("overlaps the system directory {s}"));
             }
         }

@@ -12,6 +12,8 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{DeserializeOwned, Error as _, IntoDeserializer};
 use serde::{Deserialize, Deserializer};
 
+use crate::config::Limits;
+
 /// The largest number of seconds a parameter takes (about 116 days).
 const MAX_SECONDS: f64 = 1e7;
 
@@ -95,6 +97,11 @@ impl<P> JsonSchema for Seconds<P> {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({"type": "number"})
     }
+}
+
+/// The wait a call asked for (`wait_s`), else the server's default ([`Limits::default_wait`]).
+pub(crate) fn wait_or_default(wait: Option<Seconds<WaitS>>, limits: &Limits) -> Duration {
+    wait.map_or_else(|| limits.default_wait(), |w| w.get())
 }
 
 /// A closed choice (the schema lists `T`'s values) whose value is checked when the tool

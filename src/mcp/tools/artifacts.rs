@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::forward::{ForwardArtifactParams, Forwarded};
 use super::out::{Json, Output};
-use crate::artifacts::{ArtifactInfo, ArtifactRef, MAX_READ_BYTES};
+use crate::artifacts::{Again, ArtifactInfo, ArtifactRef, MAX_READ_BYTES};
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
 use crate::mcp::error::ToolError;
@@ -304,17 +304,13 @@ pub(crate) async fn keep_result(caller: &Caller, run: &RunHandle, r: &mut Execut
     };
     let store = caller.registry().artifacts();
     let origin = format!("{}/result", r.run_id);
-    let kept = match store.by_origin(&slot, &origin) {
-        Some(a) => Ok(crate::artifacts::Kept {
-            artifact: a,
-            existed: true,
-            evicted: Vec::new(),
-        }),
+    let kept = match store.kept(&slot, &origin) {
+        Some(kept) => Ok(kept),
         None => match run.page(Part::Result, 0, total).await {
             Ok(page) => {
                 let data = page.text.into_bytes();
                 store
-                    .put(&slot, slot.name(), "text/plain", data, &origin)
+                    .keep(&slot, slot.name(), "text/plain", data, &origin, Again::Same)
                     .await
                     .map_err(ToolError::from)
             }

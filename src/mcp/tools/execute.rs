@@ -118,7 +118,7 @@ impl KernelMcp {
             ..ExecuteRequest::new(p.code)
         };
         let run = self
-            .submit_and_wait(&caller, &key, req, p.wait_s, &ctx)
+            .submit_and_wait(&caller, &key, req, p.wait_s, Mode::Persistent, &ctx)
             .await?;
         Ok(Json(run))
     }
@@ -146,13 +146,10 @@ impl KernelMcp {
                 .collect(),
             ..ExecuteRequest::new(code)
         };
-        let run = match p.mode.unwrap_or_default() {
-            Mode::Fresh => self.run_fresh(&caller, &key, req, p.wait_s, &ctx).await?,
-            Mode::Persistent => {
-                self.submit_and_wait(&caller, &key, req, p.wait_s, &ctx)
-                    .await?
-            }
-        };
+        let mode = p.mode.unwrap_or_default();
+        let run = self
+            .submit_and_wait(&caller, &key, req, p.wait_s, mode, &ctx)
+            .await?;
         Ok(Json(run))
     }
 }

@@ -11,7 +11,8 @@ use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 use tokio::sync::watch;
 
-use super::args::{Seconds, WaitS};
+use super::args::{Seconds, WaitS, wait_or_default};
+use super::execute::Mode;
 use super::out::Run;
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
@@ -28,7 +29,8 @@ enum Step {
 }
 
 impl KernelMcp {
-    /// Queue `req` in `key`'s session and wait for it (`wait`, else the server's default
+    /// Queue `req` in `key`'s session (or, for [`Mode::Fresh`], run it in a fresh kernel like
+    /// the session's: [`Self::run_fresh`]) and wait for it (`wait`, else the server's default
     /// wait), as `execute` does.
     pub(super) async fn submit_and_wait(
         &self,
@@ -36,12 +38,14 @@ impl KernelMcp {
         key: &SessionKey,
         req: ExecuteRequest,
         wait: Option<Seconds<WaitS>>,
+        mode: Mode,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Run, ToolError> {
         let limits = caller.limits();
-        let wait = wait
-            .map(|w| w.get())
-            .unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
+        let wait = wait_or_default(wait, limits);
+        if mode == Mode::Fresh {
+            return self.run_fresh(caller, key, req, wait, ctx).await;
+        }
         let t0 = Instant::now();
         let (handle, (run_id, rx), settled) = caller.registry().submit_settled(key, req).await?;
         let submitted = t0.elapsed();

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::out::Output;
-use crate::artifacts::{ArtifactError, ArtifactRef};
+use crate::artifacts::{Again, ArtifactError, ArtifactRef};
 use crate::artifacts::{MAX_FORWARD_BYTES, argument_value};
 use crate::broker::forward::{endpoint_of, forward};
 use crate::broker::ops::FailureKind;
@@ -164,12 +164,13 @@ pub(super) async fn forward_artifact(
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     let kept = store
-        .put(
+        .keep(
             &slot,
             slot.name(),
             "application/json",
             text.into_bytes(),
             &origin,
+            Again::Same,
         )
         .await?;
     out.notices = kept.notices();

@@ -8,7 +8,6 @@ use std::time::Duration;
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
-use super::args::{Seconds, WaitS};
 use super::out::Run;
 use crate::mcp::KernelMcp;
 use crate::mcp::caller::Caller;
@@ -26,13 +25,9 @@ impl KernelMcp {
         caller: &Caller,
         key: &SessionKey,
         req: ExecuteRequest,
-        wait: Option<Seconds<WaitS>>,
+        wait: Duration,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Run, ToolError> {
-        let limits = caller.limits();
-        let wait = wait
-            .map(|w| w.get())
-            .unwrap_or(Duration::from_secs_f64(limits.default_wait_s));
         let start = caller.registry().start_fresh(key, req);
         tokio::pin!(start);
         let started = tokio::select! {
@@ -70,6 +65,6 @@ impl KernelMcp {
             fresh.reaped().await;
         }
         r.notices.push(FreshRun::notice(fresh.pid, finished));
-        Ok(Run::render(&r, limits).await)
+        Ok(Run::render(&r, caller.limits()).await)
     }
 }

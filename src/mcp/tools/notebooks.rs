@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
@@ -18,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::args::{Seconds, WaitS};
+use super::args::{Seconds, WaitS, wait_or_default};
 use super::notebook_batch;
 use super::notebook_open::{
     OpenNotebookParams, Opened, bound_session, doc_error, notebook_error, open_in_room, owner,
@@ -325,10 +324,7 @@ impl KernelMcp {
         let registry = caller.scope.registry_arc();
         let batch = run::start(registry, key, b.doc.clone(), batch);
         b.set_batch(batch.clone());
-        let wait = p
-            .wait_s
-            .map(|w| w.get())
-            .unwrap_or(Duration::from_secs_f64(caller.limits().default_wait_s));
+        let wait = wait_or_default(p.wait_s, caller.limits());
         Ok(Json(
             notebook_batch::answer(&caller.scope, &b, &batch, wait).await,
         ))

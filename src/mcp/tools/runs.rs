@@ -144,7 +144,7 @@ impl KernelMcp {
         let key = caller.scope.run_key(p.run_id);
         let found = caller.registry().run(&key)?;
         let rx = found.send_input(p.value).await?;
-        let wait = Duration::from_secs_f64(caller.limits().default_wait_s);
+        let wait = caller.limits().default_wait();
         let run = self
             .wait_and_render(&caller, &found, rx, wait, &ctx)
             .await?;
