@@ -13,25 +13,19 @@ use super::model::{Cell, CellType, Notebook, is_valid_id};
 pub enum EditOp {
     /// Insert a new cell (code unless `cell_type` says otherwise).
     Insert {
-        #[serde(default)]
         cell_type: Option<CellType>,
         source: String,
         /// Position (0-based) among the cells as they are when this op applies.
-        #[serde(default)]
         index: Option<usize>,
         /// Insert after the cell with this id.
-        #[serde(default)]
         after: Option<String>,
         /// Insert before the cell with this id.
-        #[serde(default)]
         before: Option<String>,
     },
     /// Replace a cell's source and/or type (id, metadata kept; outputs kept for code).
     Replace {
         id: String,
-        #[serde(default)]
         source: Option<String>,
-        #[serde(default)]
         cell_type: Option<CellType>,
     },
     /// Delete a cell.
@@ -39,11 +33,8 @@ pub enum EditOp {
     /// Move a cell to a new place.
     Move {
         id: String,
-        #[serde(default)]
         index: Option<usize>,
-        #[serde(default)]
         after: Option<String>,
-        #[serde(default)]
         before: Option<String>,
     },
 }

@@ -15,9 +15,9 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 
 use crate::kernel::{Channel, KernelIo};
+use crate::wire::Execute;
 
 /// The Python the silent request runs (in a private dict: no name reaches the user).
 const HOOK_PY: &str = include_str!("trace_env.py");
@@ -47,17 +47,8 @@ pub async fn install(kernel: &mut dyn KernelIo) {
     if !wanted(kernel) {
         return;
     }
-    let msg = kernel.request(
-        "execute_request",
-        json!({
-            "code": hook_code(),
-            "silent": true,
-            "store_history": false,
-            "user_expressions": {},
-            "allow_stdin": false,
-            "stop_on_error": false,
-        }),
-    );
+    let code = hook_code();
+    let msg = kernel.request("execute_request", Execute::hidden(&code).content());
     match tokio::time::timeout(SEND_TIMEOUT, kernel.send(Channel::Shell, &msg)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::debug!("TRACEPARENT callback not sent to the kernel: {e}"),

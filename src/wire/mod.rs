@@ -16,6 +16,7 @@
 mod codec;
 mod error;
 mod escape;
+mod execute;
 mod message;
 mod signing;
 mod stream;
@@ -24,6 +25,7 @@ pub mod websocket;
 
 pub use codec::{DELIMITER, StreamedContent, decode, decode_streamed, encode};
 pub use error::WireError;
+pub use execute::Execute;
 pub use message::{Header, Message, PROTOCOL_VERSION, RawText};
 pub use signing::{MacStream, Signer};
 pub use stream_pieces::{ContentScanner, RawStore, TextSpan};

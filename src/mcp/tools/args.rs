@@ -158,9 +158,7 @@ mod tests {
 
     #[derive(Debug, Deserialize, JsonSchema)]
     struct Args {
-        #[serde(default)]
         timeout_s: Option<Seconds<TimeoutS>>,
-        #[serde(default)]
         part: Option<Choice<Part>>,
     }
 

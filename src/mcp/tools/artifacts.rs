@@ -27,7 +27,6 @@ use crate::session::{ErrorCode, ExecutionResult, Part, cmd};
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListArtifactsParams {
     /// Only this session's (default: every session you see).
-    #[serde(default)]
     pub session_id: Option<String>,
 }
 
@@ -36,10 +35,8 @@ pub struct ReadArtifactParams {
     /// The artifact's id (art-…).
     pub id: String,
     /// Byte offset (default 0).
-    #[serde(default)]
     pub offset: Option<u64>,
     /// Bytes to read (default and most: 65536).
-    #[serde(default)]
     pub length: Option<usize>,
 }
 

@@ -30,7 +30,6 @@ pub struct CompleteParams {
     pub session_id: String,
     pub code: String,
     /// In Unicode code points.
-    #[serde(default)]
     pub cursor_pos: Option<usize>,
 }
 
@@ -46,10 +45,8 @@ pub struct InspectParams {
     pub session_id: String,
     pub code: String,
     /// In Unicode code points.
-    #[serde(default)]
     pub cursor_pos: Option<usize>,
     /// 0 (signature and docstring) or 1 (also source, when available).
-    #[serde(default)]
     pub detail_level: Option<u8>,
 }
 

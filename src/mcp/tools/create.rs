@@ -54,51 +54,35 @@ impl KernelMcp {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateSessionParams {
     /// Session name (1-64 of A-Za-z0-9._-).
-    #[serde(default)]
     pub session_id: Option<String>,
     /// Kernelspec name (list_kernels).
-    #[serde(default)]
     pub kernel: Option<String>,
     /// Python interpreter or venv.
-    #[serde(default)]
     pub python: Option<String>,
     /// Registered environment name.
-    #[serde(default)]
     pub environment: Option<String>,
     /// Kernel working directory.
-    #[serde(default)]
     pub cwd: Option<String>,
     /// Extra kernel env vars.
-    #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
     /// Readiness wait, s (default 60).
-    #[serde(default)]
     pub startup_timeout_s: Option<Seconds<StartupTimeoutS>>,
     /// Memory limit, MiB (0 = none).
-    #[serde(default)]
     pub max_memory_mib: Option<u64>,
     /// Idle seconds until shut down (0 = never).
-    #[serde(default)]
     pub expires_after_s: Option<Seconds<ExpiresAfterS>>,
     /// Connection file to adopt.
-    #[serde(default)]
     pub connection_file: Option<String>,
     /// A --gateway name (list_kernels).
-    #[serde(default)]
     pub gateway: Option<String>,
     /// Adopt this kernel on gateway.
-    #[serde(default)]
     pub kernel_id: Option<String>,
     /// OS sandbox (default: server's)
-    #[serde(default)]
     pub sandbox: Option<crate::kernel::SandboxPolicy>,
-    #[serde(default)]
     pub sandbox_network: Option<bool>,
     /// Live .ipynb to keep.
-    #[serde(default)]
     pub notebook: Option<String>,
     /// Adopt this notebook's kernel (gateway).
-    #[serde(default)]
     pub notebook_path: Option<String>,
 }
 

@@ -22,7 +22,6 @@ pub struct RegisterEnvironmentParams {
     /// Interpreter or venv directory.
     pub python: String,
     /// Re-point an existing name.
-    #[serde(default)]
     pub replace: Option<bool>,
 }
 

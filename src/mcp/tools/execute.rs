@@ -23,51 +23,38 @@ use crate::session::{ErrorCode, ExecuteRequest};
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteParams {
     /// Default "default", made on first use.
-    #[serde(default)]
     pub session_id: Option<String>,
     /// At most 1 MiB.
     pub code: String,
     /// Run-time limit, s (interrupt, then restart). 0: none.
-    #[serde(default)]
     pub timeout_s: Option<Seconds<TimeoutS>>,
     /// Longest wait to start, s (then "cancelled"). 0: none.
-    #[serde(default)]
     pub queue_timeout_s: Option<Seconds<QueueTimeoutS>>,
     /// Default 50.
-    #[serde(default)]
     pub wait_s: Option<Seconds<WaitS>>,
     /// Answers for input() prompts, in order.
-    #[serde(default)]
     pub stdin: Option<Vec<String>>,
     /// Fail unless at this generation.
-    #[serde(default)]
     pub expected_generation: Option<u64>,
     /// Kernel history (default true).
-    #[serde(default)]
     pub store_history: Option<bool>,
     /// Run now beside a busy run (kernel subshell); not in history.
-    #[serde(default)]
     pub subshell: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteFileParams {
     /// Default "default".
-    #[serde(default)]
     pub session_id: Option<String>,
     /// Relative: the session's cwd.
     pub path: String,
     /// Python sees sys.argv = [path, *argv].
-    #[serde(default)]
     pub argv: Option<Vec<String>>,
     /// As for execute.
-    #[serde(default)]
     pub timeout_s: Option<Seconds<TimeoutS>>,
     /// As for execute.
-    #[serde(default)]
     pub wait_s: Option<Seconds<WaitS>>,
     /// Default persistent; fresh: a new, short-lived kernel.
-    #[serde(default)]
     pub mode: Option<Mode>,
 }
 

@@ -24,9 +24,7 @@ pub struct ExportHistoryParams {
     /// Relative: the session's cwd.
     pub path: String,
     pub format: ExportFormat,
-    #[serde(default)]
     pub start: Option<i64>,
-    #[serde(default)]
     pub end: Option<i64>,
 }
 

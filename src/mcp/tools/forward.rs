@@ -28,10 +28,8 @@ pub struct ForwardArtifactParams {
     /// The argument that receives the artifact (text; JSON parsed; bytes as base64).
     pub argument: String,
     /// The tool's other arguments.
-    #[serde(default)]
     pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
     /// Seconds to wait for the tool (default 300).
-    #[serde(default)]
     pub timeout_s: Option<f64>,
 }
 

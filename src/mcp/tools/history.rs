@@ -22,13 +22,9 @@ use crate::session::history::{self, HistoryEntry};
 pub struct HistoryParams {
     /// A past session is read from its journal.
     pub session_id: String,
-    #[serde(default)]
     pub start: Option<i64>,
-    #[serde(default)]
     pub end: Option<i64>,
-    #[serde(default)]
     pub run_id: Option<String>,
-    #[serde(default)]
     pub latest_n: Option<usize>,
 }
 
@@ -38,7 +34,6 @@ pub struct DeleteHistoryParams {
     /// 0-based, negative from the end.
     pub start: i64,
     /// Default: start + 1.
-    #[serde(default)]
     pub end: Option<i64>,
 }
 
@@ -46,14 +41,10 @@ pub struct DeleteHistoryParams {
 pub struct RerunHistoryParams {
     pub session_id: String,
     /// Must name an entry (default 0).
-    #[serde(default)]
     pub start: Option<i64>,
-    #[serde(default)]
     pub end: Option<i64>,
-    #[serde(default)]
     pub restart: Option<bool>,
     /// Per block; 0: none.
-    #[serde(default)]
     pub timeout_s: Option<Seconds<TimeoutS>>,
 }
 

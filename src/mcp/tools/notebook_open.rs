@@ -32,17 +32,13 @@ pub struct OpenNotebookParams {
     /// The .ipynb (relative: the server's working directory).
     pub path: String,
     /// Run it in this session (made if missing); default: a new one named after the notebook.
-    #[serde(default)]
     pub session_id: Option<String>,
     /// Kernelspec of a new session (default: the notebook's own).
-    #[serde(default)]
     pub kernel: Option<String>,
     /// Create the notebook if it does not exist (default false).
-    #[serde(default)]
     pub create: Option<bool>,
     /// A --gateway name (a Jupyter Server with jupyter-collaboration): work in its notebook
     /// at `path` (relative to its root) live, with whoever has it open in JupyterLab.
-    #[serde(default)]
     pub gateway: Option<String>,
 }
 

@@ -40,16 +40,12 @@ pub struct ReadCellsParams {
     /// The open notebook.
     pub path: String,
     /// First cell (0-based; negative from the end).
-    #[serde(default)]
     pub start: Option<i64>,
     /// End (exclusive).
-    #[serde(default)]
     pub end: Option<i64>,
     /// These cells instead of a range.
-    #[serde(default)]
     pub ids: Option<Vec<String>>,
     /// Include outputs (default true).
-    #[serde(default)]
     pub outputs: Option<bool>,
 }
 
@@ -67,17 +63,12 @@ pub struct ExecuteCellsParams {
     /// The open notebook.
     pub path: String,
     /// These cells, in notebook order (default: the range, else every code cell).
-    #[serde(default)]
     pub ids: Option<Vec<String>>,
-    #[serde(default)]
     pub start: Option<i64>,
-    #[serde(default)]
     pub end: Option<i64>,
     /// Stop at the first cell that does not end ok (default true).
-    #[serde(default)]
     pub stop_on_error: Option<bool>,
     /// Seconds to wait (default 50), then "running".
-    #[serde(default)]
     pub wait_s: Option<Seconds<WaitS>>,
 }
 

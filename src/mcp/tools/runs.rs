@@ -29,15 +29,11 @@ const MAX_PAGE_BYTES: usize = 1024 * 1024;
 pub struct GetExecutionParams {
     pub run_id: String,
     /// Default 0.
-    #[serde(default)]
     pub wait_s: Option<Seconds<WaitS>>,
     /// Page this part instead.
-    #[serde(default)]
     pub stream: Option<Choice<Part>>,
-    #[serde(default)]
     pub offset: Option<usize>,
     /// Default 20000.
-    #[serde(default)]
     pub limit: Option<usize>,
 }
 

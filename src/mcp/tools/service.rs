@@ -20,7 +20,6 @@ use crate::session::{RunId, SessionInfo};
 pub struct RenewSessionParams {
     pub session_id: String,
     /// 0: never. Default: the current one.
-    #[serde(default)]
     pub expires_after_s: Option<Seconds<ExpiresAfterS>>,
 }
 

@@ -52,7 +52,6 @@ pub struct SessionIdParams {
 pub struct GetSessionParams {
     pub session_id: String,
     /// Also list Python variables (calling no __repr__).
-    #[serde(default)]
     pub include_variables: Option<bool>,
 }
 
@@ -66,7 +65,6 @@ pub struct ForkSessionParams {
 pub struct RestartSessionParams {
     pub session_id: String,
     /// Also forget its history.
-    #[serde(default)]
     pub clear_history: Option<bool>,
 }
 

@@ -50,6 +50,7 @@ use crate::kernel::{
     Channel, ExitInfo, Kernel, KernelEvent, KernelIo, KernelSpec, LaunchOptions, SandboxPolicy,
     SendError,
 };
+use crate::wire::Execute;
 
 /// Longest the adapting `execute_request` may take before the pool kernel is given up.
 const ADAPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -210,17 +211,7 @@ pub async fn apply(kernel: &mut Kernel, a: &Adaptation) -> Result<(), AdaptError
         json!(PYTHON_ADAPTER),
         json!(plan)
     );
-    let msg = kernel.request(
-        "execute_request",
-        json!({
-            "code": code,
-            "silent": true,
-            "store_history": false,
-            "user_expressions": {},
-            "allow_stdin": false,
-            "stop_on_error": false,
-        }),
-    );
+    let msg = kernel.request("execute_request", Execute::hidden(&code).content());
     let id = msg.msg_id().to_string();
     let deadline = Instant::now() + ADAPT_TIMEOUT;
     tokio::time::timeout_at(deadline, kernel.send(Channel::Shell, &msg))

@@ -6,6 +6,7 @@
 use super::*;
 use crate::session::run::{Executing, Interrupting, Phase};
 use crate::session::types::ErrorInfo;
+use crate::wire::Execute;
 
 /// In a run's notice while an interrupt did not stop it (dropped once a restart does).
 pub(super) const STILL_GOING: &str = "the run is still going.";
@@ -142,17 +143,13 @@ impl Actor {
         let (Some(kernel), Some(run)) = (self.kernel.as_ref(), self.runs.current()) else {
             return;
         };
-        let mut msg = kernel.request(
-            "execute_request",
-            json!({
-                "code": run.code,
-                "silent": false,
-                "store_history": run.store_history,
-                "user_expressions": {},
-                "allow_stdin": true,
-                "stop_on_error": false,
-            }),
-        );
+        let content = Execute {
+            code: &run.code,
+            silent: false,
+            store_history: run.store_history,
+            allow_stdin: true,
+        };
+        let mut msg = kernel.request("execute_request", content.content());
         // The run's trace context, for code in the kernel that traces itself (docs/telemetry.md).
         let carried = crate::telemetry::context::carried(&run.trace.span());
         if !carried.is_empty() {

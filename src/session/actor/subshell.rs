@@ -19,6 +19,7 @@
 
 use super::*;
 use crate::session::run::{Executing, Phase, Run, Timing};
+use crate::wire::Execute;
 
 /// How long the kernel may take to answer `create_subshell_request`.
 pub const SUBSHELL_CREATE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -250,17 +251,13 @@ impl Actor {
                 why: format!("it is {}", self.status().as_str()),
             });
         };
-        let mut msg = kernel.request(
-            "execute_request",
-            json!({
-                "code": req.code,
-                "silent": false,
-                "store_history": false,
-                "user_expressions": {},
-                "allow_stdin": false,
-                "stop_on_error": false,
-            }),
-        );
+        let content = Execute {
+            code: &req.code,
+            silent: false,
+            store_history: false,
+            allow_stdin: false,
+        };
+        let mut msg = kernel.request("execute_request", content.content());
         msg.header.subshell_id = Some(subshell_id);
         let timeout = req.timeout.unwrap_or(SIDE_RUN_TIMEOUT);
         let mut run = Run::new(
