@@ -15,7 +15,6 @@
 
 use std::time::Duration;
 
-
 use crate::kernel::{Channel, KernelIo};
 use crate::wire::Execute;
 
