@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::normalise::{Applied, bounded, joined, masked, terminal};
+use super::normalise::{Applied, bounded, head_tail, joined, masked, terminal};
 
 /// What the agent should see of a cell nbclient recorded, as the fields it is compared by.
 pub(super) fn expected_agent_view(outputs: &[Value], applied: &mut Applied) -> Value {
@@ -62,16 +62,7 @@ pub(super) fn agent_view(r: &Value, applied: &mut Applied) -> Value {
         if r["truncated"][name].is_object() {
             // Compare head and tail only; the marker between them is ours.
             applied.note("bounded", true);
-            let head: String = text.chars().take(2000).collect();
-            let tail: String = text
-                .chars()
-                .rev()
-                .take(2000)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            format!("{head}[…]{tail}")
+            head_tail(text)
         } else {
             masked(text, applied)
         }

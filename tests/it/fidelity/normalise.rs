@@ -155,13 +155,8 @@ pub(super) fn normal_output(o: &Value, applied: &mut Applied) -> Value {
     }
 }
 
-/// The head and tail of a text over the agent's stream bound, else the text.
-pub(super) fn bounded(text: &str, applied: &mut Applied) -> String {
-    const SHOWN: usize = 20_000;
-    if text.len() <= SHOWN {
-        return text.to_string();
-    }
-    applied.note("bounded", true);
+/// The first and last 2 000 characters of `text`, with a marker between.
+pub(super) fn head_tail(text: &str) -> String {
     let head: String = text.chars().take(2000).collect();
     let tail: String = text
         .chars()
@@ -172,6 +167,16 @@ pub(super) fn bounded(text: &str, applied: &mut Applied) -> String {
         .rev()
         .collect();
     format!("{head}[…]{tail}")
+}
+
+/// The head and tail of a text over the agent's stream bound, else the text.
+pub(super) fn bounded(text: &str, applied: &mut Applied) -> String {
+    const SHOWN: usize = 20_000;
+    if text.len() <= SHOWN {
+        return text.to_string();
+    }
+    applied.note("bounded", true);
+    head_tail(text)
 }
 
 /// The normalisations, each with how often it changed something.
