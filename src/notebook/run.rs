@@ -35,7 +35,7 @@ use crate::registry::Registry;
 use crate::registry::scope::key::SessionKey;
 use crate::session::cmd;
 use crate::session::history::HistoryEntry;
-use crate::session::{ExecuteRequest, RunId, RunStatus, SessionError, SessionHandle};
+use crate::session::{ExecuteRequest, Follows, RunId, RunStatus, SessionError, SessionHandle};
 
 /// How often a running cell's new outputs are shown in a collaboration room.
 pub const STREAM_EVERY: Duration = Duration::from_millis(200);
@@ -221,9 +221,12 @@ async fn run_cells<'a>(ctx: &'a Ctx<'a>, batch: Batch, writing: &mut Option<Writ
             },
         };
         if let Some((_, (_, next))) = cells.peek() {
-            let after = stop_on_error.then(|| current.run.clone());
+            let follows = Follows {
+                run: current.run.clone(),
+                only_if_ok: stop_on_error,
+            };
             // A refusal (a full queue) is met again, and said, when that cell's turn comes.
-            ahead = submit(ctx, next.clone(), after).await.ok();
+            ahead = submit(ctx, next.clone(), Some(follows)).await.ok();
         }
         let cell = follow_cell(ctx, i, &id, &current, ahead.as_ref());
         let status = match writing.take() {
@@ -237,7 +240,7 @@ async fn run_cells<'a>(ctx: &'a Ctx<'a>, batch: Batch, writing: &mut Option<Writ
             return cancelled(tx, i + 1);
         }
         if stop_on_error && status != RunStatus::Ok {
-            // The session already ends the queued next cell without running it (`after_ok`).
+            // The session already ends the queued next cell without running it (`only_if_ok`).
             withdraw(ahead).await;
             let reason = format!("cell {id} ended {}", status.as_str());
             return skip_rest(tx, i + 1, &reason);
@@ -257,15 +260,15 @@ struct Queued {
     status: watch::Receiver<RunStatus>,
 }
 
-/// Queue `source` in the batch's session, to run only if run `after_ok` ended `ok` when
-/// given. Errors: the session is gone, its queue is full.
+/// Queue `source` in the batch's session, following the cell before it when `follows`
+/// says so. Errors: the session is gone, its queue is full.
 async fn submit(
     ctx: &Ctx<'_>,
     source: String,
-    after_ok: Option<RunId>,
+    follows: Option<Follows>,
 ) -> Result<Queued, SessionError> {
     let req = ExecuteRequest {
-        after_ok,
+        follows,
         ..ExecuteRequest::new(source)
     };
     let (handle, (run, status)) = ctx.registry.submit(ctx.key, req).await?;

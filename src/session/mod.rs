@@ -32,8 +32,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use actor::Actor;
 use actor::cmd::{Answer, Command, SessionCommand};
 pub use actor::{
-    ExecuteRequest, MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT, SessionDesc, Settled, Started, Submitted,
-    WhileBusy, cmd,
+    ExecuteRequest, Follows, MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT, SessionDesc, Settled, Started,
+    Submitted, WhileBusy, cmd,
 };
 pub use error::{ErrorCode, SessionError, StartFailure};
 pub use ids::RunId;

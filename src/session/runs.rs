@@ -196,6 +196,20 @@ impl RunTable {
         self.queue.drain(..).collect()
     }
 
+    /// Take the queued runs `take` says yes to out of the queue, returning their ids in
+    /// order; the others keep their order.
+    pub fn take_queued(&mut self, take: impl Fn(&Run) -> bool) -> Vec<RunId> {
+        let mut taken = Vec::new();
+        for id in std::mem::take(&mut self.queue) {
+            if self.runs.get(&id).is_none_or(|h| take(&h.run)) {
+                taken.push(id);
+            } else {
+                self.queue.push_back(id);
+            }
+        }
+        taken
+    }
+
     /// The run is no longer current (it finished, or it was abandoned with its kernel).
     pub fn clear_current(&mut self) -> Option<RunId> {
         self.current.take()

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 /// What an `execute_request` asks of the kernel. `user_expressions` is always empty and
 /// `stop_on_error` always false: kernel-mcp decides itself what runs after a failure (a
-/// queued run's `after_ok`), so the kernel never aborts its queue.
+/// queued run's `follows`), so the kernel never aborts its queue.
 #[derive(Debug, Clone, Copy)]
 pub struct Execute<'a> {
     pub code: &'a str,

@@ -334,3 +334,36 @@ async fn a_long_batch_is_one_handle_followed_cell_by_cell_and_cancelled_as_one()
     assert_eq!(nb["cells"][2]["outputs"], json!([]), "{nb}");
     server.shutdown().await;
 }
+
+/// The next cell, queued in the session while the one before runs, is still the batch's next
+/// request when that cell kills the kernel: without `stop_on_error` it runs in the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_without_stop_on_error_goes_on_in_a_new_kernel_after_a_cell_kills_the_old_one() {
+    let server = notebook_server().await;
+    let dir = tmpdir();
+    let path = dir.path().join("dies.ipynb");
+    write_nb(
+        &path,
+        &[
+            ("dies", "import os\nos._exit(3)"),
+            ("after", "print('after', flush=True)"),
+        ],
+    );
+    let p = json!(path);
+    ok(&server, "open_notebook", json!({"path": p})).await;
+    let args = json!({"path": p, "stop_on_error": false, "wait_s": 120});
+    // A cell that ended `kernel_died` makes the answer an error result; its content is whole.
+    let done = structured(&server.call("execute_cells", args).await);
+    assert_eq!(done["status"], "done", "{done}");
+    let cells = &done["cells"];
+    assert_eq!(cells[0]["run"]["status"], "kernel_died", "{done}");
+    assert_eq!(cells[1]["run"]["status"], "ok", "{done}");
+    assert_eq!(done["results"][1]["stdout"], "after\n", "{done}");
+    let nb = read_json(&path);
+    assert_eq!(
+        nb["cells"][1]["outputs"][0]["text"],
+        json!(["after\n"]),
+        "{nb}"
+    );
+    server.shutdown().await;
+}

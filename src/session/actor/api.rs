@@ -30,11 +30,21 @@ pub struct ExecuteRequest {
     /// The span the run's spans are children of: the request's that submitted it (see
     /// [`crate::telemetry::RunTrace`]); by default the span current where it was made.
     pub trace: tracing::Span,
-    /// Run only if this run, queued before it, ended `ok`; otherwise end `cancelled` without
-    /// running. A notebook batch with `stop_on_error` queues its next cell this way while the
-    /// cell before it runs, so the kernel goes from one cell to the next without waiting on
-    /// the batch.
-    pub after_ok: Option<RunId>,
+    /// The run, queued before it, this one follows as the next step of one piece of work (a
+    /// notebook batch queues its next cell this way while the cell before it runs, so the
+    /// kernel goes from one cell to the next without waiting on the batch). A follower
+    /// outlives a restart or a kernel's death before it starts, as the batch's next request
+    /// would: it runs in the new kernel.
+    pub follows: Option<Follows>,
+}
+
+/// What a queued run follows: [`ExecuteRequest::follows`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Follows {
+    pub run: RunId,
+    /// Run only if `run` ended `ok`; otherwise end `cancelled` without running (a batch with
+    /// `stop_on_error`).
+    pub only_if_ok: bool,
 }
 
 impl ExecuteRequest {
@@ -51,7 +61,7 @@ impl ExecuteRequest {
             notices: Vec::new(),
             subshell: false,
             trace: tracing::Span::current(),
-            after_ok: None,
+            follows: None,
         }
     }
 }

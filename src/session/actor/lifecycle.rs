@@ -227,9 +227,14 @@ impl Actor {
             RunStatus::KernelDied,
             &format!("The kernel died ({info}) while this subshell run executed."),
         );
-        self.cancel_queued(&format!(
+        let reason = format!(
             "Cancelled: the kernel died ({info}) before this run started; it was not run in the new kernel."
-        ));
+        );
+        if not_ours {
+            self.cancel_queued(&reason);
+        } else {
+            self.cancel_queued_but_followers(&reason);
+        }
         self.pending_notices.push(format!(
             "The previous kernel died ({info}); this run executed in a new kernel."
         ));
@@ -326,7 +331,9 @@ impl Actor {
             run.set_status(RunStatus::Cancelled);
             self.finish_current();
         }
-        self.cancel_queued("Cancelled: the session was restarted before this run started.");
+        self.cancel_queued_but_followers(
+            "Cancelled: the session was restarted before this run started.",
+        );
         if let Some(cell) = self.other_requests.cell() {
             // The one way an agent stops another client's cell, and it says so.
             self.pending_notices.push(format!(

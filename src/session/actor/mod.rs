@@ -59,7 +59,7 @@ mod running;
 mod subshell;
 
 use api::Reply;
-pub use api::{ExecuteRequest, Settled, Submitted, WhileBusy};
+pub use api::{ExecuteRequest, Follows, Settled, Submitted, WhileBusy};
 use cmd::Command;
 pub use subshell::{MAX_SIDE_RUNS, SIDE_RUN_TIMEOUT};
 

@@ -486,11 +486,14 @@ impl Actor {
         }
     }
 
-    /// The runs at the head of the queue that were to follow a run ending `ok` (see
-    /// [`ExecuteRequest::after_ok`]) when it did not: each ends `cancelled`, never run.
+    /// The runs at the head of the queue that were to follow a run only if it ended `ok`
+    /// (see [`ExecuteRequest::follows`]) when it did not: each ends `cancelled`, never run.
     fn skip_unmet_queued(&mut self) {
         while let Some(next) = self.runs.next_queued()
-            && let Some(before) = next.after_ok.clone()
+            && let Some(Follows {
+                run: before,
+                only_if_ok: true,
+            }) = next.follows.clone()
         {
             let ended = self.runs.get(before.as_str()).map(|r| r.status());
             if ended == Some(RunStatus::Ok) {
@@ -498,20 +501,30 @@ impl Actor {
             }
             let id = next.id.clone();
             self.runs.dequeue(id.as_str());
-            if let Some(run) = self.runs.get_mut(id.as_str()) {
-                let how = ended.map_or("unknown", |s| s.as_str());
-                run.notices.push(format!(
-                    "Not run: it was to follow run {before} only if that ended ok, and it ended {how}."
-                ));
-                run.set_status(RunStatus::Cancelled);
-            }
-            self.record_finished(id);
+            let how = ended.map_or("unknown", |s| s.as_str());
+            self.cancel_taken(
+                vec![id],
+                &format!("Not run: it was to follow run {before} only if that ended ok, and it ended {how}."),
+            );
         }
     }
 
     /// End every queued run `cancelled`, with `reason` as its notice.
     pub(super) fn cancel_queued(&mut self, reason: &str) {
-        for id in self.runs.drain_queue() {
+        let ids = self.runs.drain_queue();
+        self.cancel_taken(ids, reason);
+    }
+
+    /// End the queued runs `cancelled` but those that follow a run (the next cell of a
+    /// notebook batch): a restart or a new kernel keeps them, as the batch's next request.
+    pub(super) fn cancel_queued_but_followers(&mut self, reason: &str) {
+        let ids = self.runs.take_queued(|r| r.follows.is_none());
+        self.cancel_taken(ids, reason);
+    }
+
+    /// End runs `ids`, already out of the queue, `cancelled` with `reason` as their notice.
+    fn cancel_taken(&mut self, ids: Vec<RunId>, reason: &str) {
+        for id in ids {
             if let Some(run) = self.runs.get_mut(id.as_str()) {
                 run.notices.push(reason.to_string());
                 run.set_status(RunStatus::Cancelled);

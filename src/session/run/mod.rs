@@ -38,8 +38,8 @@ pub struct Run {
     pub timeout: Option<Duration>,
     /// Longest wait before the code starts (`queue_timeout_s`); `None` = none.
     pub queue_timeout: Option<Duration>,
-    /// Runs only if this run ended `ok` (see `ExecuteRequest::after_ok`).
-    pub after_ok: Option<RunId>,
+    /// The run it follows (see `ExecuteRequest::follows`).
+    pub follows: Option<crate::session::Follows>,
     /// Since when, and behind whose cell, it has waited for another client of the kernel
     /// (see `actor/foreign.rs`).
     pub held: Option<(Instant, String)>,
@@ -87,7 +87,7 @@ impl Run {
             store_history,
             timeout,
             queue_timeout: None,
-            after_ok: None,
+            follows: None,
             held: None,
             stdin_answers: stdin_answers.into(),
             generation: 0,

@@ -10,10 +10,10 @@
 //! restart after the grace), `replies` (a run's end from its reply and idle, the probe when
 //! one is missing, shell requests that get no answer), `kernel_faults` (a kernel that dies
 //! or takes no messages), `input` (stdin requests and the settled receiver) and
-//! `other_clients` (another client's cells in the history), `after_ok` (a run queued to
-//! follow another only if that one ends ok).
+//! `other_clients` (another client's cells in the history), `follows` (a run queued to
+//! follow another: only if that one ends ok, and past a restart).
 
-mod after_ok;
+mod follows;
 mod input;
 mod interrupts;
 mod kernel_faults;

@@ -302,7 +302,7 @@ impl Actor {
         );
         run.notices.extend(req.notices);
         run.queue_timeout = req.queue_timeout;
-        run.after_ok = req.after_ok;
+        run.follows = req.follows;
         run.trace = crate::telemetry::RunTrace::queued(
             &req.trace,
             &run.session_id,
