@@ -32,6 +32,10 @@ pub struct Quirks {
     /// octave_kernel) inherit the feature flag, but their code drives one REPL process from
     /// whichever thread asks, so a subshell request there garbles or blocks the busy run.
     pub subshells: bool,
+    /// An `execute_request` sent with `stop_on_error` that fails makes the kernel abort (reply
+    /// `status: aborted`, nothing run) the execute requests already in its shell queue
+    /// (IPython's kernel). Only then is a notebook batch's next cell sent ahead into that queue.
+    pub aborts_queue_on_error: bool,
 }
 
 impl Quirks {
@@ -57,6 +61,7 @@ impl Quirks {
             interrupt_replies_ok: language == "octave",
             stdin_is_terminal: implementation == "bash_kernel",
             ename_is_class_repr: implementation == "xeus-python",
+            aborts_queue_on_error: implementation == "ipython",
         }
     }
 
@@ -81,13 +86,18 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn each_known_kernel_gets_its_quirks_and_ipykernel_none() {
+    fn each_known_kernel_gets_its_quirks_and_ipykernel_only_its_queue_abort() {
         let q = |implementation: &str, language: &str| {
             Quirks::from_kernel_info(
                 &json!({"implementation": implementation, "language_info": {"name": language}}),
             )
         };
-        assert_eq!(q("ipython", "python"), Quirks::default());
+        let ipython = Quirks {
+            aborts_queue_on_error: true,
+            ..Quirks::default()
+        };
+        assert_eq!(q("ipython", "python"), ipython);
+        assert!(!q("bash_kernel", "bash").aborts_queue_on_error);
         assert!(q("IRkernel", "R").display_is_result);
         let octave = q("Octave Kernel", "octave");
         assert_eq!(octave.error_line_prefix, Some("error: "));

@@ -6,9 +6,11 @@
 
 use serde_json::{Value, json};
 
-/// What an `execute_request` asks of the kernel. `user_expressions` is always empty and
-/// `stop_on_error` always false: kernel-mcp decides itself what runs after a failure (a
-/// queued run's `follows`), so the kernel never aborts its queue.
+/// What an `execute_request` asks of the kernel. `user_expressions` is always empty.
+/// `stop_on_error` is false but for a notebook batch's cell whose next cell is sent ahead
+/// into the kernel's queue: kernel-mcp decides itself what runs after a failure (a queued
+/// run's `follows`), and asks the kernel to abort its queue only where the next request is
+/// already in it.
 #[derive(Debug, Clone, Copy)]
 pub struct Execute<'a> {
     pub code: &'a str,
@@ -17,6 +19,8 @@ pub struct Execute<'a> {
     pub store_history: bool,
     /// The kernel may send `input_request` on stdin.
     pub allow_stdin: bool,
+    /// After an error the kernel aborts the execute requests already in its queue.
+    pub stop_on_error: bool,
 }
 
 impl<'a> Execute<'a> {
@@ -27,6 +31,7 @@ impl<'a> Execute<'a> {
             silent: true,
             store_history: false,
             allow_stdin: false,
+            stop_on_error: false,
         }
     }
 
@@ -38,7 +43,7 @@ impl<'a> Execute<'a> {
             "store_history": self.store_history,
             "user_expressions": {},
             "allow_stdin": self.allow_stdin,
-            "stop_on_error": false,
+            "stop_on_error": self.stop_on_error,
         })
     }
 }

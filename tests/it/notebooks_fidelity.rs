@@ -112,13 +112,13 @@ async fn stop_on_error_skips_the_cells_after_a_failing_one_and_names_them() {
     let server = Server::start_with_args(&["--tools", "all"]).await;
     let dir = tmpdir();
     let path = dir.path().join("fails.ipynb");
-    let cells: Vec<Value> = [("one", "x = 1"), ("boom", "1 / 0"), ("after", "print('never')"), ("last", "x")]
+    let cells: Vec<Value> = [("one", "x = 1"), ("boom", "1 / 0"), ("after", "print('never'); y = 1"), ("last", "x")]
         .iter()
         .map(|(id, s)| json!({"cell_type": "code", "id": id, "metadata": {}, "source": s, "outputs": [], "execution_count": null}))
         .collect();
     let nb = json!({"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}, "nbformat": 4, "nbformat_minor": 5});
     std::fs::write(&path, nb.to_string()).unwrap();
-    ok(&server, "open_notebook", json!({"path": path})).await;
+    let opened = ok(&server, "open_notebook", json!({"path": path})).await;
 
     let r = server
         .call("execute_cells", json!({"path": path, "wait_s": 60}))
@@ -155,6 +155,15 @@ async fn stop_on_error_skips_the_cells_after_a_failing_one_and_names_them() {
         json!([]),
         "a skipped cell is not run"
     );
+    // Nor did the kernel run it (the cell after a failing one is sent into the kernel's
+    // queue ahead, and the kernel aborts it).
+    let y = ok(
+        &server,
+        "execute",
+        json!({"session_id": opened["session_id"], "code": "'y' in dir()"}),
+    )
+    .await;
+    assert_eq!(y["result"], "False", "{y}");
 
     let all = server
         .call(

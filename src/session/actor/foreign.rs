@@ -214,7 +214,10 @@ impl Actor {
             ));
         }
         let stop = match run.phase.executing_mut() {
-            Some(e) if e.cancel_on_start && e.interrupt.is_none() => {
+            // Not once the kernel answered it (an aborted request is over).
+            Some(e)
+                if e.cancel_on_start && e.interrupt.is_none() && e.reply.is_none() && !e.idle =>
+            {
                 e.interrupt = Some(Interrupting::new(now));
                 true
             }
@@ -226,7 +229,8 @@ impl Actor {
     }
 
     /// An interrupt or cancellation of the current run that must not reach the kernel yet:
-    /// the run waits behind another client's cell. It is stopped as soon as it begins.
+    /// the run waits behind another client's cell, or was sent ahead and has not begun (the
+    /// kernel aborts it if the run before it failed). It is stopped as soon as it begins.
     /// Returns the notice saying so, or `None` when the interrupt may go ahead.
     pub(super) fn defer_interrupt(&mut self) -> Option<String> {
         let run = self.runs.current_mut()?;
@@ -234,10 +238,18 @@ impl Actor {
         let Phase::Executing(e) = &mut run.phase else {
             return None;
         };
-        let who = e.behind.clone().filter(|_| !e.began)?;
-        let notice = format!(
-            "Run {id} waits in the kernel behind another client's cell ({who}), which is not interrupted for it; run {id} is stopped as soon as it starts."
-        );
+        if e.began || e.reply.is_some() {
+            return None;
+        }
+        let notice = match (e.behind.clone(), e.sent_ahead()) {
+            (Some(who), _) => format!(
+                "Run {id} waits in the kernel behind another client's cell ({who}), which is not interrupted for it; run {id} is stopped as soon as it starts."
+            ),
+            (None, Some(_)) => format!(
+                "Run {id}'s request is in the kernel's queue and has not started: the kernel aborts it if the run before it failed, else it is stopped as soon as it starts."
+            ),
+            (None, None) => return None,
+        };
         if !e.cancel_on_start {
             e.cancel_on_start = true;
             run.notices.push(notice.clone());

@@ -51,6 +51,7 @@ impl Actor {
                 msg_type: p.msg_type,
             }));
         }
+        self.forget_sent_ahead();
         self.end_side_runs(
             RunStatus::Cancelled,
             "Cancelled: the kernel was replaced while this subshell run executed.",

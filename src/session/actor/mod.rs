@@ -48,6 +48,7 @@ use crate::kernel::{
 };
 use crate::wire::Message;
 
+mod ahead;
 mod api;
 pub mod cmd;
 mod expiry;

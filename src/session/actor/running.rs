@@ -6,7 +6,6 @@
 use super::*;
 use crate::session::run::{Executing, Interrupting, Phase};
 use crate::session::types::ErrorInfo;
-use crate::wire::Execute;
 
 /// In a run's notice while an interrupt did not stop it (dropped once a restart does).
 pub(super) const STILL_GOING: &str = "the run is still going.";
@@ -16,6 +15,11 @@ impl Actor {
     /// free. The one place a run begins.
     pub(super) async fn advance(&mut self) {
         self.settle_side_runs();
+        self.start_runs().await;
+        self.send_ahead().await;
+    }
+
+    async fn start_runs(&mut self) {
         loop {
             if let Some(run) = self.runs.current_mut()
                 && run.phase.executing().is_some_and(|e| e.is_complete())
@@ -65,7 +69,10 @@ impl Actor {
             run.started_at = Some(Instant::now());
             run.set_status(RunStatus::Running);
             let code = run.code.clone();
-            if quirks.check_complete {
+            let sent_ahead = run.phase.executing().and_then(|e| e.sent_ahead());
+            if sent_ahead.is_some() && sent_ahead == Some(generation) {
+                self.promote_sent_ahead().await;
+            } else if quirks.check_complete {
                 self.check_completeness(code).await;
             } else {
                 self.send_execute().await;
@@ -140,26 +147,16 @@ impl Actor {
 
     /// Send the current run's execute_request; the run is then executing.
     async fn send_execute(&mut self) {
-        let (Some(kernel), Some(run)) = (self.kernel.as_ref(), self.runs.current()) else {
+        let Some(id) = self.runs.current_id().cloned() else {
             return;
         };
-        let content = Execute {
-            code: &run.code,
-            silent: false,
-            store_history: run.store_history,
-            allow_stdin: true,
+        let Some((msg, stop_on_error)) = self.execute_message(&id) else {
+            return;
         };
-        let mut msg = kernel.request("execute_request", content.content());
-        // The run's trace context, for code in the kernel that traces itself (docs/telemetry.md).
-        let carried = crate::telemetry::context::carried(&run.trace.span());
-        if !carried.is_empty() {
-            msg.metadata = Value::Object(carried);
-        }
-        let msg_id = MsgId::from(msg.msg_id());
-        let id = run.id.clone();
-        self.runs.index_msg(msg_id.clone(), id);
         if let Some(run) = self.runs.current_mut() {
-            run.phase = Phase::Executing(Executing::new(Instant::now()));
+            let mut e = Executing::new(Instant::now());
+            e.stop_on_error = stop_on_error;
+            run.phase = Phase::Executing(e);
         }
         if let Err(e) = self.send(Channel::Shell, &msg).await {
             tracing::warn!(session = %self.desc.id, "execute_request not sent: {e}");
@@ -232,6 +229,7 @@ impl Actor {
             e.reply_dropped = e.reply.is_none();
             return false;
         }
+        let generation = self.generation;
         let Some((run, is_current)) = msg.parent_msg_id().and_then(|p| self.runs.by_parent(p))
         else {
             if channel == Channel::Iopub && msg.parent_msg_id().is_some() {
@@ -243,15 +241,32 @@ impl Actor {
             }
             return false;
         };
+        // A request sent ahead is answered like the current one's while it waits its turn.
+        let live = is_current
+            || run.status() == RunStatus::Queued
+                && run
+                    .phase
+                    .executing()
+                    .is_some_and(|e| e.sent_ahead() == Some(generation));
         match channel {
             Channel::Iopub => {
                 run.apply_iopub(&msg);
+                if let Some(e) = run.phase.executing_mut().filter(|e| e.ahead.is_some()) {
+                    // A request sent ahead begins with its code (`execute_input`): the kernel
+                    // publishes busy and idle around one it aborts too.
+                    if msg.msg_type() == "status" {
+                        return false;
+                    }
+                    if !is_current {
+                        e.began = true;
+                    }
+                }
                 return is_current;
             }
-            Channel::Shell if msg.msg_type() == "execute_reply" && is_current => {
+            Channel::Shell if msg.msg_type() == "execute_reply" && live => {
                 run.apply_reply(msg.content);
             }
-            Channel::Stdin if msg.msg_type() == "input_request" && is_current => {
+            Channel::Stdin if msg.msg_type() == "input_request" && live => {
                 let prompt = crate::session::types::Prompt {
                     text: msg.content["prompt"]
                         .as_str()
@@ -259,7 +274,7 @@ impl Actor {
                         .to_string(),
                     password: msg.content["password"].as_bool().unwrap_or(false),
                 };
-                if run.stdin_answers.is_empty() {
+                if run.stdin_answers.is_empty() && is_current {
                     run.set_status(RunStatus::AwaitingInput);
                 }
                 run.input = Some((msg, prompt));
@@ -285,7 +300,7 @@ impl Actor {
     }
 
     /// Answer an input_request from the call's `stdin` list.
-    async fn answer_from_stdin_list(&mut self) {
+    pub(super) async fn answer_from_stdin_list(&mut self) {
         let Some(run) = self.runs.current_mut() else {
             return;
         };
@@ -500,12 +515,23 @@ impl Actor {
                 return;
             }
             let id = next.id.clone();
-            self.runs.dequeue(id.as_str());
             let how = ended.map_or("unknown", |s| s.as_str());
-            self.cancel_taken(
-                vec![id],
-                &format!("Not run: it was to follow run {before} only if that ended ok, and it ended {how}."),
-            );
+            let why =
+                format!("it was to follow run {before} only if that ended ok, and it ended {how}.");
+            if self.in_kernel_ahead(next) {
+                // The kernel aborts it (or ran it already): it ends as the kernel answers.
+                if let Some(a) = self
+                    .runs
+                    .get_mut(id.as_str())
+                    .and_then(|r| r.phase.executing_mut())
+                    .and_then(|e| e.ahead.as_mut())
+                {
+                    a.unmet = Some(why);
+                }
+                return;
+            }
+            self.runs.dequeue(id.as_str());
+            self.cancel_taken(vec![id], &format!("Not run: {why}"));
         }
     }
 

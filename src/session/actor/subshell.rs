@@ -256,6 +256,7 @@ impl Actor {
             silent: false,
             store_history: false,
             allow_stdin: false,
+            stop_on_error: false,
         };
         let mut msg = kernel.request("execute_request", content.content());
         msg.header.subshell_id = Some(subshell_id);

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 pub use output::{RunOutput, Slot};
-pub use phase::{Deadline, Executing, Interrupting, Phase, Timing};
+pub use phase::{Deadline, Executing, Interrupting, Phase, SentAhead, Timing};
 pub use response::{Bounds, Part, page_part};
 
 use super::display::history_output;
@@ -188,6 +188,15 @@ impl Run {
         let status = e.reply_status().unwrap_or("ok").to_string();
         if e.cancel_on_start {
             return RunStatus::Cancelled;
+        }
+        if let Some(why) = e.ahead.as_ref().and_then(|a| a.unmet.clone()) {
+            if !matches!(status.as_str(), "ok" | "error") && e.reply.is_some() {
+                self.notices.push(format!("Not run: {why}"));
+                return RunStatus::Cancelled;
+            }
+            self.notices.push(format!(
+                "This was not to run ({why}), but its request was already in the kernel's queue and the kernel ran it."
+            ));
         }
         if e.stdin_refused {
             return RunStatus::Error;

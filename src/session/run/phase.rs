@@ -85,6 +85,23 @@ pub struct Executing {
     /// Stop it as soon as it begins: it was cancelled (or its `queue_timeout_s` passed) while
     /// it waited behind another client's cell, which is never interrupted for it.
     pub cancel_on_start: bool,
+    /// The request was sent with `stop_on_error`: after an error the kernel aborts the
+    /// request sent ahead behind it.
+    pub stop_on_error: bool,
+    /// Set when the request was sent before its run was current (see [`SentAhead`]).
+    pub ahead: Option<Box<SentAhead>>,
+}
+
+/// A request sent into the kernel's queue before its run was current: the next cell of a
+/// notebook batch, sent while the one before it runs.
+#[derive(Debug, Clone)]
+pub struct SentAhead {
+    /// The generation of the kernel it was sent to.
+    pub generation: u64,
+    /// Why it was not to run after all (the run it followed did not end `ok`): the kernel
+    /// aborts it (it ends `cancelled`, with this as its notice), or, if the kernel had already
+    /// started it, it ends as it ran, saying so.
+    pub unmet: Option<String>,
 }
 
 /// An interrupt under way.
@@ -226,6 +243,8 @@ impl Executing {
             began: false,
             behind: None,
             cancel_on_start: false,
+            stop_on_error: false,
+            ahead: None,
         }
     }
 
@@ -247,7 +266,14 @@ impl Executing {
             began: self.began,
             behind: self.behind.clone(),
             cancel_on_start: self.cancel_on_start,
+            stop_on_error: self.stop_on_error,
+            ahead: self.ahead.clone(),
         }
+    }
+
+    /// The generation of the kernel the request was sent to ahead of its turn, if it was.
+    pub fn sent_ahead(&self) -> Option<u64> {
+        self.ahead.as_ref().map(|a| a.generation)
     }
 
     /// The reply's `status` (`ok`, `error`, `aborted`/`abort`…), once it came.

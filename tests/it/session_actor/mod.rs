@@ -11,8 +11,10 @@
 //! one is missing, shell requests that get no answer), `kernel_faults` (a kernel that dies
 //! or takes no messages), `input` (stdin requests and the settled receiver) and
 //! `other_clients` (another client's cells in the history), `follows` (a run queued to
-//! follow another: only if that one ends ok, and past a restart).
+//! follow another: only if that one ends ok, and past a restart) and `ahead` (a batch's next
+//! cell sent into the kernel's queue while the one before runs).
 
+mod ahead;
 mod follows;
 mod input;
 mod interrupts;

@@ -241,16 +241,13 @@ impl Cancel {
             .get(id.as_str())
             .ok_or_else(|| SessionError::RunNotFound(id.to_string()))?
             .status();
-        match status {
-            RunStatus::Queued => {
-                actor.runs.dequeue(id.as_str());
-                if let Some(run) = actor.runs.get_mut(id.as_str()) {
-                    run.notices
-                        .push("Cancelled before it started; it never ran.".into());
-                    run.set_status(RunStatus::Cancelled);
-                }
+        if status == RunStatus::Queued {
+            if actor.cancel_queued_run(&id, "Cancelled before it started; it never ran.") {
                 actor.runs.finished(id);
             }
+            return Ok(());
+        }
+        match status {
             RunStatus::Running | RunStatus::AwaitingInput
                 if actor.runs.current_id() == Some(&id) =>
             {
@@ -272,14 +269,12 @@ impl SessionCommand for ClearQueue {
 
 impl ClearQueue {
     pub(super) fn apply(self, actor: &mut Actor, answer: Answer<Self>) {
-        let ids = actor.runs.drain_queue();
+        let ids: Vec<RunId> = actor.runs.queued().map(|r| r.id.clone()).collect();
         for id in &ids {
-            if let Some(run) = actor.runs.get_mut(id.as_str()) {
-                run.notices
-                    .push("Cancelled by clear_queue before it started; it never ran.".into());
-                run.set_status(RunStatus::Cancelled);
+            let notice = "Cancelled by clear_queue before it started; it never ran.";
+            if actor.cancel_queued_run(id, notice) {
+                actor.record_finished(id.clone());
             }
-            actor.record_finished(id.clone());
         }
         let _ = answer.send(Ok(ids));
     }
