@@ -186,14 +186,16 @@ impl Run {
             return RunStatus::Ok;
         };
         let status = e.reply_status().unwrap_or("ok").to_string();
+        let unmet = e.ahead.as_ref().and_then(|a| a.unmet.clone());
+        let aborted = e.reply.is_some() && !matches!(status.as_str(), "ok" | "error");
+        if let (Some(why), true) = (&unmet, aborted) {
+            self.notices.push(format!("Not run: {why}"));
+            return RunStatus::Cancelled;
+        }
         if e.cancel_on_start {
             return RunStatus::Cancelled;
         }
-        if let Some(why) = e.ahead.as_ref().and_then(|a| a.unmet.clone()) {
-            if !matches!(status.as_str(), "ok" | "error") && e.reply.is_some() {
-                self.notices.push(format!("Not run: {why}"));
-                return RunStatus::Cancelled;
-            }
+        if let Some(why) = unmet {
             self.notices.push(format!(
                 "This was not to run ({why}), but its request was already in the kernel's queue and the kernel ran it."
             ));
