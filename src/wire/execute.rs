@@ -7,10 +7,10 @@
 use serde_json::{Value, json};
 
 /// What an `execute_request` asks of the kernel. `user_expressions` is always empty.
-/// `stop_on_error` is false but for a notebook batch's cell whose next cell is sent ahead
-/// into the kernel's queue: kernel-mcp decides itself what runs after a failure (a queued
-/// run's `follows`), and asks the kernel to abort its queue only where the next request is
-/// already in it.
+/// kernel-mcp decides itself what runs after a failure (a queued run's `follows`), so
+/// `stop_on_error` is false but for a notebook batch's cell that runs only if the one before
+/// it ended `ok`, on an IPython kernel of the session's own: the next cell may be sent into the
+/// kernel's queue behind it, and the kernel aborts that one if this one fails.
 #[derive(Debug, Clone, Copy)]
 pub struct Execute<'a> {
     pub code: &'a str,

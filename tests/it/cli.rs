@@ -186,7 +186,7 @@ async fn ctrl_c_interrupts_the_run_and_exec_exits_3() {
     assert!(started.is_ok(), "the cell never started: {seen:?}");
     let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
         .await
         .expect("exec exits after Ctrl-C")
         .unwrap();

@@ -167,7 +167,7 @@ async fn http_transport_runs_code_checks_host_and_cleans_up_on_sigterm() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
+    let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
         .await
         .expect("exits after SIGTERM");
     assert!(exit.is_ok());

@@ -107,7 +107,7 @@ async fn stop(mut child: tokio::process::Child) {
         nix::unistd::Pid::from_raw(child.id().expect("pid") as i32),
         nix::sys::signal::Signal::SIGTERM,
     );
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
         .await
         .expect("exits on SIGTERM")
         .expect("wait");

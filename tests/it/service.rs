@@ -289,7 +289,7 @@ async fn an_http_client_and_a_socket_client_of_the_service_share_a_session() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .expect("SIGTERM");
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
         .await
         .expect("the service exits on SIGTERM")
         .expect("wait");
