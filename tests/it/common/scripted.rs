@@ -265,6 +265,24 @@ pub async fn submit(
     handle.call(cmd::Submit::new(req)).await.expect("queued")
 }
 
+/// Restart the session (history kept) while the test is the kernel launcher: answers with
+/// the new kernel's script once the restart is done.
+pub async fn restart(
+    handle: &SessionHandle,
+    kernels: &mut mpsc::UnboundedReceiver<Script>,
+) -> Script {
+    let h = handle.clone();
+    let restarting = tokio::spawn(async move {
+        h.call(cmd::Restart {
+            clear_history: false,
+        })
+        .await
+    });
+    let next = kernels.recv().await.expect("a new kernel");
+    restarting.await.expect("joined").expect("restarted");
+    next
+}
+
 /// Wait (virtual time) for the run to settle; its status.
 pub async fn settle(rx: &mut watch::Receiver<RunStatus>, within: Duration) -> RunStatus {
     assert!(

@@ -182,17 +182,7 @@ async fn cancelling_a_batch_interrupts_its_cell_and_the_one_sent_ahead_ends_canc
 async fn a_restart_before_the_cell_sent_ahead_starts_ends_it_cancelled_without_waiting() {
     let (handle, mut kernels, _k1, [(_, mut b_rx), (_, mut c_rx)], _) =
         batch_with_c_sent_ahead().await;
-    let restarting = {
-        let h = handle.clone();
-        tokio::spawn(async move {
-            h.call(cmd::Restart {
-                clear_history: false,
-            })
-            .await
-        })
-    };
-    let _k2 = kernels.recv().await.expect("a new kernel");
-    restarting.await.expect("joined").expect("restarted");
+    let _k2 = restart(&handle, &mut kernels).await;
     assert_eq!(settle(&mut b_rx, WITHIN).await, RunStatus::Cancelled);
     assert_eq!(
         settle(&mut c_rx, WITHIN).await,

@@ -105,17 +105,7 @@ async fn a_restart_cancels_the_queued_runs_but_the_follower_which_runs_in_the_ne
     let (_, mut follower_rx) = submit(&handle, following(&first, false, "next cell")).await;
     let (_, mut other_rx) = submit(&handle, ExecuteRequest::new("another caller's")).await;
     k1.next_execute().await;
-    let restarting = {
-        let h = handle.clone();
-        tokio::spawn(async move {
-            h.call(cmd::Restart {
-                clear_history: false,
-            })
-            .await
-        })
-    };
-    let mut k2 = kernels.recv().await.expect("a new kernel");
-    restarting.await.expect("joined").expect("restarted");
+    let mut k2 = restart(&handle, &mut kernels).await;
     assert_eq!(settle(&mut first_rx, WITHIN).await, RunStatus::Cancelled);
     assert_eq!(settle(&mut other_rx, WITHIN).await, RunStatus::Cancelled);
     let req = k2.next_execute().await;

@@ -183,17 +183,7 @@ async fn a_restart_after_an_interrupt_that_never_took_says_the_run_was_stopped()
     k1.next_execute().await;
     handle.call(cmd::Interrupt).await.expect("interrupt");
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let restarting = {
-        let h = handle.clone();
-        tokio::spawn(async move {
-            h.call(cmd::Restart {
-                clear_history: false,
-            })
-            .await
-        })
-    };
-    let _k2 = kernels.recv().await.expect("a new kernel");
-    restarting.await.expect("joined").expect("restarted");
+    let _k2 = restart(&handle, &mut kernels).await;
     assert_eq!(
         settle(&mut rx, Duration::from_secs(10)).await,
         RunStatus::Cancelled
